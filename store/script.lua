@@ -1,0 +1,309 @@
+-- bulkmilter store script, key schema bm1 (see store/doc.go).
+--
+-- Every key a call touches is declared in KEYS and shares one hash tag, so
+-- the script runs in one cluster slot. All writes are idempotent (HSET,
+-- PFADD, recomputed tallies): running a call twice, as a client retry after
+-- a timeout may do, leaves the same state and returns the same counts.
+--
+-- ARGV[1] is the mode: 'o' observe, 'v' vote.
+
+local CHUNK = 1000 -- arguments per command, below Lua's stack limit
+
+local function chunks(cmd, key, list, from, to)
+  local out = {}
+  for i = from, to, CHUNK do
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + CHUNK - 1, to)))
+    if type(r) == 'table' then
+      for j = 1, #r do out[#out + 1] = r[j] end
+    end
+  end
+  return out
+end
+
+-- Votes ------------------------------------------------------------------
+-- A vote hash maps a 6-byte voter pseudonym to kind..unixseconds ('n' not
+-- bulk, 'b' bulk); the field '#' holds "notbulk,bulk,oldest" so a count
+-- needs one HGET.
+
+local function tally_parse(s)
+  local n, b, o = string.match(s or '', '^(%d+),(%d+),(%-?%d+)$')
+  return tonumber(n) or 0, tonumber(b) or 0, tonumber(o) or 0
+end
+
+-- vote_rebuild drops votes cast at or before now-hz (and the voter 'drop')
+-- and recounts what is left.
+local function vote_rebuild(k, now, hz, drop)
+  local all = redis.call('HGETALL', k)
+  local n, b, oldest = 0, 0, nil
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    if #f == 6 then
+      local t = tonumber(string.sub(v, 2)) or 0
+      if f == drop or t <= now - hz then
+        redis.call('HDEL', k, f)
+      else
+        if string.sub(v, 1, 1) == 'n' then n = n + 1 else b = b + 1 end
+        if oldest == nil or t < oldest then oldest = t end
+      end
+    end
+  end
+  return n, b, oldest
+end
+
+local function vote_store(k, n, b, oldest, ttlms)
+  if n + b == 0 then
+    redis.call('DEL', k)
+    return
+  end
+  redis.call('HSET', k, '#', n .. ',' .. b .. ',' .. oldest)
+  if ttlms then redis.call('PEXPIRE', k, ttlms) end
+end
+
+if ARGV[1] == 'v' then
+  -- KEYS[1] vote hash. ARGV: 'v', voter, kind ('n', 'b' or '-' to
+  -- retract), now (unix s), horizon (s), ttl (ms). Returns the voter's
+  -- previous value or ''.
+  local k, voter, kind = KEYS[1], ARGV[2], ARGV[3]
+  local now, hz, ttlms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  local old = redis.call('HGET', k, voter)
+  local n, b, oldest = vote_rebuild(k, now, hz, voter)
+  if kind == '-' then
+    vote_store(k, n, b, oldest or now, nil)
+  else
+    redis.call('HSET', k, voter, kind .. ARGV[4])
+    if kind == 'n' then n = n + 1 else b = b + 1 end
+    if oldest == nil or now < oldest then oldest = now end
+    vote_store(k, n, b, oldest, ttlms)
+  end
+  return old or ''
+end
+
+-- Observe ------------------------------------------------------------------
+-- ARGV: 'o', nb (buckets read), bucket length (ms), ttl of current-bucket
+-- keys (ms), current bucket, first-sighting cap, exact limit, now (unix s),
+-- vote horizon (s), nsig, nr, then nr recipient pseudonyms, then nsig
+-- first-sighting fields.
+-- KEYS, per signature (2*nb+2): nb first-sighting hashes (oldest first),
+-- the exact set, nb HyperLogLogs (oldest first), the vote hash.
+-- Returns per signature {count, notbulk, bulk, {i, vote, i, vote, ...}}
+-- where i is the 1-based index of a recipient who voted.
+
+local nb = tonumber(ARGV[2])
+local blen = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local cb = tonumber(ARGV[5])
+local cap = tonumber(ARGV[6])
+local elim = tonumber(ARGV[7])
+local now = tonumber(ARGV[8])
+local hz = tonumber(ARGV[9])
+local nsig = tonumber(ARGV[10])
+local nr = tonumber(ARGV[11])
+local r0 = 11
+local f0 = r0 + nr
+local kper = 2 * nb + 2
+local oldest = cb - nb + 1
+
+local rs = {}
+for j = 1, nr do rs[j] = ARGV[r0 + j] end
+
+local function ttlof(bk) return ttl - (cb - bk) * blen end
+
+-- The exact set maps a recipient pseudonym to the last bucket it was seen
+-- in; the field '#' holds "bucket:count ..." for those buckets, so the live
+-- count is a sum over at most nb numbers.
+local function counts_parse(s)
+  local t = {}
+  if s then
+    for bk, c in string.gmatch(s, '(%-?%d+):(%d+)') do t[tonumber(bk)] = tonumber(c) end
+  end
+  return t
+end
+
+local function counts_format(t)
+  local bks = {}
+  for bk, c in pairs(t) do if c > 0 then bks[#bks + 1] = bk end end
+  table.sort(bks)
+  local parts = {}
+  for i, bk in ipairs(bks) do parts[i] = bk .. ':' .. t[bk] end
+  return table.concat(parts, ' ')
+end
+
+local function exact_live(x)
+  local live = 0
+  for bk, c in pairs(counts_parse(redis.call('HGET', x, '#'))) do
+    if bk >= oldest then live = live + c end
+  end
+  return live
+end
+
+-- exact_add records entries {pseudonym, bucket} in the exact set and
+-- returns the live count, or nil after converting the set to per-bucket
+-- HyperLogLogs because it outgrew the exact limit.
+local function exact_add(kb, x, entries)
+  local t = counts_parse(redis.call('HGET', x, '#'))
+  local stale = false
+  for bk in pairs(t) do if bk < oldest then stale = true end end
+  if stale then
+    local all = redis.call('HGETALL', x)
+    for i = 1, #all, 2 do
+      if #all[i] == 6 and tonumber(all[i + 1]) < oldest then redis.call('HDEL', x, all[i]) end
+    end
+    for bk in pairs(t) do if bk < oldest then t[bk] = nil end end
+  end
+  for _, e in ipairs(entries) do
+    local r, bk = e[1], e[2]
+    local old = tonumber(redis.call('HGET', x, r) or '')
+    if old == nil then
+      redis.call('HSET', x, r, bk)
+      t[bk] = (t[bk] or 0) + 1
+    elseif old < bk then
+      redis.call('HSET', x, r, bk)
+      t[old] = (t[old] or 1) - 1
+      t[bk] = (t[bk] or 0) + 1
+    end
+  end
+  local live, maxb = 0, cb
+  for bk, c in pairs(t) do
+    live = live + c
+    if c > 0 and bk > maxb then maxb = bk end
+  end
+  if live > elim then
+    local all = redis.call('HGETALL', x)
+    local per = {}
+    for i = 1, #all, 2 do
+      if #all[i] == 6 then
+        local bk = math.min(tonumber(all[i + 1]), cb)
+        if bk >= oldest then
+          per[bk] = per[bk] or {}
+          table.insert(per[bk], all[i])
+        end
+      end
+    end
+    redis.call('DEL', x)
+    for bk, list in pairs(per) do
+      local ck = KEYS[kb + nb + 2 + (bk - oldest)]
+      chunks('PFADD', ck, list, 1, #list)
+      redis.call('PEXPIRE', ck, ttlof(bk))
+    end
+    return nil
+  end
+  redis.call('HSET', x, '#', counts_format(t))
+  redis.call('PEXPIRE', x, ttlof(maxb))
+  return live
+end
+
+local out = {}
+for s = 1, nsig do
+  local kb = (s - 1) * kper
+  local field = ARGV[f0 + s]
+  local cur_fs = KEYS[kb + nb]
+  local x = KEYS[kb + nb + 1]
+  local cur_c = KEYS[kb + 2 * nb + 1]
+  local vk = KEYS[kb + 2 * nb + 2]
+
+  local hll = false
+  for i = kb + nb + 2, kb + 2 * nb + 1 do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      hll = true
+      break
+    end
+  end
+
+  local count
+  if not hll and redis.call('EXISTS', x) == 1 then
+    if nr == 0 then
+      count = exact_live(x)
+    else
+      local entries = {}
+      for j = 1, nr do entries[j] = {rs[j], cb} end
+      count = exact_add(kb, x, entries)
+      if count == nil then hll = true end
+    end
+  elseif not hll then
+    local first, fbk
+    for i = nb, 1, -1 do
+      local v = redis.call('HGET', KEYS[kb + i], field)
+      if v then
+        first = v
+        fbk = oldest + i - 1
+        break
+      end
+    end
+    if nr == 0 then
+      if first then count = 1 else count = 0 end
+    else
+      local same = first ~= nil
+      for j = 1, nr do
+        if rs[j] ~= first then
+          same = false
+          break
+        end
+      end
+      if first == nil and nr == 1 and redis.call('HLEN', cur_fs) < cap then
+        redis.call('HSET', cur_fs, field, rs[1])
+        redis.call('PEXPIRE', cur_fs, ttl)
+        count = 1
+      elseif same and (fbk == cb or redis.call('HLEN', cur_fs) < cap) then
+        if fbk ~= cb then
+          -- seen again: the sighting moves to the current bucket
+          redis.call('HSET', cur_fs, field, first)
+          redis.call('PEXPIRE', cur_fs, ttl)
+        end
+        count = 1
+      else
+        -- a second distinct recipient (or a full first-sighting hash):
+        -- promote to the exact set, or straight to HyperLogLog
+        local entries = {}
+        if first then
+          for i = 1, nb do redis.call('HDEL', KEYS[kb + i], field) end
+          entries[1] = {first, fbk}
+        end
+        for j = 1, nr do entries[#entries + 1] = {rs[j], cb} end
+        if #entries <= elim then
+          count = exact_add(kb, x, entries)
+          if count == nil then hll = true end
+        else
+          if first then
+            local ck = KEYS[kb + nb + 2 + (fbk - oldest)]
+            redis.call('PFADD', ck, first)
+            redis.call('PEXPIRE', ck, ttlof(fbk))
+          end
+          hll = true
+        end
+      end
+    end
+  end
+  if hll then
+    if nr > 0 then
+      chunks('PFADD', cur_c, rs, 1, nr)
+      redis.call('PEXPIRE', cur_c, ttl)
+    end
+    count = redis.call('PFCOUNT', unpack(KEYS, kb + nb + 2, kb + 2 * nb + 1))
+  end
+
+  local n, b, uv = 0, 0, {}
+  local tally = redis.call('HGET', vk, '#')
+  if tally then
+    local o
+    n, b, o = tally_parse(tally)
+    if o <= now - hz then
+      local oo
+      n, b, oo = vote_rebuild(vk, now, hz, nil)
+      vote_store(vk, n, b, oo or now, nil)
+    end
+    if nr > 0 and n + b > 0 then
+      for i = 1, nr, CHUNK do
+        local last = math.min(i + CHUNK - 1, nr)
+        local vs = redis.call('HMGET', vk, unpack(rs, i, last))
+        for j = 1, #vs do
+          if vs[j] then
+            uv[#uv + 1] = i + j - 1
+            uv[#uv + 1] = vs[j]
+          end
+        end
+      end
+    end
+  end
+  out[s] = {count, n, b, uv}
+end
+return out
