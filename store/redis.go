@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -203,6 +204,10 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		MaxRetries:            o.MaxRetries,
 		MinRetryBackoff:       5 * time.Millisecond,
 		MaxRetryBackoff:       50 * time.Millisecond,
+		// One dial attempt per try: go-redis's default (5 attempts 100ms
+		// apart) spends the whole budget on a server that refuses
+		// connections instead of failing fast.
+		DialerRetries: 1,
 		// Servers without CLIENT MAINT_NOTIFICATIONS log or count errors.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
@@ -224,6 +229,23 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// RedisLogTo sends go-redis's own log lines (one per failed dial, for
+// example) to l at debug level instead of stderr. The store already returns
+// every failure to its caller and its Observer, so at the default level
+// these lines would only flood the log during an outage. go-redis's logger
+// is process-wide: call this once, from main. A nil l discards them.
+func RedisLogTo(l *slog.Logger) {
+	redis.SetLogger(redisLogger{l})
+}
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if r.l != nil {
+		r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+	}
 }
 
 // Client returns the underlying go-redis client, for pool metrics

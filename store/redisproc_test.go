@@ -83,7 +83,7 @@ func (r *redisProc) Start() {
 			c.SetReadDeadline(time.Now().Add(time.Second))
 			n, _ := c.Read(buf)
 			c.Close()
-			if strings.HasPrefix(string(buf[:n]), "+PONG") {
+			if reply := string(buf[:n]); strings.HasPrefix(reply, "+PONG") || strings.HasPrefix(reply, "-NOAUTH") {
 				return
 			}
 		}
