@@ -22,8 +22,9 @@ import (
 //	chunks: u8 kind, u32 length, payload, u32 CRC-32C of kind+length+payload
 //
 // Chunk kinds, written in this order so that damage late in the file spares
-// the votes: 1 votes, 2 counters, 3 first sightings, 255 end (empty). A
-// chunk holds whole records:
+// the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
+// 2 counters, 3 first sightings, 255 end (empty). A chunk holds whole
+// records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
 //	counters:  u64 signature hash, i64 last bucket, u8 mode,
@@ -37,6 +38,7 @@ const (
 	chunkVotes    = 1
 	chunkCounters = 2
 	chunkFS       = 3
+	chunkVotesEnd = 4
 	chunkEnd      = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
@@ -68,7 +70,7 @@ type chunkWriter struct {
 }
 
 func (cw *chunkWriter) flush(kind byte) {
-	if len(cw.buf) == 0 && kind != chunkEnd {
+	if len(cw.buf) == 0 && kind != chunkEnd && kind != chunkVotesEnd {
 		return
 	}
 	var h [5]byte
@@ -181,6 +183,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 	}
 	e.votes.mu.RUnlock()
 	cw.flush(chunkVotes)
+	cw.flush(chunkVotesEnd)
 
 	// Counts: copy a shard under its lock, write it without.
 	now := e.c.bucket(e.c.Now())
@@ -314,6 +317,7 @@ func (e *Embedded) load() error {
 		switch h[0] {
 		case chunkVotes:
 			err = e.loadVotes(payload)
+		case chunkVotesEnd:
 		case chunkCounters:
 			if countsOK {
 				err = e.loadCounters(payload)
@@ -336,7 +340,7 @@ func (e *Embedded) load() error {
 
 func lostAfter(seen map[byte]bool) string {
 	switch {
-	case seen[chunkCounters] || seen[chunkFS]:
+	case seen[chunkVotesEnd]:
 		return "votes were read in full; some counts were lost"
 	case seen[chunkVotes]:
 		return "some votes may be lost (the rest were read); counts were lost"
