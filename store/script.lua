@@ -84,7 +84,8 @@ end
 -- vote horizon (s), nsig, nr, then nr recipient pseudonyms, then nsig
 -- first-sighting fields.
 -- KEYS, per signature (2*nb+2): nb first-sighting hashes (oldest first),
--- the exact set, nb HyperLogLogs (oldest first), the vote hash.
+-- the signature hash (exact set, or the HyperLogLog marker), nb
+-- HyperLogLogs (oldest first), the vote hash.
 -- Returns per signature {count, notbulk, bulk, {i, vote, i, vote, ...}}
 -- where i is the 1-based index of a recipient who voted.
 
@@ -192,6 +193,16 @@ local function exact_add(kb, x, entries)
   return live
 end
 
+-- fs_put records a first sighting in the current bucket's hash if it has
+-- room (HLEN below the listpack limit); the hash gets its TTL when created.
+local function fs_put(cur_fs, field, r)
+  local len = redis.call('HLEN', cur_fs)
+  if len >= cap then return false end
+  redis.call('HSET', cur_fs, field, r)
+  if len == 0 then redis.call('PEXPIRE', cur_fs, ttl) end
+  return true
+end
+
 local out = {}
 for s = 1, nsig do
   local kb = (s - 1) * kper
@@ -201,16 +212,13 @@ for s = 1, nsig do
   local cur_c = KEYS[kb + 2 * nb + 1]
   local vk = KEYS[kb + 2 * nb + 2]
 
-  local hll = false
-  for i = kb + nb + 2, kb + 2 * nb + 1 do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      hll = true
-      break
-    end
-  end
-
+  -- One read tells the tier: the signature's own hash holds the exact
+  -- set ('#' = per-bucket counts) or, once counted by HyperLogLog, the
+  -- marker field 'h'. Neither: first sightings only.
+  local mode = redis.call('HMGET', x, '#', 'h')
+  local hll = mode[2] ~= false
   local count
-  if not hll and redis.call('EXISTS', x) == 1 then
+  if not hll and mode[1] then
     if nr == 0 then
       count = exact_live(x)
     else
@@ -239,16 +247,11 @@ for s = 1, nsig do
           break
         end
       end
-      if first == nil and nr == 1 and redis.call('HLEN', cur_fs) < cap then
-        redis.call('HSET', cur_fs, field, rs[1])
-        redis.call('PEXPIRE', cur_fs, ttl)
+      if first == nil and nr == 1 and fs_put(cur_fs, field, rs[1]) then
         count = 1
-      elseif same and (fbk == cb or redis.call('HLEN', cur_fs) < cap) then
-        if fbk ~= cb then
-          -- seen again: the sighting moves to the current bucket
-          redis.call('HSET', cur_fs, field, first)
-          redis.call('PEXPIRE', cur_fs, ttl)
-        end
+      elseif same and (fbk == cb or fs_put(cur_fs, field, first)) then
+        -- seen again by the same recipient: the sighting moves to the
+        -- current bucket
         count = 1
       else
         -- a second distinct recipient (or a full first-sighting hash):
@@ -277,6 +280,8 @@ for s = 1, nsig do
     if nr > 0 then
       chunks('PFADD', cur_c, rs, 1, nr)
       redis.call('PEXPIRE', cur_c, ttl)
+      redis.call('HSET', x, 'h', '1')
+      redis.call('PEXPIRE', x, ttl)
     end
     count = redis.call('PFCOUNT', unpack(KEYS, kb + nb + 2, kb + 2 * nb + 1))
   end
