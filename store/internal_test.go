@@ -37,7 +37,7 @@ func TestKeySchema(t *testing.T) {
 	}
 	tags := map[string]bool{}
 	for i := range 2000 {
-		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123)
+		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
 		if len(sk.keys) != 2*r.c.nb+2 {
 			t.Fatalf("%d keys, want %d", len(sk.keys), 2*r.c.nb+2)
 		}
@@ -51,7 +51,7 @@ func TestKeySchema(t *testing.T) {
 	if len(tags) < 1800 {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
-	sk := r.sigKeys("v1:imatch.0:00ab", 123)
+	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
 	want := []string{":f:", ":f:", ":f:", ":f:", ":f:", ":x:", ":c:", ":c:", ":c:", ":c:", ":c:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {

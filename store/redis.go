@@ -75,8 +75,14 @@ type RedisOptions struct {
 	// '{' or '}'.
 	Namespace string
 	// FirstSightSplit is the number of first-sighting hashes per hash tag
-	// and time bucket. Raise it when Redis converts them out of listpack
-	// encoding (see docs/performance.md). Default 2.
+	// and time bucket, sized to the traffic (see docs/performance.md):
+	// about messages per bucket × keys per message / (16384 × 60). The
+	// first daemon to use a database records its value in bm1:meta and
+	// every later daemon uses the recorded value, whatever its own
+	// (daemons must agree; Limits reports the value in effect). To change
+	// it: HSET bm1:meta fs_split N, then restart the daemons; first
+	// sightings recorded under the old value are missed for one window.
+	// Default 2.
 	FirstSightSplit int
 
 	Observer Observer // may be nil
@@ -133,14 +139,15 @@ type Redis struct {
 	client   redis.UniversalClient
 	cluster  bool
 	prefix   string // Namespace + "bm1:"
-	split    uint64
+	split    uint64 // requested; the value in effect is fsSplit
 	timeout  time.Duration
 	observer Observer
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
-	fsCap    int // entries allowed in a first-sighting hash
-	exact    int // exact limit after fitting the listpack limit
+	fsCap    int    // entries allowed in a first-sighting hash
+	exact    int    // exact limit after fitting the listpack limit
+	fsSplit  uint64 // first-sighting split recorded in bm1:meta
 }
 
 // NewRedis connects to Redis. It succeeds while Redis is unreachable (mail
@@ -275,6 +282,7 @@ func (r *Redis) prepare(ctx context.Context) error {
 	for f, v := range want {
 		pipe.HSetNX(ctx, meta, f, v)
 	}
+	pipe.HSetNX(ctx, meta, "fs_split", strconv.FormatUint(r.split, 10))
 	got := pipe.HGetAll(ctx, meta)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redis store: read %s: %w", meta, classify(err))
@@ -290,6 +298,11 @@ func (r *Redis) prepare(ctx context.Context) error {
 			"use the same window, buckets and secret on every daemon; to start over, "+
 			"DEL %s (a different secret also orphans all stored votes)", strings.Join(diffs, "; "), meta)
 	}
+	split, err := strconv.ParseUint(got.Val()["fs_split"], 10, 64)
+	if err != nil || split < 1 || split > 256 {
+		return fmt.Errorf("redis store: %s has fs_split %q, want 1 to 256", meta, got.Val()["fs_split"])
+	}
+	r.fsSplit = split
 	r.fsCap = 128 // Redis 7.0's default hash-max-listpack-entries
 	if v, err := r.client.ConfigGet(ctx, "hash-max-listpack-entries").Result(); err == nil {
 		if n, err := strconv.Atoi(v["hash-max-listpack-entries"]); err == nil && n > 0 {
@@ -305,26 +318,30 @@ func (r *Redis) prepare(ctx context.Context) error {
 	return nil
 }
 
-// Limits returns the first-sighting capacity and the exact limit in effect
-// (they depend on the server's hash-max-listpack-entries), and whether they
-// were read from the server yet.
-func (r *Redis) Limits() (firstSightCap, exactLimit int, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fsCap, r.exact, r.prepared
+// Limits are the sizes in effect for a Redis store, read from the server.
+type Limits struct {
+	FirstSightCap   int // entries per first-sighting hash (hash-max-listpack-entries)
+	ExactLimit      int // distinct recipients counted exactly
+	FirstSightSplit int // as recorded in bm1:meta
 }
 
-func (r *Redis) limits(ctx context.Context) (int, int, error) {
+// Limits returns the sizes in effect, and whether they were read from the
+// server yet (they are once Redis has answered).
+func (r *Redis) Limits() (Limits, bool) {
 	r.mu.Lock()
-	ok, fc, ex := r.prepared, r.fsCap, r.exact
-	r.mu.Unlock()
-	if ok {
-		return fc, ex, nil
+	defer r.mu.Unlock()
+	return Limits{r.fsCap, r.exact, int(r.fsSplit)}, r.prepared
+}
+
+func (r *Redis) limits(ctx context.Context) (Limits, error) {
+	if l, ok := r.Limits(); ok {
+		return l, nil
 	}
 	if err := r.prepare(ctx); err != nil {
-		return 0, 0, err
+		return Limits{}, err
 	}
-	return r.limits(ctx)
+	l, _ := r.Limits()
+	return l, nil
 }
 
 // sigKeys are the names of one signature's keys.
@@ -339,12 +356,12 @@ func (r *Redis) tagOf(h uint64) string {
 	return fmt.Sprintf("%04x", h>>50)
 }
 
-func (r *Redis) sigKeys(id string, cb int64) sigKeys {
+func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	h := sigHash(id)
 	tag := r.tagOf(h)
 	base := r.prefix + "{" + tag + "}:"
 	hexh := strconv.FormatUint(h, 16)
-	sub := strconv.FormatUint((h>>32)%r.split, 10)
+	sub := strconv.FormatUint((h>>32)%split, 10)
 	nb := r.c.nb
 	keys := make([]string, 0, 2*nb+2)
 	oldest := cb - int64(nb) + 1
@@ -391,7 +408,7 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	fsCap, exact, err := r.limits(ctx)
+	lim, err := r.limits(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
@@ -414,7 +431,7 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 			continue
 		}
 		seen[id] = true
-		sk := r.sigKeys(id, cb)
+		sk := r.sigKeys(id, cb, uint64(lim.FirstSightSplit))
 		slot := 0
 		if r.cluster {
 			slot = sk.slot
@@ -430,7 +447,7 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 	}
 
 	head := []any{"o", r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(t, cb).Milliseconds(), cb,
-		fsCap, exact, t.Unix(), int64(r.c.VoteHorizon.Seconds())}
+		lim.FirstSightCap, lim.ExactLimit, t.Unix(), int64(r.c.VoteHorizon.Seconds())}
 	argsOf := func(g *group) ([]string, []any) {
 		keys := make([]string, 0, len(g.sigs)*(2*r.c.nb+2))
 		args := make([]any, 0, len(head)+2+len(rc.ids)+len(g.sigs))
@@ -578,7 +595,7 @@ func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	if _, _, err := r.limits(ctx); err != nil {
+	if _, err := r.limits(ctx); err != nil {
 		return fmt.Errorf("record vote: %w", err)
 	}
 	err = r.setVotes(ctx, r.c.pseudonym(v.Voter), uniq(v.Keys), code, t)
@@ -653,7 +670,7 @@ func (r *Redis) Ping(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("ping redis: %w", classify(err))
 	}
-	if _, _, err := r.limits(ctx); err != nil {
+	if _, err := r.limits(ctx); err != nil {
 		return fmt.Errorf("ping redis: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -388,4 +389,73 @@ func TestMain(m *testing.M) {
 	// go-redis logs every failed dial on stderr; the fault tests make many.
 	store.RedisLogTo(nil)
 	os.Exit(m.Run())
+}
+
+// The first daemon's first-sighting split wins; later daemons adopt it.
+func TestRedisSplitFromMeta(t *testing.T) {
+	r := startRedis(t)
+	ctx := context.Background()
+	open := func(split int) *store.Redis {
+		s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr}, FirstSightSplit: split})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := open(4)
+	b := open(1)
+	la, _ := a.Limits()
+	lb, _ := b.Limits()
+	if la.FirstSightSplit != 4 || lb.FirstSightSplit != 4 {
+		t.Errorf("splits in effect %d and %d, want 4 for both", la.FirstSightSplit, lb.FirstSightSplit)
+	}
+	if lb.FirstSightCap < 128 || lb.ExactLimit != store.DefaultExactLimit {
+		t.Errorf("limits %+v", lb)
+	}
+	// So a first sighting through one is seen through the other.
+	a.Observe(ctx, store.Observation{Keys: []string{"v1:split:1"}, Recipients: []string{"x@x"}})
+	res, err := b.Observe(ctx, store.Observation{Keys: []string{"v1:split:1"}, Recipients: []string{"x@x"}})
+	if err != nil || res.Volumes[0] != 1 {
+		t.Errorf("same recipient through the second daemon: %v, %v; want 1", res.Volumes, err)
+	}
+	r.CLI("hset", "bm1:meta", "fs_split", "0")
+	if _, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr}}); err == nil || !strings.Contains(err.Error(), "fs_split") {
+		t.Errorf("invalid fs_split in meta: got %v", err)
+	}
+}
+
+// TestRedisCountErrorProfile measures the HyperLogLog tier against real
+// Redis (counts up to the exact limit are exact; the suite checks that).
+// The figures go to docs/performance.md; the bound asserted is the one the
+// package documents.
+func TestRedisCountErrorProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("error profile in -short mode")
+	}
+	r := startRedis(t)
+	s := newFaultStore(t, r.Addr, nil)
+	ctx := context.Background()
+	const trials = 60
+	for _, n := range []int{101, 150, 200, 300, 500, 1000, 3000} {
+		hist := map[int]int{}
+		worst := 0.0
+		for tr := range trials {
+			rs := make([]string, n)
+			for i := range rs {
+				rs[i] = fmt.Sprintf("t%d-r%d@example.org", tr, i)
+			}
+			res, err := s.Observe(ctx, store.Observation{Keys: []string{fmt.Sprintf("v1:prof:%d:%d", n, tr)}, Recipients: rs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := int(res.Volumes[0]) - n
+			hist[d]++
+			worst = max(worst, math.Abs(float64(d))/float64(n))
+		}
+		t.Logf("n=%d: error histogram %v, worst %.2f%%", n, hist, 100*worst)
+		if worst > 0.03 {
+			t.Errorf("n=%d: worst relative error %.2f%%, documented bound 3%%", n, 100*worst)
+		}
+	}
 }
