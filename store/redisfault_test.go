@@ -459,3 +459,33 @@ func TestRedisCountErrorProfile(t *testing.T) {
 		}
 	}
 }
+
+// What the client sends on connect, seen from the server.
+func TestRedisConnectCommands(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprint("DisableIdentity=", disable), func(t *testing.T) {
+			r := startRedis(t)
+			s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: []string{r.Addr}, DisableIdentity: disable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.Observe(context.Background(), store.Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}}); err != nil {
+				t.Fatal(err)
+			}
+			stats := r.CLI("info", "commandstats")
+			if strings.Contains(strings.ToLower(stats), "maint") {
+				t.Errorf("maintenance notifications were negotiated:\n%s", stats)
+			}
+			// Redis 7.0 has no CLIENT SETINFO (7.2 does): go-redis's attempt
+			// shows as a rejected command, and nothing else is rejected.
+			errs := r.CLI("info", "errorstats")
+			if got := strings.Contains(errs, "errorstat_ERR"); got == disable {
+				t.Errorf("DisableIdentity=%v: rejected commands on connect: %q", disable, errs)
+			}
+			if !strings.Contains(stats, "cmdstat_evalsha") {
+				t.Errorf("no EVALSHA seen:\n%s", stats)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -50,6 +51,7 @@ type redisProc struct {
 	Dir  string
 	args []string
 	cmd  *exec.Cmd
+	tls  *tls.Config // readiness probe over TLS when set
 }
 
 // startRedis starts redis-server with extra config args ("--key value").
@@ -62,8 +64,25 @@ func startRedis(t testing.TB, extra ...string) *redisProc {
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--logfile", filepath.Join(r.Dir, "redis.log"),
 	}, extra...)
+	t.Cleanup(r.Stop) // first: a failed start must not leak the process
 	r.Start()
+	return r
+}
+
+// startRedisTLS starts redis-server serving TLS only, with the given
+// certificate files; probe is the client TLS configuration for the
+// readiness check.
+func startRedisTLS(t testing.TB, probe *tls.Config, extra ...string) *redisProc {
+	t.Helper()
+	r := &redisProc{t: t, bin: program(t, "redis-server"), Port: freePort(t), Dir: t.TempDir(), tls: probe}
+	r.Addr = "127.0.0.1:" + strconv.Itoa(r.Port)
+	r.args = append([]string{
+		"--port", "0", "--tls-port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(r.Dir, "redis.log"),
+	}, extra...)
 	t.Cleanup(r.Stop)
+	r.Start()
 	return r
 }
 
@@ -76,7 +95,13 @@ func (r *redisProc) Start() {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", r.Addr, 100*time.Millisecond)
+		var c net.Conn
+		var err error
+		if r.tls != nil {
+			c, err = tls.DialWithDialer(&net.Dialer{Timeout: 100 * time.Millisecond}, "tcp", r.Addr, r.tls)
+		} else {
+			c, err = net.DialTimeout("tcp", r.Addr, 100*time.Millisecond)
+		}
 		if err == nil {
 			fmt.Fprintf(c, "PING\r\n")
 			buf := make([]byte, 64)
@@ -90,6 +115,7 @@ func (r *redisProc) Start() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	log, _ := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
+	r.Stop()
 	r.t.Fatalf("redis-server on %s did not answer; log:\n%s", r.Addr, log)
 }
 
