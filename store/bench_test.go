@@ -12,6 +12,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -97,7 +98,17 @@ func load(b *testing.B, s store.Store, w workload, n, c int) {
 				if i >= n {
 					return
 				}
-				if _, err := s.Observe(ctx, w.message(i, rng)); err != nil {
+				m := w.message(i, rng)
+				// A call that failed on a stall is retried: writes are
+				// idempotent, so a retry never counts twice.
+				var err error
+				for range 3 {
+					if _, err = s.Observe(ctx, m); !errors.Is(err, store.ErrUnavailable) {
+						break
+					}
+					retries.Add(1)
+				}
+				if err != nil {
 					failed.Store(err)
 					return
 				}
@@ -108,7 +119,12 @@ func load(b *testing.B, s store.Store, w workload, n, c int) {
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
 	}
+	if n := retries.Load(); n > 0 {
+		b.Logf("%d calls retried after ErrUnavailable", n)
+	}
 }
+
+var retries atomic.Int64
 
 func info(b *testing.B, c redis.UniversalClient, section string) map[string]string {
 	b.Helper()
@@ -165,7 +181,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 func benchRedis(b *testing.B, addrs []string) (*store.Redis, redis.UniversalClient) {
-	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: addrs, Timeout: 5 * time.Second})
+	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: addrs, Timeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
