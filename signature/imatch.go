@@ -59,7 +59,7 @@ func DefaultIMatchParams() IMatchParams {
 	return IMatchParams{
 		Enabled:        true,
 		MinTerms:       5,
-		MinRatio:       0.05,
+		MinRatio:       0.1,
 		Randomized:     10,
 		RemoveFraction: 0.33,
 		Hardening:      HardeningAlso,

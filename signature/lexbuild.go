@@ -43,7 +43,7 @@ type LexiconParams struct {
 func DefaultLexiconParams() LexiconParams {
 	return LexiconParams{
 		NidfMin:         0.2,
-		NidfMax:         0.45,
+		NidfMax:         0.4,
 		MinDF:           3,
 		MaxSecondary:    40000,
 		DictMinDF:       2,
