@@ -443,3 +443,135 @@ func TestMeasureIMatchCampaigns(t *testing.T) {
 		}
 	}
 }
+
+// measureFamily prints a family's campaign robustness and its false
+// sharing on held-out ham.
+func measureFamily(t *testing.T, name string, s Signer, payloads [][]string, vocab []string, muts []namedMutation) {
+	_, ham, _ := measureData(t)
+	hk := make([][]Key, len(ham))
+	for i, d := range ham {
+		hk[i], _ = s.Sign(d, nil)
+	}
+	ng := len(newsgroups(t, "test"))
+	g1 := keyGroupStats(ham[:ng], hk[:ng], s.Family())
+	g2 := keyGroupStats(ham[ng:], hk[ng:], s.Family())
+	sign := func(d *Doc) []Key { ks, _ := s.Sign(d, nil); return ks }
+	var cells []string
+	for _, mu := range muts {
+		r := runCampaigns(payloads, 20, mu.m, vocab, sign, s.Family())
+		cells = append(cells, fmt.Sprintf("%s %.2f/%.2f", mu.name, r.pairRecall, r.concentration))
+	}
+	t.Logf("%-34s ham 20NG signed %.1f%% spurious %.2f%% max %d big %d | SA signed %.1f%% spurious %.2f%% max %d big %d\n    %s",
+		name, 100*float64(g1.signed)/float64(ng), 100*float64(g1.spurious)/float64(ng), g1.maxGroup, g1.bigKeys,
+		100*float64(g2.signed)/float64(len(ham)-ng), 100*float64(g2.spurious)/float64(len(ham)-ng), g2.maxGroup, g2.bigKeys,
+		strings.Join(cells, " | "))
+}
+
+func spaceMutation(rate float64) mutation {
+	// Split words in two and join neighbours: the letters are unchanged.
+	return func(toks []string, rng *rand.Rand, _ []string) []string {
+		var out []string
+		for i := 0; i < len(toks); i++ {
+			w := toks[i]
+			switch {
+			case rng.Float64() < rate && len(w) > 3:
+				k := 1 + rng.IntN(len(w)-1)
+				out = append(out, w[:k], w[k:])
+			case rng.Float64() < rate && i+1 < len(toks):
+				out = append(out, w+toks[i+1])
+				i++
+			default:
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+}
+
+func TestMeasureShingles(t *testing.T) {
+	needMeasure(t)
+	b, _, _ := measureData(t)
+	sec := testSecret(t)
+	for _, dmin := range []int{2, 3} {
+		p := DefaultLexiconParams()
+		p.DictMinDF = dmin
+		lex, err := b.Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads, vocab, _, muts := campaignSetup(t, lex, 150)
+		muts = append(muts, namedMutation{"spaces 10%", spaceMutation(0.1)})
+		t.Logf("dictionary min df %d: %d words", dmin, len(vocab))
+		for _, c := range []struct{ w, r, minB, maxB, minU int }{
+			{3, 3, 2, 6, 12}, {4, 3, 2, 6, 12}, {4, 4, 2, 6, 12}, {5, 3, 2, 6, 12}, {4, 2, 2, 6, 12}, {4, 4, 3, 8, 12},
+		} {
+			sp := ShingleParams{Enabled: true, Width: c.w, Sample: SampleParams{Rows: c.r, MinBands: c.minB, MaxBands: c.maxB, MinUnits: c.minU}}
+			s, err := NewShingle(sec, lex, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			measureFamily(t, fmt.Sprintf("dict>=%d w=%d r=%d bands=%d..%d", dmin, c.w, c.r, c.minB, c.maxB), s, payloads, vocab, muts)
+		}
+		if dmin == 3 {
+			break
+		}
+	}
+}
+
+func TestMeasureCharShingles(t *testing.T) {
+	needMeasure(t)
+	b, _, _ := measureData(t)
+	lex, err := b.Build(DefaultLexiconParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
+	muts = append(muts, namedMutation{"spaces 10%", spaceMutation(0.1)})
+	for _, c := range []struct{ w, r, minB, maxB, minU int }{
+		{8, 4, 2, 6, 80}, {12, 4, 2, 6, 80}, {16, 4, 2, 6, 80}, {12, 3, 2, 6, 80}, {12, 5, 2, 6, 80},
+	} {
+		cp := CharShingleParams{Enabled: true, Width: c.w, Sample: SampleParams{Rows: c.r, MinBands: c.minB, MaxBands: c.maxB, MinUnits: c.minU}}
+		s, err := NewCharShingle(testSecret(t), cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		measureFamily(t, fmt.Sprintf("chars w=%d r=%d bands=%d..%d", c.w, c.r, c.minB, c.maxB), s, payloads, vocab, muts)
+	}
+}
+
+// everyTenth edits tokens 9, 19, 29, … (Malkin & Venkatesan's intelligent
+// attacks): kind 0 adds a token there, 1 deletes it, 2 changes it, 3
+// alternates.
+func everyTenth(kind int) mutation {
+	return func(toks []string, rng *rand.Rand, vocab []string) []string {
+		return intelligentAttack(toks, kind, rng, vocab)
+	}
+}
+
+func TestMeasureSiftKeys(t *testing.T) {
+	needMeasure(t)
+	b, _, _ := measureData(t)
+	lex, err := b.Build(DefaultLexiconParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
+	muts = append(muts, namedMutation{"every 10th changed", everyTenth(2)}, namedMutation{"every 10th mixed", everyTenth(3)})
+	for _, c := range []struct {
+		l, r, minB, maxB int
+		f                SiftFormation
+		parts            int
+	}{
+		{10, 1, 2, 4, SiftSkip, 2}, {10, 2, 2, 4, SiftSkip, 2}, {10, 1, 3, 6, SiftSkip, 2}, {6, 1, 2, 4, SiftSkip, 2}, {6, 2, 2, 4, SiftSkip, 2},
+		{10, 1, 2, 4, SiftWindow, 1},
+	} {
+		sp := DefaultSiftParams()
+		sp.ClusterLen, sp.Formation, sp.Partitions = c.l, c.f, c.parts
+		sp.Sample = SampleParams{Rows: c.r, MinBands: c.minB, MaxBands: c.maxB, MinUnits: 30}
+		s, err := NewSift(testSecret(t), sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		measureFamily(t, fmt.Sprintf("sift %s b=%d l=%d r=%d bands=%d..%d", c.f, c.parts, c.l, c.r, c.minB, c.maxB), s, payloads, vocab, muts)
+	}
+}

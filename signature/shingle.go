@@ -24,8 +24,8 @@ type ShingleParams struct {
 func DefaultShingleParams() ShingleParams {
 	return ShingleParams{
 		Enabled: true,
-		Width:   4,
-		Sample:  SampleParams{Rows: 4, MinBands: 2, MaxBands: 6, MinUnits: 12},
+		Width:   3,
+		Sample:  SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 12},
 	}
 }
 
