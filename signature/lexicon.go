@@ -220,7 +220,9 @@ func (r *lexReader) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
+	// Only the shortest encoding is accepted, so that every lexicon has
+	// exactly one encoding.
+	if n <= 0 || (n > 1 && r.b[r.off+n-1] == 0) {
 		r.err = corrupt("bad varint for %s at offset %d", what, r.off)
 		return 0
 	}
@@ -350,6 +352,9 @@ func decodeLexicon(b []byte, verifyHash bool) (*Lexicon, error) {
 		}
 		if shared+len(suffix) > maxTermBytes || shared+len(suffix) == 0 {
 			return nil, corrupt("term %d has length %d", i, shared+len(suffix))
+		}
+		if shared < len(prev) && len(suffix) > 0 && suffix[0] == prev[shared] {
+			return nil, corrupt("term %d: shared prefix not maximal", i)
 		}
 		cur = append(append(cur[:0], prev[:shared]...), suffix...)
 		if i > 0 && bytes.Compare(prev, cur) >= 0 {
