@@ -314,8 +314,7 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 			}
 		}
 	}
-	slices.SortFunc(sc.sec, func(a, b secTerm) int { return int(int64(a.rank) - int64(b.rank)) })
-
+	sorted := false
 	// Hardened signatures judge coverage against the document without the
 	// lexicon terms found out of context: those are noise, not content.
 	denom := [nv]int{unique, unique - noise}
@@ -333,6 +332,11 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		need := int(math.Ceil(m.p.MinRatio*float64(u) - 1e-9))
 		for i := 0; i <= m.p.Randomized; i++ {
 			n, h := cnt[v][i], sum[v][i]
+			if n < need && !sorted {
+				// Rank order matters only when terms are added.
+				slices.SortFunc(sc.sec, func(a, b secTerm) int { return int(int64(a.rank) - int64(b.rank)) })
+				sorted = true
+			}
 			// Secondary lexicon: add the document's highest-ranked B terms
 			// (present in this randomized lexicon) until the ratio holds.
 			for _, t := range sc.sec {

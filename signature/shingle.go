@@ -48,13 +48,12 @@ func (p ShingleParams) Validate() error {
 // read as a ring (Yandex's wrap-around), so every word belongs to Width
 // shingles and short texts still yield a full sample.
 type Shingle struct {
-	p     ShingleParams
-	th    tokenHasher
-	kl    *keyedLexicon
-	seed  uint64
-	mul   uint64
-	shMix mixer
-	smp   sampler
+	p    ShingleParams
+	th   tokenHasher
+	kl   *keyedLexicon
+	seed uint64
+	mul  uint64
+	smp  sampler
 }
 
 // NewShingle returns a word-shingle signer keyed with s; lex supplies the
@@ -77,8 +76,7 @@ func newShingle(s Secret, th tokenHasher, kl *keyedLexicon, p ShingleParams) (*S
 	k := s.derive("shingle/word")
 	return &Shingle{
 		p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1,
-		shMix: newMixer(s.derive("shingle/hash")),
-		smp:   newSampler(s, FamilyShingle, p.Sample),
+		smp: newSampler(s, FamilyShingle, p.Sample),
 	}, nil
 }
 
@@ -158,7 +156,7 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 			h = (h ^ t) * s.mul
 			h ^= h >> 29
 		}
-		s.smp.add(o, s.shMix.mix(h))
+		s.smp.add(o, h) // the sampler re-keys h with a keyed mix
 	}
 	before := len(dst)
 	dst = s.smp.keys(o, bands, dst)
@@ -213,7 +211,6 @@ type CharShingle struct {
 	basek uint64 // base^Width mod 2⁶¹−1
 	runes sipKey
 	table []uint64 // letter values for runes below len(table)
-	shMix mixer
 	smp   sampler
 }
 
@@ -242,7 +239,6 @@ func NewCharShingle(s Secret, p CharShingleParams) (*CharShingle, error) {
 		p:     p,
 		base:  k.k0%(mersenne61-2) + 2,
 		runes: s.derive("charshingle/letter"),
-		shMix: newMixer(s.derive("charshingle/hash")),
 		smp:   newSampler(s, FamilyCharShingle, p.Sample),
 	}
 	c.basek = 1
@@ -317,8 +313,13 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 		if i >= w {
 			h += mersenne61 - mulmod61(sc.vals[i-w], c.basek)
 		}
-		h %= mersenne61
-		c.smp.add(o, c.shMix.mix(h))
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		c.smp.add(o, h)
 	}
 	before := len(dst)
 	dst = c.smp.keys(o, bands, dst)

@@ -104,8 +104,7 @@ type Sift struct {
 	tok    mixer  // sift's own token values
 	part   mixer  // partition choice
 	mulA   uint64 // g(c, t) = (c ⊕ t)·mulA, bijective in each argument
-	mulB   uint64 // h(y), the keyed add/skip decision
-	thresh uint64 // accept when h(y) < thresh
+	thresh uint64 // h(g) is the high part of g: add when g < thresh
 	fin    mixer  // cluster hash H_K
 	smp    sampler
 }
@@ -127,9 +126,9 @@ func newSift(s Secret, th tokenHasher, p SiftParams) (*Sift, error) {
 		p: p, th: th,
 		tok:  newMixer(s.derive("sift/token")),
 		part: newMixer(s.derive("sift/partition")),
-		mulA: k.k0 | 1, mulB: k.k1 | 1,
-		fin: newMixer(s.derive("sift/cluster")),
-		smp: newSampler(s, FamilySift, p.Sample),
+		mulA: k.k0 | 1,
+		fin:  newMixer(s.derive("sift/cluster")),
+		smp:  newSampler(s, FamilySift, p.Sample),
 	}
 	if p.Accept >= 1 {
 		t.thresh = math.MaxUint64
@@ -143,6 +142,8 @@ func newSift(s Secret, th tokenHasher, p SiftParams) (*Sift, error) {
 func (t *Sift) Family() Family { return FamilySift }
 
 type siftScratch struct {
+	vals     []uint64 // sift's token values
+	parts    []uint8  // partition of each token
 	pass     []uint64 // the tokens one pass considers
 	clusters []uint64
 	o        oph
@@ -154,11 +155,16 @@ var siftPool = sync.Pool{New: func() any { return new(siftScratch) }}
 func (t *Sift) clusters(th []uint64, sc *siftScratch) {
 	sc.clusters = sc.clusters[:0]
 	b := t.p.Partitions
+	sc.vals = grow(sc.vals, len(th))
+	sc.parts = grow(sc.parts, len(th))
+	for i, h := range th {
+		sc.vals[i] = t.tok.mix(h)
+		sc.parts[i] = uint8(fastrange(t.part.mix(h), b))
+	}
 	for q := range b {
 		sc.pass = sc.pass[:0]
-		for _, h := range th {
-			v := t.tok.mix(h)
-			if b > 1 && fastrange(t.part.mix(h), b) == q {
+		for i, v := range sc.vals {
+			if b > 1 && int(sc.parts[i]) == q {
 				continue // this pass ignores the token's set
 			}
 			sc.pass = append(sc.pass, v)
@@ -183,27 +189,89 @@ func (t *Sift) window(sc *siftScratch) {
 	}
 }
 
+// skip forms the random-skipping clusters of one pass. The cumulative hash
+// of a cluster is c; the next token v joins it when the keyed product
+// y = (c ⊕ v)·mulA falls below thresh (the "add" set has probability
+// Accept), and then c becomes y. Tokens that do not join are skipped.
+// Clusters are formed four at a time in lockstep: each step is a chain of
+// dependent multiplications, and four independent chains keep the CPU
+// busy. The result is that of skipOne for every head.
 func (t *Sift) skip(sc *siftScratch) {
-	l := t.p.ClusterLen
+	l := uint64(t.p.ClusterLen)
 	toks := sc.pass
-	// A cluster that is still short after this many tokens is dropped,
-	// bounding the work per message (it takes l/Accept on average).
+	n := len(toks)
 	maxScan := int(math.Ceil(8 * float64(l) / t.p.Accept))
-	for j, c := range toks {
-		k := 1
-		end := min(len(toks), j+1+maxScan)
-		for i := j + 1; i < end && k < l; i++ {
-			y := (c ^ toks[i]) * t.mulA
-			x := (y ^ y>>29) * t.mulB
-			if x^x>>32 < t.thresh {
-				c = y
-				k++
+	mulA, thresh := t.mulA, t.thresh
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		c0, c1, c2, c3 := toks[j], toks[j+1], toks[j+2], toks[j+3]
+		k0, k1, k2, k3 := uint64(1), uint64(1), uint64(1), uint64(1)
+		s := 0
+		for ; s < maxScan && j+4+s < n; s++ {
+			base := j + 1 + s
+			v := toks[base : base+4 : base+4]
+			y0 := (c0 ^ v[0]) * mulA
+			y1 := (c1 ^ v[1]) * mulA
+			y2 := (c2 ^ v[2]) * mulA
+			y3 := (c3 ^ v[3]) * mulA
+			a0 := b2u(y0 < thresh) & b2u(k0 < l)
+			a1 := b2u(y1 < thresh) & b2u(k1 < l)
+			a2 := b2u(y2 < thresh) & b2u(k2 < l)
+			a3 := b2u(y3 < thresh) & b2u(k3 < l)
+			c0 ^= (c0 ^ y0) & -a0
+			c1 ^= (c1 ^ y1) & -a1
+			c2 ^= (c2 ^ y2) & -a2
+			c3 ^= (c3 ^ y3) & -a3
+			k0 += a0
+			k1 += a1
+			k2 += a2
+			k3 += a3
+			if k0 == l && k1 == l && k2 == l && k3 == l {
+				s++
+				break
 			}
 		}
+		cs := [4]uint64{c0, c1, c2, c3}
+		ks := [4]uint64{k0, k1, k2, k3}
+		for q := range 4 {
+			c, k := cs[q], ks[q]
+			if k < l { // finish alone where the lockstep stopped
+				start, end := j+q+1+s, min(n, j+q+1+maxScan)
+				c, k = t.skipFrom(toks, c, k, start, end)
+			}
+			if k == l {
+				sc.clusters = append(sc.clusters, t.fin.mix(c))
+			}
+		}
+	}
+	for ; j < n; j++ {
+		c, k := t.skipFrom(toks, toks[j], 1, j+1, min(n, j+1+maxScan))
 		if k == l {
 			sc.clusters = append(sc.clusters, t.fin.mix(c))
 		}
 	}
+}
+
+// skipFrom continues a cluster (cumulative hash c, k tokens) over
+// toks[start:end].
+func (t *Sift) skipFrom(toks []uint64, c, k uint64, start, end int) (uint64, uint64) {
+	l := uint64(t.p.ClusterLen)
+	for i := start; i < end && k < l; i++ {
+		y := (c ^ toks[i]) * t.mulA
+		if y < t.thresh {
+			c = y
+			k++
+		}
+	}
+	return c, k
+}
+
+func b2u(b bool) uint64 {
+	var u uint64
+	if b {
+		u = 1
+	}
+	return u
 }
 
 // Sign appends the document's sifting keys to dst.

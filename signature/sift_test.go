@@ -2,6 +2,7 @@ package signature
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -230,6 +231,51 @@ func TestSiftTable2(t *testing.T) {
 		// Changing hurts random skipping more than adding (§3.2).
 		if got[m][2][rs][1] >= got[m][0][rs][1] || got[m][6][rs][1] >= got[m][4][rs][1] {
 			t.Errorf("method %d: random skipping is not hurt more by changes than by additions", m)
+		}
+	}
+}
+
+// skipReference is the plain one-cluster-at-a-time random skipping.
+func skipReference(t *Sift, toks []uint64) []uint64 {
+	var out []uint64
+	l := uint64(t.p.ClusterLen)
+	maxScan := int(math.Ceil(8 * float64(l) / t.p.Accept))
+	for j := range toks {
+		c, k := toks[j], uint64(1)
+		for i := j + 1; i < len(toks) && i < j+1+maxScan && k < l; i++ {
+			y := (c ^ toks[i]) * t.mulA
+			if y < t.thresh {
+				c, k = y, k+1
+			}
+		}
+		if k == l {
+			out = append(out, t.fin.mix(c))
+		}
+	}
+	return out
+}
+
+// The lockstep cluster formation equals the reference on every length,
+// including clusters cut short by the end of the text or by maxScan.
+func TestSiftSkipMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, accept := range []float64{0.3, 0.05, 1} {
+		p := DefaultSiftParams()
+		p.Accept = accept
+		s, err := NewSift(testSecret(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range 400 {
+			toks := make([]uint64, n)
+			for i := range toks {
+				toks[i] = rng.Uint64()
+			}
+			sc := &siftScratch{pass: toks}
+			s.skip(sc)
+			if want := skipReference(s, toks); !slices.Equal(sc.clusters, want) {
+				t.Fatalf("accept=%g n=%d: %d clusters, reference %d", accept, n, len(sc.clusters), len(want))
+			}
 		}
 	}
 }
