@@ -9,11 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var measure = flag.Bool("measure", false, "run the parameter measurements (slow)")
@@ -573,5 +575,98 @@ func TestMeasureSiftKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		measureFamily(t, fmt.Sprintf("sift %s b=%d l=%d r=%d bands=%d..%d", c.f, c.parts, c.l, c.r, c.minB, c.maxB), s, payloads, vocab, muts)
+	}
+}
+
+// TestMeasureBuilderMemory builds the lexicon from the bundled corpora (all
+// of 20 Newsgroups and the Enron ham) with and without a tight bigram
+// bound, and reports memory, time and what pruning lost.
+func TestMeasureBuilderMemory(t *testing.T) {
+	needMeasure(t)
+	var docs []*Doc
+	for _, sp := range []string{"train", "test"} {
+		for _, m := range newsgroups(t, sp) {
+			docs = append(docs, textDoc(m.Text))
+		}
+	}
+	for _, m := range enronHam(t, 1<<30) {
+		docs = append(docs, textDoc(m.Text))
+	}
+	var lexes []*Lexicon
+	for _, maxBigrams := range []int{0, 1 << 20, 1 << 18} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		b := NewLexiconBuilder(BuilderOptions{MaxBigrams: maxBigrams})
+		for _, d := range docs {
+			b.Add(d)
+		}
+		addTime := time.Since(start)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		start = time.Now()
+		lex, err := b.Build(DefaultLexiconParams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("MaxBigrams=%d: docs=%d add %v build %v; builder heap %.0f MiB; %+v; lexicon %+v",
+			maxBigrams, len(docs), addTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond),
+			float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), b.Stats(), lex.Stats())
+		lexes = append(lexes, lex)
+		runtime.KeepAlive(b)
+	}
+	// What pruning lost: stored (term, context) pairs missing or added.
+	for i, l := range lexes[1:] {
+		lost, total := 0, 0
+		for _, w := range lexes[0].Terms("primary") {
+			b0, a0 := lexes[0].Contexts(w)
+			b1, a1 := l.Contexts(w)
+			for _, c := range b0 {
+				total++
+				if !slices.Contains(b1, c) {
+					lost++
+				}
+			}
+			for _, c := range a0 {
+				total++
+				if !slices.Contains(a1, c) {
+					lost++
+				}
+			}
+		}
+		t.Logf("bounded build %d: %d of %d primary-term contexts differ from the unbounded build", i+1, lost, total)
+	}
+}
+
+// TestMeasureDefaults prints the campaign and ham figures of every family
+// with its defaults (the table in docs/signatures.md).
+func TestMeasureDefaults(t *testing.T) {
+	needMeasure(t)
+	b, _, _ := measureData(t)
+	lex, err := b.Build(DefaultLexiconParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lexicon: %+v", lex.Stats())
+	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
+	muts = append(muts,
+		namedMutation{"spaces 10%", spaceMutation(0.1)},
+		namedMutation{"every 10th changed", everyTenth(2)},
+		namedMutation{"every 10th added", everyTenth(0)},
+	)
+	sec := testSecret(t)
+	base := DefaultIMatchParams()
+	base.Randomized, base.Hardening = 0, HardeningOff
+	plain, _ := NewIMatch(sec, lex, base)
+	im, _ := NewIMatch(sec, lex, DefaultIMatchParams())
+	sh, _ := NewShingle(sec, lex, DefaultShingleParams())
+	ch, _ := NewCharShingle(sec, DefaultCharShingleParams())
+	sf, _ := NewSift(sec, DefaultSiftParams())
+	for _, f := range []struct {
+		name string
+		s    Signer
+	}{{"imatch K=0 plain (baseline)", plain}, {"imatch default", im}, {"shingle default", sh}, {"charshingle default", ch}, {"sift default", sf}} {
+		measureFamily(t, f.name, f.s, payloads, vocab, muts)
 	}
 }
