@@ -8,12 +8,6 @@ import (
 	"strings"
 )
 
-// CanonVersion is the version of canonicalisation (Canonicalize). Bump it
-// whenever a change to canonicalisation can change a Doc: signature
-// versions include it, so counts made with the old tokens are not mixed
-// with new ones.
-const CanonVersion = 1
-
 // AlgorithmVersion is the version of the signing code. Bump it whenever a
 // change can change a key for the same Doc, secret, lexicon and
 // parameters; the golden tests (testdata/golden) fail until it is bumped
