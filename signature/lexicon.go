@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -474,7 +475,12 @@ func (l *Lexicon) assignRanks() {
 			sec = append(sec, i)
 		}
 	}
-	sort.SliceStable(sec, func(a, b int) bool { return l.df[sec[a]] > l.df[sec[b]] })
+	slices.SortFunc(sec, func(a, b int) int {
+		if l.df[a] != l.df[b] {
+			return int(l.df[b]) - int(l.df[a])
+		}
+		return a - b // term order
+	})
 	for r, i := range sec {
 		l.rank[i] = uint32(r)
 	}

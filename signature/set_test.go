@@ -3,7 +3,6 @@ package signature
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,8 +10,6 @@ import (
 	"sync"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and the fixture lexicon")
 
 const fixtureLexiconPath = "testdata/lexicon-20ng-600.bmlx"
 
