@@ -21,9 +21,13 @@ import (
 	"unicode"
 )
 
-// corporaDir returns ../shared/corpora relative to the module root.
+// corporaDir returns ../shared/corpora relative to the module root, or
+// $CORPORA when set (for a checkout elsewhere).
 func corporaDir(tb testing.TB) string {
 	tb.Helper()
+	if d := os.Getenv("CORPORA"); d != "" {
+		return d
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		tb.Fatal(err)
