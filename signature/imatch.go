@@ -230,7 +230,7 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 	e := Explain{Family: FamilyIMatch}
 	var rep IMatchReport
 	sc := imatchPool.Get().(*imatchScratch)
-	defer imatchPool.Put(sc)
+	defer func() { recycle(&imatchPool, sc, max(cap(sc.uniq), cap(sc.seq))) }()
 
 	sc.seq = sc.seq[:0]
 	for i, k := range p.kolcz {

@@ -1,9 +1,6 @@
 package signature
 
-import (
-	"math/bits"
-	"sync"
-)
+import "sync"
 
 // tokenHasher gives every token one keyed 64-bit hash, shared by all
 // families of a Set: each message's tokens are SipHashed once, and each
@@ -112,12 +109,7 @@ func prepare(d *Doc, th tokenHasher, kl *keyedLexicon) *prepared {
 	return p
 }
 
-func (p *prepared) release() {
-	if cap(p.th) > 1<<16 { // do not pin huge buffers in the pool
-		*p = prepared{}
-	}
-	preparedPool.Put(p)
-}
+func (p *prepared) release() { recycle(&preparedPool, p, cap(p.th)) }
 
 // grow returns s resized to n elements, reusing its storage when possible.
 func grow[T any](s []T, n int) []T {
@@ -164,7 +156,13 @@ func (s u64set) has(v uint64) bool {
 	}
 }
 
-// spread scrambles a keyed value before it indexes a table: keyed hashes are
-// uniform already, but the low bits of values derived from them may not
-// be.
-func spread(h uint64) uint64 { return bits.RotateLeft64(h*0x9e3779b97f4a7c15, 32) }
+// maxPooled is the largest scratch slice (in elements) kept in a pool: a
+// rare huge message must not pin its buffers for the life of the process.
+const maxPooled = 1 << 18
+
+// recycle returns a scratch value to its pool unless it grew too large.
+func recycle[T any](pool *sync.Pool, v *T, size int) {
+	if size <= maxPooled {
+		pool.Put(v)
+	}
+}

@@ -118,7 +118,7 @@ var wordPool = sync.Pool{New: func() any { return new(wordScratch) }}
 func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	e := Explain{Family: FamilyShingle}
 	sc := wordPool.Get().(*wordScratch)
-	defer wordPool.Put(sc)
+	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
 	for i, idx := range p.lex {
 		if idx >= 0 {
@@ -275,7 +275,7 @@ var charPool = sync.Pool{New: func() any { return new(charScratch) }}
 func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	e := Explain{Family: FamilyCharShingle}
 	sc := charPool.Get().(*charScratch)
-	defer charPool.Put(sc)
+	defer func() { recycle(&charPool, sc, cap(sc.vals)) }()
 	sc.vals = sc.vals[:0]
 	s := d.Letters
 	for i := 0; i < len(s); {

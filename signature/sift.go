@@ -290,7 +290,7 @@ func (t *Sift) sign(p *prepared, dst []Key) ([]Key, Explain) {
 		return dst, e
 	}
 	sc := siftPool.Get().(*siftScratch)
-	defer siftPool.Put(sc)
+	defer func() { recycle(&siftPool, sc, max(cap(sc.vals), cap(sc.clusters))) }()
 	t.clusters(p.th, sc)
 	e.Detail = "tokens=" + strconv.Itoa(n) + " clusters=" + strconv.Itoa(len(sc.clusters))
 	if len(sc.clusters) == 0 {
@@ -327,7 +327,7 @@ func (t *Sift) Fingerprint(d *Doc, how Sifting) []uint64 {
 	p := prepare(d, t.th, nil)
 	defer p.release()
 	sc := siftPool.Get().(*siftScratch)
-	defer siftPool.Put(sc)
+	defer func() { recycle(&siftPool, sc, max(cap(sc.vals), cap(sc.clusters))) }()
 	t.clusters(p.th, sc)
 	var out []uint64
 	switch how {
