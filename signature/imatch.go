@@ -111,7 +111,11 @@ func NewIMatch(s Secret, lex *Lexicon, p IMatchParams) (*IMatch, error) {
 		return nil, errors.New("imatch: no lexicon")
 	}
 	th := newTokenHasher(s)
-	return newIMatch(s, th, newKeyedLexicon(lex, th), p)
+	kl, err := newKeyedLexicon(lex, th)
+	if err != nil {
+		return nil, fmt.Errorf("imatch: %w", err)
+	}
+	return newIMatch(s, th, kl, p)
 }
 
 func newIMatch(s Secret, th tokenHasher, kl *keyedLexicon, p IMatchParams) (*IMatch, error) {
@@ -218,10 +222,11 @@ type secTerm struct {
 }
 
 type imatchScratch struct {
-	uniq []uniqSlot
-	lex  []int32 // slots of L and B terms, in first-occurrence order
-	seq  []int32 // token positions of I-Match terms
-	sec  []secTerm
+	uniq  []uniqSlot
+	lex   []int32 // slots of L and B terms, in first-occurrence order
+	seq   []int32 // token positions of I-Match terms
+	sec   []secTerm
+	order []uint64 // rank<<32 | position in sec, sorted
 }
 
 var imatchPool = sync.Pool{New: func() any { return new(imatchScratch) }}
@@ -315,6 +320,7 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		}
 	}
 	sorted := false
+	sc.order = sc.order[:0]
 	// Hardened signatures judge coverage against the document without the
 	// lexicon terms found out of context: those are noise, not content.
 	denom := [nv]int{unique, unique - noise}
@@ -333,16 +339,22 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		for i := 0; i <= m.p.Randomized; i++ {
 			n, h := cnt[v][i], sum[v][i]
 			if n < need && !sorted {
-				// Rank order matters only when terms are added.
-				slices.SortFunc(sc.sec, func(a, b secTerm) int { return int(int64(a.rank) - int64(b.rank)) })
+				// Rank order matters only when terms are added. Sorting
+				// packed integers is several times faster than structs.
+				sc.order = sc.order[:0]
+				for i, t := range sc.sec {
+					sc.order = append(sc.order, uint64(t.rank)<<32|uint64(i))
+				}
+				slices.Sort(sc.order)
 				sorted = true
 			}
 			// Secondary lexicon: add the document's highest-ranked B terms
 			// (present in this randomized lexicon) until the ratio holds.
-			for _, t := range sc.sec {
+			for _, o := range sc.order {
 				if n >= need {
 					break
 				}
+				t := &sc.sec[uint32(o)]
 				if t.keep&(1<<i) == 0 || (v == 1 && !t.inCtx) {
 					continue
 				}

@@ -1,6 +1,9 @@
 package signature
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // tokenHasher gives every token one keyed 64-bit hash, shared by all
 // families of a Set: each message's tokens are SipHashed once, and each
@@ -29,48 +32,56 @@ func nonZero(h uint64) uint64 {
 // keyedLexicon indexes a Lexicon by keyed token hash, so a message's terms
 // are looked up with the hash every family needs anyway instead of by
 // string. It is built once per secret and lexicon.
+//
+// A slot packs the top 40 bits of the hash with the term index + 1 (24
+// bits): 8-byte slots at a load of at most 2/3 keep the table small
+// enough to stay in cache. Two tokens whose keyed hashes share the slot
+// position and those 40 bits (probability about 2⁻⁴⁰ per lookup) would be
+// confused.
 type keyedLexicon struct {
 	lex   *Lexicon
 	th    []uint64 // keyed hash of each term, by term index
-	slots []lexSlot
+	slots []uint64
 	mask  uint64
 }
 
-type lexSlot struct {
-	h     uint64 // 0 = empty
-	idx   uint32
-	class uint8
-}
+// maxKeyedTerms is the most terms a keyed table can index (24-bit index).
+const maxKeyedTerms = 1<<24 - 2
 
-func newKeyedLexicon(lex *Lexicon, th tokenHasher) *keyedLexicon {
+func newKeyedLexicon(lex *Lexicon, th tokenHasher) (*keyedLexicon, error) {
 	n := len(lex.terms)
+	if n > maxKeyedTerms {
+		return nil, fmt.Errorf("lexicon has %d terms, at most %d supported", n, maxKeyedTerms)
+	}
 	size := 1
-	for size < 2*n+2 {
+	for size < n+n/2+2 {
 		size <<= 1
 	}
-	k := &keyedLexicon{lex: lex, th: make([]uint64, n), slots: make([]lexSlot, size), mask: uint64(size - 1)}
+	k := &keyedLexicon{lex: lex, th: make([]uint64, n), slots: make([]uint64, size), mask: uint64(size - 1)}
 	for i, t := range lex.terms {
 		h := th.hash(t)
 		k.th[i] = h
 		j := h & k.mask
-		for k.slots[j].h != 0 {
+		for k.slots[j] != 0 {
 			j = (j + 1) & k.mask
 		}
-		k.slots[j] = lexSlot{h: h, idx: uint32(i), class: lex.class[i]}
+		k.slots[j] = h&^(1<<24-1) | uint64(i+1)
 	}
-	return k
+	return k, nil
 }
 
 // lookup returns the term index and class of a keyed token hash, or -1.
 func (k *keyedLexicon) lookup(h uint64) (int32, uint8) {
+	tag := h &^ (1<<24 - 1)
 	j := h & k.mask
 	for {
-		s := &k.slots[j]
-		if s.h == h {
-			return int32(s.idx), s.class
-		}
-		if s.h == 0 {
+		s := k.slots[j]
+		if s == 0 {
 			return -1, 0
+		}
+		if s&^(1<<24-1) == tag {
+			i := int32(s&(1<<24-1)) - 1
+			return i, k.lex.class[i]
 		}
 		j = (j + 1) & k.mask
 	}

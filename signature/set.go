@@ -61,10 +61,12 @@ func NewSet(p SetParams) (*Set, error) {
 		errs = append(errs, errors.New("signature set: imatch and shingle need a lexicon"))
 	}
 	s := &Set{th: newTokenHasher(p.Secret)}
-	if needLex && p.Lexicon != nil {
-		s.kl = newKeyedLexicon(p.Lexicon, s.th)
-	}
 	var err error
+	if needLex && p.Lexicon != nil {
+		if s.kl, err = newKeyedLexicon(p.Lexicon, s.th); err != nil {
+			return nil, fmt.Errorf("signature set: %w", err)
+		}
+	}
 	if p.IMatch.Enabled && s.kl != nil {
 		if s.imatch, err = newIMatch(p.Secret, s.th, s.kl, p.IMatch); err != nil {
 			errs = append(errs, err)

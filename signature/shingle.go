@@ -66,7 +66,11 @@ func NewShingle(s Secret, lex *Lexicon, p ShingleParams) (*Shingle, error) {
 		return nil, errors.New("shingle: no lexicon (the frequency dictionary)")
 	}
 	th := newTokenHasher(s)
-	return newShingle(s, th, newKeyedLexicon(lex, th), p)
+	kl, err := newKeyedLexicon(lex, th)
+	if err != nil {
+		return nil, fmt.Errorf("shingle: %w", err)
+	}
+	return newShingle(s, th, kl, p)
 }
 
 func newShingle(s Secret, th tokenHasher, kl *keyedLexicon, p ShingleParams) (*Shingle, error) {
