@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -199,7 +200,7 @@ func BenchmarkRedisObserve(b *testing.B) {
 	for _, keys := range []int{6, 10, 12} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
 			r := startRedis(b)
-			s, c := benchRedis(b, []string{r.Addr})
+			s, c := benchRedis(b, []string{r.Addr()})
 			hook := &countingHook{}
 			c.AddHook(hook)
 			w := newWorkload(0)
@@ -231,8 +232,8 @@ func BenchmarkRedisObserve(b *testing.B) {
 // BenchmarkRedisClusterObserve: the same on a 3-master cluster; a message
 // is one pipeline split per node, sent in parallel.
 func BenchmarkRedisClusterObserve(b *testing.B) {
-	cl := startRedisCluster(b)
-	s, c := benchRedis(b, cl.Addrs)
+	cl := testenv.StartRedisCluster(b, 3)
+	s, c := benchRedis(b, cl.Addrs())
 	w := newWorkload(0)
 	load(b, s, w, 2000, 4)
 	hook := &countingHook{}
@@ -248,8 +249,8 @@ func BenchmarkRedisClusterObserve(b *testing.B) {
 // default window) and reports Redis's used_memory growth per message.
 func BenchmarkRedisMemory(b *testing.B) {
 	// Upstream Redis 7's default; some distributions build with 512.
-	r := startRedis(b, "--hash-max-listpack-entries", strconv.Itoa(envInt("BULKMILTER_BENCH_LISTPACK", 128)))
-	s, c := benchRedis(b, []string{r.Addr})
+	r := startRedis(b, "hash-max-listpack-entries "+strconv.Itoa(envInt("BULKMILTER_BENCH_LISTPACK", 128)))
+	s, c := benchRedis(b, []string{r.Addr()})
 	w := newWorkload(b.N)
 	ctx := context.Background()
 	runtime.GC()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/store"
 	"github.com/bulkmilter/bulkmilter/store/storetest"
 )
@@ -55,17 +56,16 @@ func redisHarness(addrs []string, restart func(t *testing.T)) storetest.Harness 
 }
 
 func TestConformanceRedis(t *testing.T) {
-	r := startRedis(t, "--appendonly", "yes")
-	storetest.Run(t, redisHarness([]string{r.Addr}, func(t *testing.T) {
-		r.Stop()
-		r.Start()
-	}))
+	// Persistence on: the suite restarts the server and expects votes and
+	// counts back.
+	r := testenv.StartRedis(t, testenv.RedisOptions{Config: []string{"appendonly yes"}})
+	storetest.Run(t, redisHarness([]string{r.Addr()}, func(t *testing.T) { r.Restart() }))
 }
 
 func TestConformanceRedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster conformance in -short mode")
 	}
-	c := startRedisCluster(t)
-	storetest.Run(t, redisHarness(c.Addrs, nil))
+	c := testenv.StartRedisCluster(t, 3)
+	storetest.Run(t, redisHarness(c.Addrs(), nil))
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,9 +167,9 @@ func expectRecovery(t *testing.T, s store.Store, what string, wantAfter func(int
 }
 
 func TestRedisFaultStoppedAndRestarted(t *testing.T) {
-	r := startRedis(t, "--appendonly", "yes")
+	r := startRedis(t, "appendonly yes")
 	obs := newCountingObserver()
-	s := newFaultStore(t, r.Addr, obs)
+	s := newFaultStore(t, r.Addr(), obs)
 	for i := range 5 {
 		if _, err := observeBudget(t, s, "v1:fault:01", fmt.Sprintf("before%d@x", i)); err != nil {
 			t.Fatal(err)
@@ -184,7 +183,7 @@ func TestRedisFaultStoppedAndRestarted(t *testing.T) {
 	if err := s.Ping(context.Background()); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("ping while stopped: %v", err)
 	}
-	r.Start()
+	r.Restart()
 	// The 5 recipients survived (AOF) and the new one counts: 6.
 	expectRecovery(t, s, "redis restarted", func(v int64) bool { return v == 6 })
 }
@@ -192,11 +191,11 @@ func TestRedisFaultStoppedAndRestarted(t *testing.T) {
 func TestRedisFaultClientPause(t *testing.T) {
 	r := startRedis(t)
 	obs := newCountingObserver()
-	s := newFaultStore(t, r.Addr, obs)
+	s := newFaultStore(t, r.Addr(), obs)
 	if _, err := observeBudget(t, s, "v1:fault:01", "a@x"); err != nil {
 		t.Fatal(err)
 	}
-	r.CLI("client", "pause", "1500", "all")
+	cli(t, r, "client", "pause", "1500", "all")
 	start := time.Now()
 	expectOutage(t, s, "clients paused", 3)
 	if time.Since(start) > 1400*time.Millisecond {
@@ -207,13 +206,13 @@ func TestRedisFaultClientPause(t *testing.T) {
 
 func TestRedisFaultFrozen(t *testing.T) {
 	r := startRedis(t)
-	s := newFaultStore(t, r.Addr, nil)
+	s := newFaultStore(t, r.Addr(), nil)
 	if _, err := observeBudget(t, s, "v1:fault:01", "a@x"); err != nil {
 		t.Fatal(err)
 	}
-	r.Signal(syscall.SIGSTOP)
+	r.Pause(0)
 	expectOutage(t, s, "redis frozen (SIGSTOP)", 5)
-	r.Signal(syscall.SIGCONT)
+	r.Resume()
 	// Commands sent while frozen sat in the socket buffer and may run on
 	// SIGCONT: a timed-out write can land later (harmless: idempotent).
 	expectRecovery(t, s, "redis thawed", func(v int64) bool { return v >= 2 && v <= 7 })
@@ -224,7 +223,7 @@ func TestRedisFaultFrozen(t *testing.T) {
 func TestRedisFaultRestartUnderLoad(t *testing.T) {
 	r := startRedis(t)
 	obs := newCountingObserver()
-	s := newFaultStore(t, r.Addr, obs)
+	s := newFaultStore(t, r.Addr(), obs)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -257,7 +256,7 @@ func TestRedisFaultRestartUnderLoad(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	r.Stop()
 	time.Sleep(700 * time.Millisecond)
-	r.Start()
+	r.Restart()
 	expectRecovery(t, s, "restart under load", func(v int64) bool { return v >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
@@ -276,9 +275,9 @@ func TestRedisFaultRestartUnderLoad(t *testing.T) {
 // pipelined EVALSHA falls back to EVAL.
 func TestRedisScriptFlush(t *testing.T) {
 	r := startRedis(t)
-	s := newFaultStore(t, r.Addr, nil)
+	s := newFaultStore(t, r.Addr(), nil)
 	for i := range 3 {
-		r.CLI("script", "flush")
+		cli(t, r, "script", "flush")
 		res, err := observeBudget(t, s, "v1:flush:01", fmt.Sprintf("u%d@x", i))
 		if err != nil {
 			t.Fatalf("observe after SCRIPT FLUSH: %v", err)
@@ -286,7 +285,7 @@ func TestRedisScriptFlush(t *testing.T) {
 		if res.Volumes[0] != int64(i+1) {
 			t.Errorf("after flush %d: volume %d, want %d", i, res.Volumes[0], i+1)
 		}
-		r.CLI("script", "flush")
+		cli(t, r, "script", "flush")
 		if err := s.RecordVote(context.Background(), store.Vote{Keys: []string{"v1:flush:01"}, Voter: "u0@x", Kind: store.VoteBulk}); err != nil {
 			t.Fatalf("vote after SCRIPT FLUSH: %v", err)
 		}
@@ -297,7 +296,7 @@ func TestRedisScriptFlush(t *testing.T) {
 func TestRedisKeysExpire(t *testing.T) {
 	r := startRedis(t)
 	s, err := store.NewRedis(context.Background(), store.RedisOptions{
-		Addrs:  []string{r.Addr},
+		Addrs:  []string{r.Addr()},
 		Params: store.Params{Window: 2 * time.Second, Buckets: 2},
 	})
 	if err != nil {
@@ -310,7 +309,7 @@ func TestRedisKeysExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys := r.CLI("keys", "*")
+	keys := cli(t, r, "keys", "*")
 	for _, want := range []string{":f:", ":x:", ":c:", "bm1:meta"} {
 		if !strings.Contains(keys, want) {
 			t.Errorf("keys %q: no %q key", keys, want)
@@ -320,13 +319,13 @@ func TestRedisKeysExpire(t *testing.T) {
 		if k == "bm1:meta" {
 			continue
 		}
-		ttl, _ := strconv.Atoi(r.CLI("pttl", k))
+		ttl, _ := strconv.Atoi(cli(t, r, "pttl", k))
 		if ttl <= 0 || ttl > 3500 {
 			t.Errorf("key %s: pttl %d ms, want within (0, 3500]", k, ttl)
 		}
 	}
 	time.Sleep(3600 * time.Millisecond)
-	if got := r.CLI("keys", "*"); got != "bm1:meta" {
+	if got := cli(t, r, "keys", "*"); got != "bm1:meta" {
 		t.Errorf("after the window: keys %q, want only bm1:meta", got)
 	}
 }
@@ -344,7 +343,7 @@ func TestRedisParameterMismatch(t *testing.T) {
 	r := startRedis(t)
 	ctx := context.Background()
 	open := func(p store.Params) error {
-		s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr}, Params: p})
+		s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr()}, Params: p})
 		if err == nil {
 			s.Close()
 		}
@@ -379,9 +378,9 @@ func TestRedisParameterMismatch(t *testing.T) {
 func TestRedisStartsWhileDown(t *testing.T) {
 	r := startRedis(t)
 	r.Stop()
-	s := newFaultStore(t, r.Addr, nil)
+	s := newFaultStore(t, r.Addr(), nil)
 	expectOutage(t, s, "never up", 2)
-	r.Start()
+	r.Restart()
 	expectRecovery(t, s, "first contact", func(v int64) bool { return v == 1 })
 }
 
@@ -396,7 +395,7 @@ func TestRedisSplitFromMeta(t *testing.T) {
 	r := startRedis(t)
 	ctx := context.Background()
 	open := func(split int) *store.Redis {
-		s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr}, FirstSightSplit: split})
+		s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr()}, FirstSightSplit: split})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,8 +418,8 @@ func TestRedisSplitFromMeta(t *testing.T) {
 	if err != nil || res.Volumes[0] != 1 {
 		t.Errorf("same recipient through the second daemon: %v, %v; want 1", res.Volumes, err)
 	}
-	r.CLI("hset", "bm1:meta", "fs_split", "0")
-	if _, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr}}); err == nil || !strings.Contains(err.Error(), "fs_split") {
+	cli(t, r, "hset", "bm1:meta", "fs_split", "0")
+	if _, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr()}}); err == nil || !strings.Contains(err.Error(), "fs_split") {
 		t.Errorf("invalid fs_split in meta: got %v", err)
 	}
 }
@@ -434,7 +433,7 @@ func TestRedisCountErrorProfile(t *testing.T) {
 		t.Skip("error profile in -short mode")
 	}
 	r := startRedis(t)
-	s := newFaultStore(t, r.Addr, nil)
+	s := newFaultStore(t, r.Addr(), nil)
 	ctx := context.Background()
 	const trials = 60
 	for _, n := range []int{101, 150, 200, 300, 500, 1000, 3000} {
@@ -465,7 +464,10 @@ func TestRedisConnectCommands(t *testing.T) {
 	for _, disable := range []bool{false, true} {
 		t.Run(fmt.Sprint("DisableIdentity=", disable), func(t *testing.T) {
 			r := startRedis(t)
-			s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: []string{r.Addr}, DisableIdentity: disable})
+			// The helper's own client connects (and tries CLIENT SETINFO)
+			// here, before the counters are reset.
+			cli(t, r, "config", "resetstat")
+			s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: []string{r.Addr()}, DisableIdentity: disable})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -473,13 +475,13 @@ func TestRedisConnectCommands(t *testing.T) {
 			if _, err := s.Observe(context.Background(), store.Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}}); err != nil {
 				t.Fatal(err)
 			}
-			stats := r.CLI("info", "commandstats")
+			stats := cli(t, r, "info", "commandstats")
 			if strings.Contains(strings.ToLower(stats), "maint") {
 				t.Errorf("maintenance notifications were negotiated:\n%s", stats)
 			}
 			// Redis 7.0 has no CLIENT SETINFO (7.2 does): go-redis's attempt
 			// shows as a rejected command, and nothing else is rejected.
-			errs := r.CLI("info", "errorstats")
+			errs := cli(t, r, "info", "errorstats")
 			if got := strings.Contains(errs, "errorstat_ERR"); got == disable {
 				t.Errorf("DisableIdentity=%v: rejected commands on connect: %q", disable, errs)
 			}

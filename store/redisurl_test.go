@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -116,9 +117,9 @@ func FuzzParseRedisURL(f *testing.F) {
 
 // The URL constructor reaches a real server.
 func TestNewRedisURL(t *testing.T) {
-	r := startRedis(t, "--requirepass", "s3cret")
+	r := testenv.StartRedis(t, testenv.RedisOptions{Password: "s3cret"})
 	ctx := context.Background()
-	s, err := store.NewRedisURL(ctx, "redis://:s3cret@"+r.Addr+"/2?timeout=500ms", store.Params{}, nil)
+	s, err := store.NewRedisURL(ctx, "redis://:s3cret@"+r.Addr()+"/2?timeout=500ms", store.Params{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +130,18 @@ func TestNewRedisURL(t *testing.T) {
 	if _, err := s.Observe(ctx, store.Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}, Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.CLI("-a", "s3cret", "--no-auth-warning", "-n", "2", "dbsize"); got == "0" {
-		t.Errorf("db 2 is empty after an observation through the URL's database")
+	if n, err := r.Do(ctx, "EVAL", "redis.call('SELECT', 2) return redis.call('DBSIZE')", 0); err != nil || n.(int64) == 0 {
+		t.Errorf("db 2 after an observation through the URL's database: %v keys, %v", n, err)
 	}
+	// An ACL user in the URL.
+	ra := testenv.StartRedis(t, testenv.RedisOptions{ACLUser: "milter", ACLPassword: "pw"})
+	sa, err := store.NewRedisURL(ctx, "redis://milter:pw@"+ra.Addr(), store.Params{}, nil)
+	if err != nil {
+		t.Fatalf("ACL user: %v", err)
+	}
+	sa.Close()
 	// Wrong password: a configuration error, not an outage.
-	_, err = store.NewRedisURL(ctx, "redis://:wrong@"+r.Addr, store.Params{}, nil)
+	_, err = store.NewRedisURL(ctx, "redis://:wrong@"+r.Addr(), store.Params{}, nil)
 	if err == nil {
 		t.Fatal("wrong password: no error")
 	}
