@@ -55,7 +55,19 @@ type workload struct {
 	n      int
 }
 
-var families = []string{"imatch.0", "imatch.1", "imatch.2", "imatch.3", "shingle.0", "shingle.1", "shingle.2", "char.0", "sift.0", "sift.1", "imatch.4", "shingle.3"}
+// families names keys like the default signature set's: mostly I-Match
+// (plain and hardened over 11 lexicons), then shingles, character shingles
+// and sifting.
+var families = func() []string {
+	var f []string
+	for i := range 22 {
+		f = append(f, fmt.Sprintf("imatch.%d", i))
+	}
+	for i := range 5 {
+		f = append(f, fmt.Sprintf("shingle.%d", i), fmt.Sprintf("char.%d", i), fmt.Sprintf("sift.%d", i))
+	}
+	return f
+}()
 
 func (w workload) message(i int, rng *rand.Rand) store.Observation {
 	id := uint64(i)

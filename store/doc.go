@@ -22,25 +22,33 @@
 // newsletter twice to one person is 1, one message with 200 RCPT TO is 200.
 //
 // A key's count lives in one of three tiers, so that the many keys seen once
-// cost little:
+// cost little (in Redis about 9 bytes each; see docs/performance.md):
 //
-//  1. First sighting: one recipient so far. The key's 48-bit field and the
-//     recipient's 48-bit pseudonym sit in a hash shared by many keys (one
-//     per hash tag, split and bucket). Exact.
+//  1. First sighting: one recipient so far. In Redis an 8-byte record (32
+//     bits of the key's hash, 32 bits of the recipient's pseudonym) in a
+//     string shared by many keys (one per hash tag, split and bucket); the
+//     embedded store keeps full hashes.
 //  2. Exact set: from the second distinct recipient up to ExactLimit
 //     (default 100): a hash recipient → last bucket, plus per-bucket counts.
-//     Exact: a threshold of 10 or 50 is decided on the true count.
+//     Exact: a threshold of 10 or 50 is decided on the true count. In
+//     Redis the first recipient enters by its 32-bit fingerprint and is
+//     matched to its full pseudonym when it shows up again.
 //  3. HyperLogLog: past ExactLimit, one HyperLogLog per bucket; the count is
 //     the union of the window's buckets (PFCOUNT over several keys; the
 //     embedded store merges registers). 2¹⁴ registers, standard error
 //     0.81%; Redis's estimator undercounts slightly in the low hundreds
 //     (docs/performance.md has the measured profile: within ±3% at n ≥ 101).
 //
-// Two distinct recipients of one key collide as pseudonyms with
-// probability about n²/2⁴⁹ (n = 10⁵: 2·10⁻⁵); two keys collide in a
-// first-sighting hash with probability about (entries per hash)/2⁶²: both
-// negligible next to the HyperLogLog error. A retried call counts nothing
-// twice: every write is idempotent (HSET of the same value, PFADD).
+// Hash collisions, all negligible next to the HyperLogLog error: two
+// distinct recipients of one key share a 48-bit pseudonym with probability
+// about n²/2⁴⁹ (n = 10⁵: 2·10⁻⁵); in Redis, a second recipient is taken
+// for the first one when their 32-bit fingerprints match (2⁻³² per
+// message, the count stays 1 for one more message), and a key matches
+// another key's first sighting with probability about (records per
+// string)/2³² per lookup (about 5·10⁻⁸; the two keys then count one
+// recipient too many or too few). A retried call counts nothing twice:
+// every write is idempotent (rewriting the same record or hash value,
+// PFADD).
 //
 // # Votes
 //
@@ -73,13 +81,16 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm1:{tttt}:f:<s>:<bucket>    hash: first sightings of bucket <bucket> (epoch
-//	                             ms / bucket length) and split <s>: 6-byte key
-//	                             field → 6-byte recipient pseudonym. Listpack
-//	                             encoded: at most hash-max-listpack-entries
-//	                             entries (past it a key is promoted directly).
+//	bm1:{tttt}:f:<s>:<bucket>    string: first sightings of bucket <bucket>
+//	                             (epoch ms / bucket length) and split <s>
+//	                             (bits 32+ of the hash mod fs_split): 8-byte
+//	                             records, 4 bytes of the key's hash (low 32
+//	                             bits) and 4 of the recipient's pseudonym. At
+//	                             most FirstSightCap records (past it a key gets
+//	                             an exact set at once).
 //	bm1:{tttt}:x:<hash>          hash, per signature (<hash>: xxHash64 in hex):
-//	                             exact set, pseudonym → last bucket, and '#' →
+//	                             exact set, 6-byte pseudonym (or '~' and a
+//	                             4-byte fingerprint) → last bucket, and '#' →
 //	                             "bucket:count …"; or, in the HyperLogLog tier,
 //	                             only 'h' → "1".
 //	bm1:{tttt}:c:<hash>:<bucket> HyperLogLog of one bucket.

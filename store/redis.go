@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,9 @@ const SchemaVersion = 1
 const (
 	DefaultRedisTimeout    = time.Second
 	DefaultFirstSightSplit = 2
+	// FirstSightCap is the number of 8-byte records a first-sighting
+	// string holds before new keys skip it (and get an exact set at once).
+	FirstSightCap = 1024
 )
 
 // RedisOptions configures NewRedis. One struct covers a single server,
@@ -74,9 +78,9 @@ type RedisOptions struct {
 	// independent deployments apart in one database. It must not contain
 	// '{' or '}'.
 	Namespace string
-	// FirstSightSplit is the number of first-sighting hashes per hash tag
+	// FirstSightSplit is the number of first-sighting strings per hash tag
 	// and time bucket, sized to the traffic (see docs/performance.md):
-	// about messages per bucket × keys per message / (16384 × 60). The
+	// about messages per bucket × keys per message / (16384 × 400). The
 	// first daemon to use a database records its value in bm1:meta and
 	// every later daemon uses the recorded value, whatever its own
 	// (daemons must agree; Limits reports the value in effect). To change
@@ -145,7 +149,7 @@ type Redis struct {
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
-	fsCap    int    // entries allowed in a first-sighting hash
+	fsCap    int    // records allowed in a first-sighting string
 	exact    int    // exact limit after fitting the listpack limit
 	fsSplit  uint64 // first-sighting split recorded in bm1:meta
 }
@@ -303,25 +307,26 @@ func (r *Redis) prepare(ctx context.Context) error {
 		return fmt.Errorf("redis store: %s has fs_split %q, want 1 to 256", meta, got.Val()["fs_split"])
 	}
 	r.fsSplit = split
-	r.fsCap = 128 // Redis 7.0's default hash-max-listpack-entries
+	r.fsCap = FirstSightCap
+	listpack := 128 // Redis 7.0's default hash-max-listpack-entries
 	if v, err := r.client.ConfigGet(ctx, "hash-max-listpack-entries").Result(); err == nil {
 		if n, err := strconv.Atoi(v["hash-max-listpack-entries"]); err == nil && n > 0 {
-			r.fsCap = min(n, 1024)
+			listpack = n
 		}
 	} else if errors.Is(classify(err), ErrUnavailable) {
 		return fmt.Errorf("redis store: config get: %w", classify(err))
 	} // else CONFIG is disabled (managed services): keep the default
 	// The exact set holds its recipients plus one tally field; keep it in
 	// listpack encoding.
-	r.exact = max(1, min(r.c.ExactLimit, r.fsCap-1))
+	r.exact = max(1, min(r.c.ExactLimit, listpack-1))
 	r.prepared = true
 	return nil
 }
 
-// Limits are the sizes in effect for a Redis store, read from the server.
+// Limits are the sizes in effect for a Redis store.
 type Limits struct {
-	FirstSightCap   int // entries per first-sighting hash (hash-max-listpack-entries)
-	ExactLimit      int // distinct recipients counted exactly
+	FirstSightCap   int // records per first-sighting string
+	ExactLimit      int // distinct recipients counted exactly (fits hash-max-listpack-entries)
 	FirstSightSplit int // as recorded in bm1:meta
 }
 
@@ -348,7 +353,7 @@ func (r *Redis) limits(ctx context.Context) (Limits, error) {
 type sigKeys struct {
 	tag   string
 	slot  int
-	field string // first-sighting field: low 48 bits of the hash
+	field string // first-sighting field: low 32 bits of the hash
 	keys  []string
 }
 
@@ -373,7 +378,9 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 		keys = append(keys, base+"c:"+hexh+":"+strconv.FormatInt(oldest+int64(i), 10))
 	}
 	keys = append(keys, base+"v:"+id)
-	return sigKeys{tag: tag, slot: slotOf(tag), field: pseudonym(h & (1<<48 - 1)).bytes(), keys: keys}
+	var f [4]byte
+	binary.BigEndian.PutUint32(f[:], uint32(h))
+	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
 }
 
 func (r *Redis) voteKey(id string) string {

@@ -80,10 +80,10 @@ end
 
 -- Observe ------------------------------------------------------------------
 -- ARGV: 'o', nb (buckets read), bucket length (ms), ttl of current-bucket
--- keys (ms), current bucket, first-sighting cap, exact limit, now (unix s),
--- vote horizon (s), nsig, nr, then nr recipient pseudonyms, then nsig
--- first-sighting fields.
--- KEYS, per signature (2*nb+2): nb first-sighting hashes (oldest first),
+-- keys (ms), current bucket, first-sighting capacity (records), exact
+-- limit, now (unix s), vote horizon (s), nsig, nr, then nr recipient
+-- pseudonyms (6 bytes), then nsig first-sighting fields (4 bytes).
+-- KEYS, per signature (2*nb+2): nb first-sighting strings (oldest first),
 -- the signature hash (exact set, or the HyperLogLog marker), nb
 -- HyperLogLogs (oldest first), the vote hash.
 -- Returns per signature {count, notbulk, bulk, {i, vote, i, vote, ...}}
@@ -104,14 +104,76 @@ local f0 = r0 + nr
 local kper = 2 * nb + 2
 local oldest = cb - nb + 1
 
-local rs = {}
-for j = 1, nr do rs[j] = ARGV[r0 + j] end
+local rs, fps = {}, {}
+for j = 1, nr do
+  rs[j] = ARGV[r0 + j]
+  fps[j] = string.sub(rs[j], 3, 6) -- the pseudonym's low 32 bits
+end
 
 local function ttlof(bk) return ttl - (cb - bk) * blen end
 
--- The exact set maps a recipient pseudonym to the last bucket it was seen
--- in; the field '#' holds "bucket:count ..." for those buckets, so the live
--- count is a sum over at most nb numbers.
+-- First sightings: a string of 8-byte records, 4 bytes of the signature's
+-- hash then 4 bytes of the recipient's pseudonym, one string per hash tag,
+-- split and bucket. Packed records cost 8 bytes where a hash entry costs
+-- 16 to 20. Strings read in this call are cached (one GET each).
+local REC = 8
+local fscache = {}
+
+local function fs_get(k)
+  local s = fscache[k]
+  if s == nil then
+    s = redis.call('GET', k) or ''
+    fscache[k] = s
+  end
+  return s
+end
+
+local function fs_find(s, field)
+  local init = 1
+  while true do
+    local p = string.find(s, field, init, true)
+    if not p then return nil end
+    if (p - 1) % REC == 0 then return p end
+    init = p + 1
+  end
+end
+
+-- fs_put appends a record to the current bucket's string if it has room;
+-- a new string gets its TTL.
+local function fs_put(k, field, fp)
+  local s = fs_get(k)
+  if #s >= cap * REC then return false end
+  local ns = s .. field .. fp
+  if s == '' then
+    redis.call('SET', k, ns, 'PX', ttl)
+  else
+    redis.call('SET', k, ns, 'KEEPTTL')
+  end
+  fscache[k] = ns
+  return true
+end
+
+local function fs_del(k, field)
+  local s = fs_get(k)
+  local p = fs_find(s, field)
+  if not p then return end
+  local ns = string.sub(s, 1, p - 1) .. string.sub(s, p + REC)
+  if ns == '' then
+    redis.call('DEL', k)
+  else
+    redis.call('SET', k, ns, 'KEEPTTL')
+  end
+  fscache[k] = ns
+end
+
+-- The exact set maps a recipient pseudonym (6 bytes) to the last bucket it
+-- was seen in; the field '#' holds "bucket:count ..." for those buckets, so
+-- the live count is a sum over at most nb numbers. The first recipient of a
+-- promoted signature is known only by its 4-byte fingerprint: it enters as
+-- '~'..fingerprint and is replaced by the full pseudonym when that
+-- recipient shows up again.
+local function member(f) return #f == 6 or #f == 5 end
+
 local function counts_parse(s)
   local t = {}
   if s then
@@ -137,8 +199,8 @@ local function exact_live(x)
   return live
 end
 
--- exact_add records entries {pseudonym, bucket} in the exact set and
--- returns the live count, or nil after converting the set to per-bucket
+-- exact_add records entries {member, bucket} in the exact set and returns
+-- the live count, or nil after converting the set to per-bucket
 -- HyperLogLogs because it outgrew the exact limit.
 local function exact_add(kb, x, entries)
   local t = counts_parse(redis.call('HGET', x, '#'))
@@ -147,13 +209,23 @@ local function exact_add(kb, x, entries)
   if stale then
     local all = redis.call('HGETALL', x)
     for i = 1, #all, 2 do
-      if #all[i] == 6 and tonumber(all[i + 1]) < oldest then redis.call('HDEL', x, all[i]) end
+      if member(all[i]) and tonumber(all[i + 1]) < oldest then redis.call('HDEL', x, all[i]) end
     end
     for bk in pairs(t) do if bk < oldest then t[bk] = nil end end
   end
   for _, e in ipairs(entries) do
     local r, bk = e[1], e[2]
     local old = tonumber(redis.call('HGET', x, r) or '')
+    if old == nil and #r == 6 then
+      -- the first recipient, known by its fingerprint?
+      local ph = '~' .. string.sub(r, 3, 6)
+      local pv = tonumber(redis.call('HGET', x, ph) or '')
+      if pv ~= nil then
+        redis.call('HDEL', x, ph)
+        redis.call('HSET', x, r, pv)
+        old = pv
+      end
+    end
     if old == nil then
       redis.call('HSET', x, r, bk)
       t[bk] = (t[bk] or 0) + 1
@@ -172,7 +244,7 @@ local function exact_add(kb, x, entries)
     local all = redis.call('HGETALL', x)
     local per = {}
     for i = 1, #all, 2 do
-      if #all[i] == 6 then
+      if member(all[i]) then
         local bk = math.min(tonumber(all[i + 1]), cb)
         if bk >= oldest then
           per[bk] = per[bk] or {}
@@ -191,16 +263,6 @@ local function exact_add(kb, x, entries)
   redis.call('HSET', x, '#', counts_format(t))
   redis.call('PEXPIRE', x, ttlof(maxb))
   return live
-end
-
--- fs_put records a first sighting in the current bucket's hash if it has
--- room (HLEN below the listpack limit); the hash gets its TTL when created.
-local function fs_put(cur_fs, field, r)
-  local len = redis.call('HLEN', cur_fs)
-  if len >= cap then return false end
-  redis.call('HSET', cur_fs, field, r)
-  if len == 0 then redis.call('PEXPIRE', cur_fs, ttl) end
-  return true
 end
 
 local out = {}
@@ -230,9 +292,10 @@ for s = 1, nsig do
   elseif not hll then
     local first, fbk
     for i = nb, 1, -1 do
-      local v = redis.call('HGET', KEYS[kb + i], field)
-      if v then
-        first = v
+      local str = fs_get(KEYS[kb + i])
+      local p = fs_find(str, field)
+      if p then
+        first = string.sub(str, p + 4, p + 7)
         fbk = oldest + i - 1
         break
       end
@@ -242,24 +305,24 @@ for s = 1, nsig do
     else
       local same = first ~= nil
       for j = 1, nr do
-        if rs[j] ~= first then
+        if fps[j] ~= first then
           same = false
           break
         end
       end
-      if first == nil and nr == 1 and fs_put(cur_fs, field, rs[1]) then
+      if first == nil and nr == 1 and fs_put(cur_fs, field, fps[1]) then
         count = 1
       elseif same and (fbk == cb or fs_put(cur_fs, field, first)) then
         -- seen again by the same recipient: the sighting moves to the
         -- current bucket
         count = 1
       else
-        -- a second distinct recipient (or a full first-sighting hash):
+        -- a second distinct recipient (or a full first-sighting string):
         -- promote to the exact set, or straight to HyperLogLog
         local entries = {}
         if first then
-          for i = 1, nb do redis.call('HDEL', KEYS[kb + i], field) end
-          entries[1] = {first, fbk}
+          for i = 1, nb do fs_del(KEYS[kb + i], field) end
+          entries[1] = {'~' .. first, fbk}
         end
         for j = 1, nr do entries[#entries + 1] = {rs[j], cb} end
         if #entries <= elim then
@@ -268,7 +331,7 @@ for s = 1, nsig do
         else
           if first then
             local ck = KEYS[kb + nb + 2 + (fbk - oldest)]
-            redis.call('PFADD', ck, first)
+            redis.call('PFADD', ck, '~' .. first)
             redis.call('PEXPIRE', ck, ttlof(fbk))
           end
           hll = true
