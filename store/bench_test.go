@@ -8,7 +8,10 @@ package store_test
 //
 // Environment: BULKMILTER_BENCH_KEYS (keys per message, default 10),
 // BULKMILTER_BENCH_REPEAT (fraction of messages that belong to a campaign
-// whose keys repeat, default 0: every message distinct, the worst case).
+// whose keys repeat, default 0: every message distinct, the worst case),
+// BULKMILTER_BENCH_SPLIT (first-sighting split, default the store's),
+// BULKMILTER_BENCH_LISTPACK (the server's hash-max-listpack-entries,
+// default 128 as upstream Redis 7).
 
 import (
 	"context"
@@ -194,7 +197,8 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 func benchRedis(b *testing.B, addrs []string) (*store.Redis, redis.UniversalClient) {
-	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: addrs, Timeout: 30 * time.Second})
+	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: addrs, Timeout: 30 * time.Second,
+		FirstSightSplit: envInt("BULKMILTER_BENCH_SPLIT", 0)})
 	if err != nil {
 		b.Fatal(err)
 	}

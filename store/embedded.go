@@ -67,11 +67,17 @@ type eshard struct {
 	scratch *hll
 }
 
-// fsBucket holds the first sightings of one time bucket: signature hash →
-// the one recipient seen so far.
+// fsBucket holds the first sightings of one time bucket (t nil: none).
 type fsBucket struct {
 	id int64
-	m  map[uint64]pseudonym
+	t  *fsTable
+}
+
+func (b *fsBucket) size() int {
+	if b.t == nil {
+		return 0
+	}
+	return b.t.n
 }
 
 // ecounter counts a signature seen by two or more distinct recipients:
@@ -215,15 +221,15 @@ func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) 
 			return e.counterAdd(sh, sig, ctr, nil, rs, cb)
 		}
 	}
-	var first pseudonym
+	var first uint32 // the first recipient's fingerprint
 	var fbk int64
 	found := false
 	for b := cb; b >= oldest; b-- {
 		slot := &sh.fs[mod(b, nb)]
-		if slot.id != b || slot.m == nil {
+		if slot.id != b || slot.t == nil {
 			continue
 		}
-		if v, ok := slot.m[sig]; ok {
+		if v, ok := slot.t.get(sig); ok {
 			first, fbk, found = v, b, true
 			break
 		}
@@ -236,14 +242,14 @@ func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) 
 	}
 	same := found
 	for _, r := range rs {
-		if r != first {
+		if fingerprint(r) != first {
 			same = false
 			break
 		}
 	}
 	switch {
 	case !found && len(rs) == 1:
-		e.fsPut(sh, cb, sig, rs[0])
+		e.fsPut(sh, cb, sig, fingerprint(rs[0]))
 		return 1
 	case same:
 		if fbk != cb {
@@ -256,14 +262,13 @@ func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) 
 	if found {
 		for b := oldest; b <= cb; b++ {
 			slot := &sh.fs[mod(b, nb)]
-			if slot.id == b && slot.m != nil {
-				if _, ok := slot.m[sig]; ok {
-					delete(slot.m, sig)
-					sh.entries--
-				}
+			if slot.id == b && slot.t != nil && slot.t.del(sig) {
+				sh.entries--
 			}
 		}
-		seed = []entryAt{{first, fbk}}
+		// The first recipient is known by its fingerprint only; it is
+		// matched to its pseudonym if it comes back.
+		seed = []entryAt{{placeholder(first), fbk}}
 	}
 	ctr := &ecounter{exact: map[pseudonym]int64{}, last: cb}
 	sh.ctr[sig] = ctr
@@ -280,19 +285,18 @@ type entryAt struct {
 func mod(b, n int64) int64 { return ((b % n) + n) % n }
 
 // fsPut records a first sighting in bucket cb.
-func (e *Embedded) fsPut(sh *eshard, cb int64, sig uint64, r pseudonym) {
+func (e *Embedded) fsPut(sh *eshard, cb int64, sig uint64, fp uint32) {
 	slot := &sh.fs[mod(cb, int64(e.c.nb))]
-	if slot.id != cb || slot.m == nil {
-		if slot.m != nil && slot.id > cb {
+	if slot.id != cb || slot.t == nil {
+		if slot.t != nil && slot.id > cb {
 			return // an observation older than the window held here: count it, keep nothing
 		}
-		sh.entries -= len(slot.m)
-		slot.id, slot.m = cb, map[uint64]pseudonym{}
+		sh.entries -= slot.size()
+		slot.id, slot.t = cb, &fsTable{}
 	}
-	if _, ok := slot.m[sig]; !ok {
+	if slot.t.put(sig, fp) {
 		sh.entries++
 	}
-	slot.m[sig] = r
 	e.evictIfNeeded(sh, cb)
 }
 
@@ -316,6 +320,14 @@ func (e *Embedded) counterAdd(sh *eshard, sig uint64, ctr *ecounter, seed []entr
 		}
 		add := func(p pseudonym, b int64) {
 			old, ok := ctr.exact[p]
+			if !ok && p < 1<<63 {
+				// The first recipient, known by its fingerprint?
+				if pb, found := ctr.exact[placeholder(fingerprint(p))]; found {
+					delete(ctr.exact, placeholder(fingerprint(p)))
+					ctr.exact[p] = pb
+					old, ok = pb, true
+				}
+			}
 			switch {
 			case !ok:
 				ctr.exact[p] = b
@@ -431,12 +443,12 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 	}
 	nb := int64(e.c.nb)
 	drop := func(slot *fsBucket) {
-		e.evicted.Add(int64(len(slot.m)))
-		sh.entries -= len(slot.m)
-		slot.m = nil
+		e.evicted.Add(int64(slot.size()))
+		sh.entries -= slot.size()
+		slot.t = nil
 	}
 	for b := cb - nb + 1; b < cb && sh.entries > e.maxShard; b++ {
-		if slot := &sh.fs[mod(b, nb)]; slot.m != nil && slot.id <= b {
+		if slot := &sh.fs[mod(b, nb)]; slot.t != nil && slot.id <= b {
 			drop(slot)
 		}
 	}
@@ -455,7 +467,7 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 		}
 	}
 	if sh.entries > e.maxShard {
-		if slot := &sh.fs[mod(cb, nb)]; slot.m != nil {
+		if slot := &sh.fs[mod(cb, nb)]; slot.t != nil {
 			drop(slot)
 		}
 	}
@@ -470,9 +482,9 @@ func (e *Embedded) sweep(now time.Time) {
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		for j := range sh.fs {
-			if slot := &sh.fs[j]; slot.m != nil && slot.id < oldest {
-				sh.entries -= len(slot.m)
-				slot.m = nil
+			if slot := &sh.fs[j]; slot.t != nil && slot.id < oldest {
+				sh.entries -= slot.size()
+				slot.t = nil
 			}
 		}
 		for sig, c := range sh.ctr {
@@ -537,8 +549,8 @@ func (e *Embedded) Stats() Stats {
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
-		for _, b := range sh.fs {
-			s.FirstSightings += len(b.m)
+		for i := range sh.fs {
+			s.FirstSightings += sh.fs[i].size()
 		}
 		s.Counters += len(sh.ctr)
 		s.Entries += sh.entries

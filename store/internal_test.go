@@ -490,3 +490,82 @@ func FuzzLoadState(f *testing.F) {
 		}
 	})
 }
+
+func TestFSTable(t *testing.T) {
+	var tb fsTable
+	ref := map[uint64]uint32{}
+	rng := uint64(1)
+	next := func() uint64 { rng = mix64(rng + 0x9e3779b97f4a7c15); return rng }
+	keys := []uint64{0, 1} // 0 is stored as 1: they are one key
+	for range 20000 {
+		keys = append(keys, next()%50000)
+	}
+	for i, k := range keys {
+		switch next() % 3 {
+		case 0, 1:
+			fp := uint32(i)
+			if fresh := tb.put(k, fp); fresh != !has(ref, fsKey(k)) {
+				t.Fatalf("put(%d): new=%v, reference disagrees", k, fresh)
+			}
+			ref[fsKey(k)] = fp
+		case 2:
+			_, want := ref[fsKey(k)]
+			if got := tb.del(k); got != want {
+				t.Fatalf("del(%d) = %v, want %v", k, got, want)
+			}
+			delete(ref, fsKey(k))
+		}
+		if tb.n != len(ref) {
+			t.Fatalf("size %d, reference %d", tb.n, len(ref))
+		}
+	}
+	for k, fp := range ref {
+		if got, ok := tb.get(k); !ok || got != fp {
+			t.Fatalf("get(%d) = %d, %v; want %d", k, got, ok, fp)
+		}
+	}
+	n := 0
+	tb.each(func(sig uint64, fp uint32) {
+		n++
+		if ref[sig] != fp {
+			t.Fatalf("each: %d → %d, want %d", sig, fp, ref[sig])
+		}
+	})
+	if n != len(ref) {
+		t.Errorf("each visited %d, want %d", n, len(ref))
+	}
+	if _, ok := tb.get(123456789); ok {
+		t.Error("absent key found")
+	}
+}
+
+func has(m map[uint64]uint32, k uint64) bool { _, ok := m[k]; return ok }
+
+// The first recipient of a promoted key is known by its fingerprint and
+// must not count twice when it comes back (embedded, as in Redis).
+func TestEmbeddedFirstRecipientComesBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	e, err := OpenEmbedded(EmbeddedOptions{Path: path, SaveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close() }()
+	ctx := context.Background()
+	for i, step := range []struct {
+		rs   []string
+		want int64
+	}{{[]string{"a@x"}, 1}, {[]string{"b@x"}, 2}, {[]string{"a@x"}, 2}, {[]string{"c@x", "a@x"}, 3}} {
+		if i == 2 { // the placeholder for a@x goes through the file
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if e, err = OpenEmbedded(EmbeddedOptions{Path: path, SaveInterval: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := e.Observe(ctx, Observation{Keys: []string{"k"}, Recipients: step.rs})
+		if err != nil || res.Volumes[0] != step.want {
+			t.Errorf("step %d %v: %v, %v; want %d", i, step.rs, res.Volumes, err, step.want)
+		}
+	}
+}

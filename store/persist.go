@@ -28,9 +28,13 @@ import (
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
 //	counters:  u64 signature hash, i64 last bucket, u8 mode,
-//	           mode 1 (exact): u32 n, n × (6-byte recipient, i64 bucket)
+//	           mode 1 (exact): u32 n, n × (u64 member, i64 bucket)
 //	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
-//	sightings: i64 bucket, u32 n, n × (u64 signature hash, 6-byte recipient)
+//	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
+//
+// An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
+// a fingerprint in the low 32 bits) for a first recipient known only by its
+// fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
 	fileVersion = 1
@@ -203,7 +207,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 				b = append(b, 1)
 				b = le32(b, uint32(len(c.exact)))
 				for p, at := range c.exact {
-					b = appendPseudonym(b, p)
+					b = le64(b, uint64(p))
 					b = le64(b, uint64(at))
 				}
 			} else {
@@ -235,15 +239,15 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		shardBuf = shardBuf[:0]
 		sh.mu.Lock()
 		for _, slot := range sh.fs {
-			if slot.m == nil || slot.id < oldest || len(slot.m) == 0 {
+			if slot.t == nil || slot.id < oldest || slot.t.n == 0 {
 				continue
 			}
 			b := le64(shardBuf, uint64(slot.id))
-			b = le32(b, uint32(len(slot.m)))
-			for sig, p := range slot.m {
+			b = le32(b, uint32(slot.t.n))
+			slot.t.each(func(sig uint64, fp uint32) {
 				b = le64(b, sig)
-				b = appendPseudonym(b, p)
-			}
+				b = le32(b, fp)
+			})
 			shardBuf = b
 		}
 		sh.mu.Unlock()
@@ -444,10 +448,10 @@ func (e *Embedded) loadCounters(b []byte) error {
 		c := &ecounter{last: int64(d.u64())}
 		switch d.u8() {
 		case 1:
-			n := d.count(pseudonymLen + 8)
+			n := d.count(8 + 8)
 			c.exact = make(map[pseudonym]int64, n)
 			for range n {
-				p := d.pseudonym()
+				p := pseudonym(d.u64())
 				at := int64(d.u64())
 				if _, ok := c.exact[p]; !ok {
 					c.exact[p] = at
@@ -493,7 +497,7 @@ func (e *Embedded) loadFS(b []byte) error {
 	nb := int64(e.c.nb)
 	for len(d.b) > 0 && !d.bad {
 		id := int64(d.u64())
-		n := d.count(8 + pseudonymLen)
+		n := d.count(8 + 4)
 		if d.bad || n == 0 {
 			continue
 		}
@@ -501,7 +505,7 @@ func (e *Embedded) loadFS(b []byte) error {
 		var slot *fsBucket
 		for range n {
 			sig := d.u64()
-			p := d.pseudonym()
+			fp := d.u32()
 			s := e.shard(sig)
 			if s != sh {
 				if sh != nil {
@@ -510,18 +514,17 @@ func (e *Embedded) loadFS(b []byte) error {
 				sh = s
 				sh.mu.Lock()
 				slot = &sh.fs[mod(id, nb)]
-				if slot.m == nil || slot.id < id {
-					sh.entries -= len(slot.m)
-					slot.id, slot.m = id, make(map[uint64]pseudonym, n)
+				if slot.t == nil || slot.id < id {
+					sh.entries -= slot.size()
+					slot.id, slot.t = id, &fsTable{}
 				}
 			}
 			if slot.id != id {
 				continue
 			}
-			if _, ok := slot.m[sig]; !ok {
+			if slot.t.put(sig, fp) {
 				sh.entries++
 			}
-			slot.m[sig] = p
 		}
 		if sh != nil {
 			sh.mu.Unlock()
