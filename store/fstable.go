@@ -28,8 +28,11 @@ func fingerprint(p pseudonym) uint32 { return uint32(p) }
 // its fingerprint; pseudonyms are 48 bits, so bit 63 cannot clash.
 func placeholder(fp uint32) pseudonym { return pseudonym(1<<63 | uint64(fp)) }
 
+// slot is the home slot of k. It uses the high half of the mixed hash: the
+// low bits chose the shard (mix64(sig) % 64), so within one shard they are
+// all alike and would crowd a 64th of the slots.
 func (t *fsTable) slot(k uint64) int {
-	return int(mix64(k) & uint64(len(t.keys)-1))
+	return int((mix64(k) >> 32) & uint64(len(t.keys)-1))
 }
 
 // get returns the fingerprint recorded for sig.
@@ -93,6 +96,19 @@ func (t *fsTable) del(sig uint64) bool {
 	t.keys[i], t.fps[i] = 0, 0
 	t.n--
 	return true
+}
+
+// newFSTable returns a table sized for n entries. Loading must size the
+// table up front: entries come in the slot order of the table that was
+// saved, and inserting them into a small growing table would pack them into
+// its first slots and make later probe runs long (10s instead of 0.5s for
+// 10M entries).
+func newFSTable(n int) *fsTable {
+	size := fsMinSlots
+	for size*7 < (n+1)*8 {
+		size *= 2
+	}
+	return &fsTable{keys: make([]uint64, size), fps: make([]uint32, size)}
 }
 
 func (t *fsTable) grow() {

@@ -516,7 +516,7 @@ func (e *Embedded) loadFS(b []byte) error {
 				slot = &sh.fs[mod(id, nb)]
 				if slot.t == nil || slot.id < id {
 					sh.entries -= slot.size()
-					slot.id, slot.t = id, &fsTable{}
+					slot.id, slot.t = id, newFSTable(n)
 				}
 			}
 			if slot.id != id {
