@@ -9,7 +9,7 @@ import (
 // Observation is one message seen by the filter.
 type Observation struct {
 	Keys       []string  // signature ids of the message
-	Recipients []string  // envelope recipients, normalised (lower-case address)
+	Recipients []string  // envelope recipients (the store trims and lower-cases them again)
 	Time       time.Time // when the message was seen; zero means now
 }
 
@@ -23,7 +23,9 @@ type Result struct {
 	// Votes holds, for each key, the global feedback tallies.
 	Votes []Tally
 	// UserVotes holds the votes the message's own recipients cast on any of
-	// its keys, by recipient. Recipients without a vote are absent.
+	// its keys, by recipient as given in Observation.Recipients; when a
+	// recipient voted differently on several keys, the most recent vote.
+	// Recipients without a vote are absent; nil when nobody voted.
 	UserVotes map[string]VoteKind
 }
 
@@ -81,7 +83,8 @@ type Store interface {
 	// for a given (key, recipient) pair within a window: retrying a timed
 	// out call does not count a recipient twice.
 	Observe(ctx context.Context, o Observation) (Result, error)
-	// RecordVote stores a user's vote on a message's keys.
+	// RecordVote stores a user's vote on a message's keys, replacing that
+	// user's earlier vote on them; VoteNone retracts it. Idempotent.
 	RecordVote(ctx context.Context, v Vote) error
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
