@@ -241,7 +241,7 @@ func (w *walker) decodeText(raw []byte, label, hint string) string {
 	case (!known || enc == nil) && (bytes.Contains(raw, []byte("\x1b$B")) || bytes.Contains(raw, []byte("\x1b$@"))):
 		// ISO-2022-JP escape sequences under no or a wrong label.
 		w.defect(DefectCharsetGuessed, "iso-2022-jp escapes")
-		return decodeWith(japanese.ISO2022JP, raw)
+		return w.decodeWith(japanese.ISO2022JP, raw)
 	case known && enc == nil:
 		if utf8.Valid(raw) {
 			return string(raw)
@@ -253,7 +253,7 @@ func (w *walker) decodeText(raw []byte, label, hint string) string {
 			w.defect(DefectCharsetMismatch, "utf-8 labelled "+label)
 			return string(raw)
 		}
-		s := decodeWith(enc, raw)
+		s := w.decodeWith(enc, raw)
 		if strings.Count(s, "\uFFFD") > 2 && looksUTF8(raw) {
 			w.defect(DefectCharsetMismatch, "utf-8 labelled "+label)
 			return string(raw)
@@ -290,21 +290,26 @@ func truncate(s string, n int) string {
 func (w *walker) guessDecode(raw []byte, hint string) string {
 	if hint != "" {
 		if enc, ok := lookupCharset(hint); ok && enc != nil {
-			return decodeWith(enc, raw)
+			return w.decodeWith(enc, raw)
 		}
 	}
-	return decodeWith(guessLegacy(raw), raw)
+	return w.decodeWith(guessLegacy(raw), raw)
 }
 
-// decodeWith decodes raw with enc; undecodable bytes become U+FFFD.
-func decodeWith(enc encoding.Encoding, raw []byte) string {
+// decodeWith decodes raw with enc; undecodable bytes become U+FFFD, which
+// is recorded as a defect.
+func (w *walker) decodeWith(enc encoding.Encoding, raw []byte) string {
 	out, err := enc.NewDecoder().Bytes(raw)
 	if err != nil {
 		// Decoders replace bad input themselves; an error here is rare
 		// (e.g. a transformer's internal limit). Keep what is valid.
-		return strings.ToValidUTF8(string(raw), "\uFFFD")
+		out = raw
 	}
-	return strings.ToValidUTF8(string(out), "\uFFFD")
+	s := strings.ToValidUTF8(string(out), "\uFFFD")
+	if strings.ContainsRune(s, '\uFFFD') && !bytes.Contains(raw, []byte("\xef\xbf\xbd")) {
+		w.defect(DefectInvalidUTF8, "")
+	}
+	return s
 }
 
 // guessLegacy picks a legacy charset for 8-bit text that is not UTF-8.

@@ -270,14 +270,13 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 	dec := w.transferDecode(h.cte)
 	if len(dec) > w.budget {
 		w.t.Stats.TruncatedBytes += len(dec) - w.budget
-		dec = trimUTF8(dec[:w.budget])
+		dec = dec[:w.budget]
 		w.defect(DefectTextLimit, "")
 	}
 	w.t.Stats.TruncatedBytes += droppedRaw
 	if droppedRaw > 0 {
 		w.defect(DefectTextLimit, "")
 	}
-	w.budget -= len(dec)
 
 	mt := h.mediaType
 	if !h.hasCT && sniffHTML(dec) {
@@ -294,15 +293,10 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 			w.hint = label
 		}
 	}
-	if strings.ContainsRune(text, '\uFFFD') && !bytes.Contains(dec, []byte("\xef\xbf\xbd")) {
-		w.defect(DefectInvalidUTF8, "")
-	}
 	if strings.ContainsRune(text, '\r') {
 		text = strings.ReplaceAll(text, "\r", "")
 	}
-	if w.budget <= 0 {
-		w.stop = true
-	}
+	text = w.spend(text)
 
 	switch mt {
 	case "text/html":
@@ -325,22 +319,19 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 	return hh
 }
 
-// trimUTF8 drops a UTF-8 sequence cut at the end of b.
-func trimUTF8(b []byte) []byte {
-	for i := 0; i < 3 && len(b) > 0; i++ {
-		c := b[len(b)-1]
-		if c < 0x80 {
-			return b
-		}
-		if c >= 0xC0 {
-			return b[:len(b)-1]
-		}
-		b = b[:len(b)-1]
-		if i == 2 {
-			return b
-		}
+// spend takes text out of the budget, cutting what does not fit (charset
+// decoding can make text longer than the bytes it came from).
+func (w *walker) spend(text string) string {
+	if len(text) > w.budget {
+		w.t.Stats.TruncatedBytes += len(text) - w.budget
+		text = strings.ToValidUTF8(text[:w.budget], "")
+		w.defect(DefectTextLimit, "")
 	}
-	return b
+	w.budget -= len(text)
+	if w.budget <= 0 {
+		w.stop = true
+	}
+	return text
 }
 
 // sniffHTML reports whether a body without Content-Type is HTML: readers
@@ -466,10 +457,9 @@ func (w *walker) multipart(s *stream, h *partHeader, depth int, out *result) hit
 func (w *walker) preambleAsText(h *partHeader, out *result) {
 	dec := w.raw
 	if len(dec) > w.budget {
-		dec = trimUTF8(dec[:w.budget])
+		dec = dec[:w.budget]
 	}
-	w.budget -= len(dec)
-	text := w.decodeText(dec, h.charset, w.hint)
+	text := w.spend(w.decodeText(dec, h.charset, w.hint))
 	if sniffHTML(dec) {
 		r := w.html.extract(text)
 		w.t.Stats.VisibleChars += r.visible
@@ -572,8 +562,8 @@ func (w *walker) innerSubject(h *partHeader, out *result) {
 	if !h.hasSubject {
 		return
 	}
-	if subj := w.decodeSubject(h.subject, w.hint); subj != "" {
-		out.parts = append(out.parts, Part{ContentType: "message/rfc822", Text: subj})
+	if subj := w.decodeSubject(h.subject, w.hint); subj != "" && w.budget > 0 {
+		out.parts = append(out.parts, Part{ContentType: "message/rfc822", Text: w.spend(subj)})
 	}
 }
 

@@ -129,18 +129,25 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // appendTextDomains appends the registrable domains of bare URLs in text:
-// "http://", "https://" and "www." at the start of a word.
+// "http://", "https://", "ftp://" and word-initial "www.", in order.
 func appendTextDomains(dst []string, text string) []string {
 	for i := 0; i < len(text); {
-		j := indexURLStart(text[i:])
-		if j < 0 {
+		start := nextURL(text, i)
+		if start < 0 {
 			break
 		}
-		start := i + j
 		end := start
 		for end < len(text) && end-start < maxURLLen {
+			c := text[end]
+			if c < 0x80 {
+				if c <= ' ' || c == '<' || c == '>' || c == '"' || c == ')' || c == ']' || c == '}' || c == '\'' {
+					break
+				}
+				end++
+				continue
+			}
 			r, n := utf8.DecodeRuneInString(text[end:])
-			if unicode.IsSpace(r) || r == '<' || r == '>' || r == '"' || r == ')' || r == ']' || r == '}' || r == '\'' {
+			if unicode.IsSpace(r) {
 				break
 			}
 			end += n
@@ -153,22 +160,51 @@ func appendTextDomains(dst []string, text string) []string {
 	return dst
 }
 
-// indexURLStart finds the next "http://", "https://" or word-initial
-// "www." in s, ignoring case.
-func indexURLStart(s string) int {
-	for i := 0; i+4 <= len(s); i++ {
-		c := s[i] | 0x20
-		if c != 'h' && c != 'w' {
-			continue
+// nextURL returns the start of the first URL at or after from, or -1. It
+// looks for "://" and "www." with the fast substring search and checks
+// what surrounds them.
+func nextURL(s string, from int) int {
+	best := -1
+	// Scheme URLs.
+	for i := from; ; {
+		j := strings.Index(s[i:], "://")
+		if j < 0 {
+			break
 		}
-		if c == 'h' && (hasPrefixFold(s[i:], "http://") || hasPrefixFold(s[i:], "https://")) {
-			return i
+		j += i
+		k := j
+		for k > from && k > j-5 && ('a' <= s[k-1]|0x20 && s[k-1]|0x20 <= 'z') {
+			k--
 		}
-		if c == 'w' && hasPrefixFold(s[i:], "www.") && (i == 0 || !isWordByte(s[i-1])) {
-			return i
+		if scheme := strings.ToLower(s[k:j]); scheme == "http" || scheme == "https" || scheme == "ftp" {
+			best = k
+			break
+		}
+		i = j + 3
+	}
+	// Scheme-less "www." (either case), before best if any.
+	limit := len(s)
+	if best >= 0 {
+		limit = best
+	}
+	for _, w := range [...]string{"www.", "WWW."} {
+		for i := from; i < limit; {
+			j := strings.Index(s[i:limit], w)
+			if j < 0 {
+				break
+			}
+			j += i
+			if j == 0 || !isWordByte(s[j-1]) {
+				limit = j
+				break
+			}
+			i = j + 4
 		}
 	}
-	return -1
+	if limit < len(s) && (best < 0 || limit < best) {
+		return limit
+	}
+	return best
 }
 
 func isWordByte(c byte) bool {

@@ -54,7 +54,7 @@ func (w *walker) wordCharsetReader(label string, input io.Reader, hint string) (
 			w.defect(DefectCharsetMismatch, "utf-8 encoded-word labelled "+label)
 			return bytes.NewReader(b), nil
 		}
-		return strings.NewReader(decodeWith(enc, b)), nil
+		return strings.NewReader(w.decodeWith(enc, b)), nil
 	default:
 		w.defect(DefectCharsetUnknown, truncate(label, 40))
 		if utf8.Valid(b) {

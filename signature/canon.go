@@ -1,0 +1,1032 @@
+package signature
+
+//go:generate go run ./internal/confgen
+
+import (
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/clipperhouse/uax29/v2/words"
+	"golang.org/x/net/idna"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/transform"
+	"golang.org/x/text/unicode/norm"
+)
+
+// CanonVersion identifies the canonical form. It is bumped whenever
+// Canonicalize changes its output for some input, so that stored counts of
+// the old form never mix with the new one. The Unicode tables of
+// golang.org/x/text (NFKC, case folding) follow the Go toolchain: a
+// toolchain that moves to a newer Unicode version changes the output for
+// newly assigned characters too.
+const CanonVersion = 1
+
+// Canonicalize folds the text a reader sees into the canonical form every
+// Signer consumes. The steps, for each text (the Subject, then each part):
+//
+//  1. Format and other default-ignorable characters (zero-width space and
+//     joiners, soft hyphen, bidi controls, variation selectors, tag
+//     characters) are removed; text under a right-to-left override is
+//     reversed as it is displayed; blank-looking fillers become spaces.
+//  2. NFKC: fullwidth, mathematical, circled and other compatibility forms
+//     become their plain letters.
+//  3. The text is split into whitespace-separated chunks. Three or more
+//     single-character chunks in a row are letters spaced apart
+//     ("V i a g r a", "V - I - A"): they are joined, split where the
+//     spacing widens ("F R E E  M O N E Y" is two words).
+//  4. Each chunk is cleaned: punctuation around it is trimmed; links and
+//     e-mail addresses are dropped (link domains are features of their
+//     own); letters drawn with digits and symbols are read as letters when
+//     they sit among letters ("v1@gr@", "$ale", "|<", "\/"); a chunk whose
+//     letters mix scripts is folded to its majority script through the
+//     Unicode confusables table ("Рaypal" with a Cyrillic Р becomes
+//     "paypal", "cкидка" with a Latin c becomes "скидка"); a chunk written
+//     wholly in Cyrillic or Greek lookalikes inside a Latin text is folded
+//     to Latin; Latin lookalike letters (ɑ, ı, small capitals) are always
+//     folded. A chunk in one script only is left alone, so plain Russian or
+//     Greek stays Russian or Greek. Punctuation inside a chunk is removed
+//     ("e-mail", "Vi.agra", "Vi*agra").
+//  5. Full case folding; diacritics are removed from Latin, Greek and
+//     Cyrillic letters (except й and ў) and stray combining marks
+//     dropped; in Latin letters, l is folded into i (I, l, 1 and | are one
+//     glyph class in print; the canonical form keeps one of them).
+//  6. UAX #29 word segmentation. Runs of Han, Hiragana, Thai, Lao, Khmer or
+//     Myanmar characters, which are written without spaces, become
+//     overlapping character bigrams. Digit runs inside a word become "0";
+//     words made only of digits (prices, ids, dates) are dropped.
+//  7. Words that canonicalise to a word of Source.Strip are removed.
+//
+// Letters is the concatenation of the words (each CJK run once, not its
+// bigrams): inserting or removing spaces does not change it. Domains are
+// lower-cased, converted to ASCII and deduplicated.
+func Canonicalize(src Source) *Doc {
+	st := statePool.Get().(*canonState)
+	defer st.release()
+	st.reset()
+
+	// Normalise every text first: the document's dominant script decides
+	// how ambiguous chunks are folded.
+	st.addText(src.Subject)
+	for _, p := range src.Parts {
+		st.addText(p)
+	}
+	st.countScripts()
+
+	if len(src.Strip) > 0 {
+		st.buildStrip(src.Strip)
+	}
+	for _, sp := range st.spans {
+		st.text(st.norm[sp[0]:sp[1]])
+	}
+	return st.doc(src.Domains)
+}
+
+// canonState is the scratch space of one Canonicalize call, pooled.
+type canonState struct {
+	norm   []byte   // normalised texts, concatenated
+	spans  [][2]int // each text in norm
+	tmp    []byte
+	rs     []rune
+	out    []byte // one chunk, canonical
+	join   []byte
+	chunks []chunkRef
+	tok    []byte // every token, concatenated
+	refs   []tokRef
+	units  [][2]int // CJK units of the current run, in out
+	strip  []string
+	it     *words.Iterator[[]byte]
+	fold   cases.Caser
+	stats  DocStats
+
+	latin, cyrillic, greek int
+	dominant               uint8
+	stripping              bool // building the Strip set: no stats
+}
+
+type chunkRef struct {
+	start, end int
+	gap        int  // whitespace characters before the chunk
+	nl         bool // the gap holds a line break
+	single     bool // exactly one character, not CJK
+	alnum      bool // that character is a letter or digit
+}
+
+// tokRef is a token in st.tok; its first lskip bytes are not part of the
+// letters stream (the first character of a CJK bigram after the first).
+type tokRef struct{ start, end, lskip int }
+
+var statePool = sync.Pool{New: func() any {
+	return &canonState{it: words.FromBytes(nil), fold: cases.Fold()}
+}}
+
+func (st *canonState) reset() {
+	st.norm, st.spans = st.norm[:0], st.spans[:0]
+	st.tok, st.refs = st.tok[:0], st.refs[:0]
+	st.strip = st.strip[:0]
+	st.stats = DocStats{}
+	st.latin, st.cyrillic, st.greek = 0, 0, 0
+	st.dominant = scLatin
+	st.stripping = false
+}
+
+func (st *canonState) release() {
+	const big = 1 << 20
+	if cap(st.norm) > big || cap(st.tok) > big {
+		st.norm, st.tok, st.tmp, st.out, st.join = nil, nil, nil, nil, nil
+		st.refs, st.chunks, st.rs = nil, nil, nil
+	}
+	statePool.Put(st)
+}
+
+// addText normalises s (steps 1–2) onto st.norm.
+func (st *canonState) addText(s string) {
+	start := len(st.norm)
+	st.norm = st.normalize(st.norm, s)
+	st.spans = append(st.spans, [2]int{start, len(st.norm)})
+}
+
+// normalize appends s to dst without ignorable characters, with control
+// characters and blank fillers as spaces, overrides applied, in NFKC.
+func (st *canonState) normalize(dst []byte, s string) []byte {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7F {
+				c = ' '
+			}
+			dst = append(dst, c)
+		}
+		return dst
+	}
+	t := st.tmp[:0]
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		switch {
+		case r == utf8.RuneError && n == 1:
+			t = append(t, ' ')
+		case r == '\n' || r == '\t':
+			t = append(t, byte(r))
+		case r < 0x20 || r == 0x7F || r >= 0x80 && r < 0xA0:
+			t = append(t, ' ')
+		case r == 0x202E: // RIGHT-TO-LEFT OVERRIDE: shown reversed
+			end := len(s)
+			if j := strings.IndexAny(s[i:], "\u202C\n"); j >= 0 {
+				end = i + j
+			}
+			t = appendReversed(t, s[i:end])
+			st.removed(1)
+			i = end
+		case isIgnorable(r):
+			st.removed(1)
+		case isBlankRune(r):
+			t = append(t, ' ')
+		default:
+			t = utf8.AppendRune(t, r)
+		}
+	}
+	st.tmp = t
+	return norm.NFKC.Append(dst, t...)
+}
+
+func (st *canonState) removed(n int) {
+	if !st.stripping {
+		st.stats.Removed += n
+	}
+}
+
+// appendReversed appends the visible characters of s in reverse order.
+func appendReversed(dst []byte, s string) []byte {
+	var buf [64]rune
+	rs := buf[:0]
+	for _, r := range s {
+		if !isIgnorable(r) {
+			rs = append(rs, r)
+		}
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		dst = utf8.AppendRune(dst, rs[i])
+	}
+	return dst
+}
+
+// countScripts counts Latin, Cyrillic and Greek letters over all texts.
+func (st *canonState) countScripts() {
+	b := st.norm
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < 0x80 {
+			if 'a' <= c|0x20 && c|0x20 <= 'z' {
+				st.latin++
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		i += n
+		switch scriptOf(r) {
+		case scLatin:
+			st.latin++
+		case scCyrillic:
+			st.cyrillic++
+		case scGreek:
+			st.greek++
+		}
+	}
+	st.dominant = scLatin
+	if st.cyrillic > st.latin && st.cyrillic >= st.greek {
+		st.dominant = scCyrillic
+	} else if st.greek > st.latin && st.greek > st.cyrillic {
+		st.dominant = scGreek
+	}
+}
+
+// latinContext reports a text that is clearly Latin, where a word written
+// wholly in Cyrillic or Greek lookalikes is a disguise.
+func (st *canonState) latinContext() bool {
+	return st.latin > 2*(st.cyrillic+st.greek)
+}
+
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// text canonicalises one normalised text (steps 3–6).
+func (st *canonState) text(b []byte) {
+	chunks := st.chunks[:0]
+	gap, nl := 0, false
+	for i := 0; i < len(b); {
+		c := b[i]
+		if isSpaceByte(c) {
+			gap++
+			nl = nl || c == '\n'
+			i++
+			continue
+		}
+		if c >= 0x80 {
+			r, n := utf8.DecodeRune(b[i:])
+			if unicode.IsSpace(r) {
+				gap++
+				nl = nl || r == 0x2028 || r == 0x2029 || r == 0x85
+				i += n
+				continue
+			}
+		}
+		start := i
+		for i < len(b) {
+			c := b[i]
+			if isSpaceByte(c) {
+				break
+			}
+			if c >= 0x80 {
+				r, n := utf8.DecodeRune(b[i:])
+				if unicode.IsSpace(r) {
+					break
+				}
+				i += n
+				continue
+			}
+			i++
+		}
+		ch := chunkRef{start: start, end: i, gap: gap, nl: nl}
+		r, n := utf8.DecodeRune(b[start:i])
+		if n == i-start && scriptOf(r) != scCJK {
+			ch.single = true
+			ch.alnum = unicode.IsLetter(r) || unicode.IsDigit(r)
+		}
+		chunks = append(chunks, ch)
+		gap, nl = 0, false
+	}
+	st.chunks = chunks
+
+	for i := 0; i < len(chunks); {
+		if chunks[i].single {
+			j := i + 1
+			for j < len(chunks) && chunks[j].single && !chunks[j].nl {
+				j++
+			}
+			if st.spaced(b, chunks[i:j]) {
+				i = j
+				continue
+			}
+		}
+		st.chunk(b[chunks[i].start:chunks[i].end])
+		i++
+	}
+}
+
+// spaced joins a run of single-character chunks that spells words, split
+// where the spacing widens. It reports false when the run is no such thing
+// (fewer than three letters or digits).
+func (st *canonState) spaced(b []byte, run []chunkRef) bool {
+	alnum := 0
+	for _, c := range run {
+		if c.alnum {
+			alnum++
+		}
+	}
+	if len(run) < 3 || alnum < 3 {
+		return false
+	}
+	minGap := run[1].gap
+	for _, c := range run[1:] {
+		minGap = min(minGap, c.gap)
+	}
+	for i := 0; i < len(run); {
+		j := i + 1
+		for j < len(run) && run[j].gap <= minGap {
+			j++
+		}
+		sub := run[i:j]
+		n := 0
+		for _, c := range sub {
+			if c.alnum {
+				n++
+			}
+		}
+		if n >= 2 && len(sub) >= 2 {
+			st.join = st.join[:0]
+			for _, c := range sub {
+				st.join = append(st.join, b[c.start:c.end]...)
+			}
+			if !st.stripping {
+				st.stats.Joined++
+			}
+			st.chunk(st.join)
+		} else {
+			for _, c := range sub {
+				st.chunk(b[c.start:c.end])
+			}
+		}
+		i = j
+	}
+	return true
+}
+
+// chunk canonicalises one whitespace-separated chunk (steps 4–6) and emits
+// its tokens.
+func (st *canonState) chunk(b []byte) {
+	if st.fastChunk(b) {
+		return
+	}
+	rs := st.rs[:0]
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		rs = append(rs, r)
+		i += n
+	}
+	st.rs = rs
+	rs = trimChunk(rs)
+	if len(rs) == 0 || isLinkChunk(rs) {
+		return
+	}
+	changed := false
+	var letters, nl, nc, ng, nother int
+	cand := false
+	for _, r := range rs {
+		switch scriptOf(r) {
+		case scNone:
+			if leetLetter(r) != 0 || r == '\\' || r == '/' || r == '(' || r == '[' || r == '<' || r == '>' || r == '}' || r == '_' || r == '-' {
+				cand = true
+			}
+			continue
+		case scLatin:
+			nl++
+		case scCyrillic:
+			nc++
+		case scGreek:
+			ng++
+		case scCJK:
+			nother++
+		default:
+			if toASCII(r) != 0 {
+				nother++ // Armenian, Cherokee… lookalikes
+			}
+		}
+		letters++
+	}
+	if letters >= 2 && cand {
+		rs, changed = readLeet(rs)
+	}
+	leet := changed
+	// Target script: the majority of the chunk's letters, ties going to
+	// the document's dominant script. A chunk that mixes scripts folds to
+	// the dominant script whenever all its letters can be read in it: a
+	// sender may replace most letters of a word ("Аmеrіса").
+	target := scLatin
+	switch {
+	case nc > nl && nc >= ng:
+		target = scCyrillic
+	case ng > nl && ng > nc:
+		target = scGreek
+	case nl == 0 && nc == 0 && ng == 0:
+		target = scNone
+	case nl == nc && nl > 0 || nl == ng && nl > 0:
+		target = st.dominant
+	}
+	// Leetspeak yields Latin letters, which a Cyrillic or Greek word
+	// folds back into its own script.
+	mixed := (nl > 0) && (nc > 0 || ng > 0) || nc > 0 && ng > 0 || nother > 0 && nl+nc+ng > 0 || leet && nc+ng > 0
+	if mixed && target != st.dominant && convertible(rs, st.dominant) {
+		target = st.dominant
+	}
+	switch {
+	case target == scLatin:
+		for i, r := range rs {
+			if r >= 0x80 {
+				if c := toASCII(r); c != 0 {
+					rs[i] = rune(c)
+					changed = true
+				}
+			}
+		}
+	case (target == scCyrillic || target == scGreek) && mixed:
+		rev := &latinToCyrillic
+		if target == scGreek {
+			rev = &latinToGreek
+		}
+		for i, r := range rs {
+			sc := scriptOf(r)
+			if sc == target || sc == scNone && r >= 0x80 {
+				continue
+			}
+			c := byte(0)
+			if r < 0x80 {
+				c = byte(r)
+			} else {
+				c = toASCII(r)
+			}
+			if c != 0 && rev[c] != 0 {
+				rs[i] = rev[c]
+				changed = true
+			}
+		}
+	case (target == scCyrillic || target == scGreek) && st.latinContext():
+		// A word wholly in lookalikes inside a Latin text.
+		all := true
+		for _, r := range rs {
+			if scriptOf(r) != scNone && toASCII(r) == 0 {
+				all = false
+				break
+			}
+		}
+		if all {
+			for i, r := range rs {
+				if c := toASCII(r); c != 0 {
+					rs[i] = rune(c)
+				}
+			}
+			changed = true
+		}
+	}
+	if changed && !st.stripping {
+		st.stats.Folded++
+	}
+	st.emitRunes(rs)
+}
+
+// convertible reports whether every letter of rs is of script t or has a
+// lookalike in it.
+func convertible(rs []rune, t uint8) bool {
+	rev := &latinToCyrillic
+	if t == scGreek {
+		rev = &latinToGreek
+	}
+	for _, r := range rs {
+		sc := scriptOf(r)
+		if sc == scNone || sc == t {
+			continue
+		}
+		c := byte(0)
+		if r < 0x80 {
+			c = byte(r)
+		} else {
+			c = toASCII(r)
+		}
+		if c == 0 || t != scLatin && rev[c] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fastChunk handles the common all-ASCII chunk without leetspeak: trim,
+// drop inner punctuation, lower-case, fold l into i, digits to "0".
+func (st *canonState) fastChunk(b []byte) bool {
+	letters, digits := 0, 0
+	for _, c := range b {
+		switch {
+		case c >= 0x80:
+			return false
+		case 'a' <= c|0x20 && c|0x20 <= 'z':
+			letters++
+		case '0' <= c && c <= '9':
+			digits++
+		case leetLetter(rune(c)) != 0 || c == '\\' || c == '/' || c == '(' || c == '[' || c == '<' || c == '>' || c == '}' || c == '_':
+			return false
+		case c == '@' || c == ':':
+			return false // addresses and links
+		}
+	}
+	if letters > 0 && digits > 0 || letters+digits == 0 {
+		if letters+digits == 0 {
+			return true // punctuation only
+		}
+		return false
+	}
+	if letters == 0 {
+		if !st.stripping {
+			st.stats.NonLetterRun++
+		}
+		return true
+	}
+	start := len(st.tok)
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'a' <= c && c <= 'z' {
+			if c == 'l' {
+				c = 'i'
+			}
+			st.tok = append(st.tok, c)
+		}
+	}
+	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
+	return true
+}
+
+// trimChunk removes punctuation around a chunk, keeping symbols that can
+// be letters there ("$ale", "viagr@").
+func trimChunk(rs []rune) []rune {
+	for len(rs) > 0 {
+		r := rs[0]
+		if isAlnumRune(r) || isMark(r) || leetEdgeStart(r) || r == '|' || r == '\\' || r == '/' && len(rs) > 1 && rs[1] == '\\' {
+			break
+		}
+		rs = rs[1:]
+	}
+	for len(rs) > 0 {
+		r := rs[len(rs)-1]
+		if isAlnumRune(r) || isMark(r) || leetEdgeEnd(r) || r == '/' || r == '|' || r == ')' && len(rs) > 1 && rs[len(rs)-2] == '|' {
+			break
+		}
+		rs = rs[:len(rs)-1]
+	}
+	return rs
+}
+
+func isAlnumRune(r rune) bool {
+	if r < 0x80 {
+		return 'a' <= r|0x20 && r|0x20 <= 'z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// isLinkChunk reports URLs and e-mail addresses.
+func isLinkChunk(rs []rune) bool {
+	at, dotAfterAt := -1, false
+	for i, r := range rs {
+		switch r {
+		case ':':
+			if i+2 < len(rs) && rs[i+1] == '/' && rs[i+2] == '/' {
+				return true
+			}
+		case '@':
+			if at < 0 && i > 0 {
+				at = i
+			}
+		case '.':
+			if at >= 0 && i > at+1 && i+1 < len(rs) {
+				dotAfterAt = true
+			}
+		}
+	}
+	if at > 0 && dotAfterAt {
+		return true
+	}
+	if len(rs) > 4 && (rs[0]|0x20) == 'w' && (rs[1]|0x20) == 'w' && (rs[2]|0x20) == 'w' && rs[3] == '.' {
+		return true
+	}
+	return false
+}
+
+// readLeet reads digits and symbols drawn as letters. A run of up to three
+// such characters becomes letters when letters stand on both sides
+// ("v1@gra", "he11o"), or, for the symbols that begin or end words in
+// that style, at the edge of the chunk ("$ale", "viagr@").
+func readLeet(rs []rune) ([]rune, bool) {
+	changed := false
+	// Multi-character drawings first: "|<" → k, "\/" → v.
+	for i := 0; i < len(rs); i++ {
+		for _, sq := range leetSeqs {
+			n := len(sq.s)
+			if i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
+				continue
+			}
+			left := i > 0 && (isAlnumRune(rs[i-1]) || leetLetter(rs[i-1]) != 0)
+			right := i+n < len(rs) && (isAlnumRune(rs[i+n]) || leetLetter(rs[i+n]) != 0)
+			if !left && !right {
+				continue
+			}
+			rs[i] = rune(sq.c)
+			rs = append(rs[:i+1], rs[i+n:]...)
+			changed = true
+			break
+		}
+	}
+	for i := 0; i < len(rs); {
+		if leetLetter(rs[i]) == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(rs) && leetLetter(rs[j]) != 0 {
+			j++
+		}
+		run := rs[i:j]
+		leftLetter := i > 0 && unicode.IsLetter(rs[i-1])
+		rightLetter := j < len(rs) && unicode.IsLetter(rs[j])
+		ok := false
+		switch {
+		case len(run) > 3:
+		case leftLetter && rightLetter:
+			ok = true
+		case i == 0 && rightLetter:
+			ok = allRunes(run, leetEdgeStart)
+		case j == len(rs) && leftLetter:
+			ok = allRunes(run, leetEdgeEnd)
+		}
+		if ok {
+			for k := i; k < j; k++ {
+				rs[k] = rune(leetLetter(rs[k]))
+			}
+			changed = true
+		}
+		i = j
+	}
+	return rs, changed
+}
+
+func matchSeq(rs []rune, s string) bool {
+	for i := 0; i < len(s); i++ {
+		if rs[i] != rune(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func allRunes(rs []rune, f func(rune) bool) bool {
+	for _, r := range rs {
+		if !f(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// emitRunes finishes a chunk (steps 4 end, 5, 6): removes inner
+// punctuation, folds case and diacritics, segments and emits tokens.
+func (st *canonState) emitRunes(rs []rune) {
+	out := st.out[:0]
+	needFold := false
+	prevBase := false // the previous kept rune is a Latin/Greek/Cyrillic letter
+	for _, r := range rs {
+		switch {
+		case r < 0x80:
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			if !('a' <= r && r <= 'z' || '0' <= r && r <= '9') {
+				continue // inner punctuation
+			}
+			out = append(out, byte(r))
+			prevBase = r >= 'a'
+			continue
+		case isMark(r):
+			if prevBase {
+				continue // a stray accent or "Zalgo" mark on a letter
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		case !unicode.IsLetter(r) && !unicode.IsNumber(r):
+			if isCJKPunct(r) {
+				out = append(out, ' ') // keeps CJK runs apart
+			}
+			continue
+		}
+		r = foldRune(r, &needFold)
+		if r >= 0xC0 && r < 0x2000 {
+			if b := stripDiacritic[r-0xC0]; b != 0 {
+				r = rune(b)
+			}
+		}
+		sc := scriptOf(r)
+		prevBase = sc == scLatin || sc == scGreek || sc == scCyrillic
+		out = utf8.AppendRune(out, r)
+	}
+	if needFold {
+		out = st.fullFold(out)
+	}
+	// l and i are one class (Latin only: this is the ASCII l).
+	for i, c := range out {
+		if c == 'l' {
+			out[i] = 'i'
+		}
+	}
+	st.out = out
+	st.segment(out)
+}
+
+// isCJKPunct reports punctuation that separates CJK runs.
+func isCJKPunct(r rune) bool {
+	return r >= 0x3000 && r < 0x3040 || r >= 0xFF00 && r < 0xFF10 || r == 0x0E2F || r == 0x0E5A || r == 0x0E5B
+}
+
+// foldRune lower-cases r with full case folding for the scripts below
+// U+0590; it sets *full for runes that need golang.org/x/text's folding.
+func foldRune(r rune, full *bool) rune {
+	switch r {
+	case 'ß', 'ẞ', 'İ', 'ŉ', 'ǰ', 'ΐ', 'ΰ', 'և':
+		*full = true
+		return r
+	case 'ς':
+		return 'σ'
+	}
+	if r < 0x590 {
+		return unicode.ToLower(r)
+	}
+	*full = true
+	return r
+}
+
+// fullFold applies Unicode full case folding (golang.org/x/text/cases) to
+// b in place of the simple per-rune fold, then strips diacritics again.
+func (st *canonState) fullFold(b []byte) []byte {
+	st.fold.Reset()
+	out, _, err := transform.Append(st.fold, st.tmp[:0], b)
+	if err != nil {
+		return b
+	}
+	st.tmp = out
+	b = b[:0]
+	for i := 0; i < len(out); {
+		r, n := utf8.DecodeRune(out[i:])
+		i += n
+		if r >= 0xC0 && r < 0x2000 {
+			if d := stripDiacritic[r-0xC0]; d != 0 {
+				r = rune(d)
+			}
+		}
+		if isMark(r) && r < 0x370 {
+			continue
+		}
+		b = utf8.AppendRune(b, r)
+	}
+	return b
+}
+
+// segment splits a canonical chunk into words (UAX #29) and emits them:
+// CJK runs as bigrams, digit runs as "0", digit-only words dropped.
+func (st *canonState) segment(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	ascii := true
+	for _, c := range b {
+		if c >= 0x80 || c == ' ' {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		st.word(b)
+		return
+	}
+	units := st.units[:0]
+	st.it.SetText(b)
+	for st.it.Next() {
+		w := st.it.Value()
+		r, _ := utf8.DecodeRune(w)
+		if scriptOf(r) == scCJK {
+			s := st.it.Start()
+			units = append(units, [2]int{s, s + len(w)})
+			continue
+		}
+		if !hasAlnum(w) {
+			st.cjkRun(b, units)
+			units = units[:0]
+			continue
+		}
+		st.cjkRun(b, units)
+		units = units[:0]
+		st.word(w)
+	}
+	st.cjkRun(b, units)
+	st.units = units[:0]
+}
+
+func hasAlnum(w []byte) bool {
+	for i := 0; i < len(w); {
+		if w[i] < 0x80 {
+			if c := w[i]; 'a' <= c && c <= 'z' || '0' <= c && c <= '9' {
+				return true
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(w[i:])
+		if unicode.IsLetter(r) || unicode.IsNumber(r) {
+			return true
+		}
+		i += n
+	}
+	return false
+}
+
+// cjkRun emits the bigrams of a run of CJK units (one unit alone is
+// emitted as is).
+func (st *canonState) cjkRun(b []byte, units [][2]int) {
+	switch len(units) {
+	case 0:
+		return
+	case 1:
+		start := len(st.tok)
+		st.tok = append(st.tok, b[units[0][0]:units[0][1]]...)
+		st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
+		return
+	}
+	for i := 0; i+1 < len(units); i++ {
+		start := len(st.tok)
+		st.tok = append(st.tok, b[units[i][0]:units[i][1]]...)
+		mid := len(st.tok)
+		st.tok = append(st.tok, b[units[i+1][0]:units[i+1][1]]...)
+		ref := tokRef{start: start, end: len(st.tok)}
+		if i > 0 {
+			ref.lskip = mid - start
+		}
+		st.refs = append(st.refs, ref)
+	}
+}
+
+// word emits one word: digit runs become "0", digit-only words are
+// dropped.
+func (st *canonState) word(w []byte) {
+	letters := false
+	for i := 0; i < len(w); {
+		if w[i] < 0x80 {
+			if c := w[i]; 'a' <= c && c <= 'z' {
+				letters = true
+				break
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(w[i:])
+		if unicode.IsLetter(r) {
+			letters = true
+			break
+		}
+		i += n
+	}
+	if !letters {
+		if !st.stripping {
+			st.stats.NonLetterRun++
+		}
+		return
+	}
+	start := len(st.tok)
+	inDigits := false
+	for i := 0; i < len(w); {
+		r, n := rune(w[i]), 1
+		if r >= 0x80 {
+			r, n = utf8.DecodeRune(w[i:])
+		}
+		i += n
+		if r < 0x80 && '0' <= r && r <= '9' || r >= 0x80 && unicode.IsDigit(r) {
+			if !inDigits {
+				st.tok = append(st.tok, '0')
+				inDigits = true
+			}
+			continue
+		}
+		inDigits = false
+		if r < 0x80 && !('a' <= r && r <= 'z') {
+			continue // punctuation UAX #29 keeps inside words
+		}
+		if r >= 0x80 && !unicode.IsLetter(r) && !isMark(r) && !unicode.IsNumber(r) {
+			continue
+		}
+		st.tok = utf8.AppendRune(st.tok, r)
+	}
+	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
+}
+
+// buildStrip canonicalises the Strip words into st.strip.
+func (st *canonState) buildStrip(strip []string) {
+	st.stripping = true
+	for _, s := range strip {
+		n0 := len(st.refs)
+		t0 := len(st.tok)
+		var buf [256]byte
+		b := st.normalize(buf[:0], s)
+		st.text(b)
+		for _, r := range st.refs[n0:] {
+			w := string(st.tok[r.start:r.end])
+			if utf8.RuneCountInString(w) >= 2 {
+				st.strip = append(st.strip, w)
+			}
+		}
+		st.refs = st.refs[:n0]
+		st.tok = st.tok[:t0]
+	}
+	st.stripping = false
+}
+
+func (st *canonState) stripped(w []byte) bool {
+	for _, s := range st.strip {
+		if string(w) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// doc assembles the result.
+func (st *canonState) doc(domains []string) *Doc {
+	d := &Doc{}
+	// One string for all tokens; each token is a slice of it.
+	all := string(st.tok)
+	d.Tokens = make([]string, 0, len(st.refs))
+	var letters []byte
+	nLetters := 0
+	for _, r := range st.refs {
+		nLetters += r.end - r.start - r.lskip
+	}
+	letters = make([]byte, 0, nLetters)
+	for _, r := range st.refs {
+		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
+			st.stats.Stripped++
+			continue
+		}
+		d.Tokens = append(d.Tokens, all[r.start:r.end])
+		letters = append(letters, st.tok[r.start+r.lskip:r.end]...)
+	}
+	d.Letters = string(letters)
+	d.Domains = canonDomains(domains)
+	st.stats.Words = len(d.Tokens)
+	d.Stats = st.stats
+	return d
+}
+
+// canonDomains lower-cases domains, converts them to ASCII (punycode) and
+// keeps each once, in order.
+func canonDomains(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(in))
+	for _, d := range in {
+		d = strings.TrimRight(strings.ToLower(strings.TrimSpace(d)), ".")
+		if d == "" {
+			continue
+		}
+		if !isASCIIStr(d) {
+			a, err := idna.Lookup.ToASCII(d)
+			if err != nil {
+				continue
+			}
+			d = a
+		}
+		dup := false
+		for _, o := range out {
+			if o == d {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func isASCIIStr(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
