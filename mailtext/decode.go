@@ -287,13 +287,27 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s, "?")
 }
 
+// guessDecode decodes 8-bit text whose label is missing or wrong. The hint
+// (the charset of another part of the message) is used unless the bytes
+// themselves say Cyrillic where the hint is Western.
 func (w *walker) guessDecode(raw []byte, hint string) string {
+	guess := guessLegacy(raw)
 	if hint != "" {
 		if enc, ok := lookupCharset(hint); ok && enc != nil {
-			return w.decodeWith(enc, raw)
+			if !(guess != charmap.Windows1252 && isWestern(enc)) {
+				return w.decodeWith(enc, raw)
+			}
 		}
 	}
-	return w.decodeWith(guessLegacy(raw), raw)
+	return w.decodeWith(guess, raw)
+}
+
+func isWestern(enc encoding.Encoding) bool {
+	switch enc {
+	case charmap.Windows1252, charmap.ISO8859_1, charmap.ISO8859_15, charmap.Windows1250, charmap.ISO8859_2, charmap.Macintosh:
+		return true
+	}
+	return false
 }
 
 // decodeWith decodes raw with enc; undecodable bytes become U+FFFD, which

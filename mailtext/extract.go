@@ -196,8 +196,10 @@ func (w *walker) skip(s *stream) hit {
 }
 
 // collect reads the raw body of a leaf entity into w.raw (LF line ends), up
-// to maxRaw bytes; the rest is consumed and counted in dropped.
-func (w *walker) collect(s *stream, maxRaw int) (hh hit, dropped int) {
+// to maxRaw bytes; the rest is consumed and counted in dropped, or, with
+// stopWhenFull (the text budget is spent: nothing more will be read),
+// not read at all.
+func (w *walker) collect(s *stream, maxRaw int, stopWhenFull bool) (hh hit, dropped int) {
 	w.raw = w.raw[:0]
 	for {
 		line, start, ok := s.lr.next()
@@ -222,6 +224,9 @@ func (w *walker) collect(s *stream, maxRaw int) (hh hit, dropped int) {
 				w.raw = append(w.raw, line[:room]...)
 			}
 			dropped += len(line) - max(room, 0)
+			if stopWhenFull {
+				return eofHit, dropped
+			}
 			continue
 		}
 		w.raw = append(w.raw, line...)
@@ -252,21 +257,28 @@ func (w *walker) transferDecode(cte string) []byte {
 	return w.raw
 }
 
-// rawCap is how many raw bytes of a text part are kept for a decoded-text
-// budget of n bytes: quoted-printable can triple the size, base64 adds a
-// third.
-func rawCap(n int) int { return 3*n + 4096 }
+// rawCap is how many raw bytes of a part are kept for a decoded-text budget
+// of n bytes: quoted-printable can triple the size, base64 adds a third.
+func rawCap(n int, cte string) int {
+	switch cteKind(cte) {
+	case cteBase64:
+		return n/3*4 + 4096
+	case cteQP:
+		return 3*n + 4096
+	}
+	return n + 16
+}
 
 // textPart reads a text/plain or text/html leaf.
 func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 	if w.budget <= 0 {
 		w.defect(DefectTextLimit, "")
 		w.stop = true
-		hh, dropped := w.collect(s, 0)
+		hh, dropped := w.collect(s, 0, true)
 		w.t.Stats.TruncatedBytes += dropped
 		return hh
 	}
-	hh, droppedRaw := w.collect(s, rawCap(w.budget))
+	hh, droppedRaw := w.collect(s, rawCap(w.budget, h.cte), true)
 	dec := w.transferDecode(h.cte)
 	if len(dec) > w.budget {
 		w.t.Stats.TruncatedBytes += len(dec) - w.budget
@@ -287,7 +299,7 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 	if label == "" && mt == "text/html" {
 		label = metaCharset(dec)
 	}
-	text := w.decodeText(dec, label, w.hint)
+	text := w.decodeText(dec, label, "")
 	if w.hint == "" && label != "" {
 		if _, ok := lookupCharset(label); ok {
 			w.hint = label
@@ -406,7 +418,7 @@ func (w *walker) multipart(s *stream, h *partHeader, depth int, out *result) hit
 
 	// Preamble. It is kept (bounded) in case the boundary never shows:
 	// then the body is read as text rather than lost.
-	hh, dropped := w.collect(s, min(rawCap(w.budget), 1<<16))
+	hh, dropped := w.collect(s, min(rawCap(w.budget, ""), 1<<16), false)
 	if hh.level != level {
 		pop()
 		w.defect(DefectBoundaryNotFound, "")
@@ -514,6 +526,16 @@ func (w *walker) chooseAlternative(groups []result, out *result) {
 		}
 	}
 	out.add(&groups[pick])
+	// The links a reader can click are those of the HTML alternative,
+	// even when its text is empty (an image-only message).
+	if !groups[pick].hasHTML() {
+		for i := len(groups) - 1; i >= 0; i-- {
+			if groups[i].hasHTML() {
+				out.domains = append(out.domains, groups[i].domains...)
+				break
+			}
+		}
+	}
 }
 
 func joinParts(r *result) string {
@@ -539,7 +561,7 @@ func (w *walker) message(s *stream, h *partHeader, depth int, out *result) hit {
 	case cteBase64, cteQP:
 		// An encoded message: decode it (bounded), then walk it as a
 		// stream of its own.
-		hh, dropped := w.collect(s, rawCap(w.budget))
+		hh, dropped := w.collect(s, rawCap(w.budget, h.cte), true)
 		w.t.Stats.TruncatedBytes += dropped
 		inner := bytes.Clone(w.transferDecode(h.cte))
 		sub := newStream(bytes.NewReader(inner), bufio.NewReaderSize(nil, min(lineBufSize, len(inner)+16)))

@@ -38,6 +38,7 @@ type frame struct {
 	tag     atom.Atom
 	name    string // for elements without an atom (custom tags)
 	none    bool   // not rendered, and no descendant can bring it back
+	clip    bool   // rendered as a box nobody sees (zero size, off-screen…)
 	visHid  bool   // visibility:hidden (a descendant may set visible)
 	drop    bool   // raw text that is not content (script, style, title…)
 	alpha   float32
@@ -51,7 +52,7 @@ type frame struct {
 
 func (f *frame) computeHidden() {
 	a := f.alpha * f.fg.a
-	f.hidden = f.none || f.visHid || f.font < minFontPx || a < minAlpha ||
+	f.hidden = f.none || f.clip || f.visHid || f.font < minFontPx || a < minAlpha ||
 		f.bgKnown && lowContrast(blend(f.fg, f.bg, a), f.bg)
 }
 
@@ -201,7 +202,7 @@ func isBlock(a atom.Atom) bool {
 		atom.Dialog, atom.Dir, atom.Div, atom.Dl, atom.Dt, atom.Fieldset, atom.Figcaption, atom.Figure,
 		atom.Footer, atom.Form, atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6, atom.Header,
 		atom.Hgroup, atom.Li, atom.Main, atom.Menu, atom.Nav, atom.Ol, atom.P, atom.Pre, atom.Section,
-		atom.Summary, atom.Table, atom.Tbody, atom.Thead, atom.Tfoot, atom.Tr, atom.Td, atom.Th, atom.Ul,
+		atom.Summary, atom.Table, atom.Tbody, atom.Thead, atom.Tfoot, atom.Tr, atom.Ul,
 		atom.Caption, atom.Body, atom.Html, atom.Option, atom.Legend, atom.Listing, atom.Plaintext, atom.Xmp:
 		return true
 	}
@@ -298,8 +299,8 @@ func (x *htmlExtractor) implyEnd(a atom.Atom) {
 // popTo closes the elements from the top of the stack down to index i.
 func (x *htmlExtractor) popTo(i int) {
 	for j := len(x.stack) - 1; j >= i; j-- {
-		if x.stack[j].block && !x.stack[j].hidden {
-			x.nl = true
+		if x.stack[j].block && !x.stack[j].none {
+			x.nl = true // a hidden block still takes its line, unless not rendered at all
 		}
 	}
 	x.stack = x.stack[:i]
@@ -448,9 +449,9 @@ func (x *htmlExtractor) startTag(z *html.Tokenizer) {
 			x.res.domains = append(x.res.domains, dom)
 		}
 	}
-	if f.block && !parent.hidden {
+	if f.block && !f.none {
 		x.nl = true
-	} else if (a == atom.Td || a == atom.Th) && !parent.hidden {
+	} else if (a == atom.Td || a == atom.Th) && !f.none {
 		x.sp = true
 	}
 	if isVoid(a) {
@@ -498,7 +499,7 @@ func applyStyle(f *frame, d *decls, parent *frame) {
 		f.bgKnown = false
 	}
 	if d.smallBox && d.overflow || d.offscreen || d.msoHide || d.clipped {
-		f.none = true
+		f.clip = true
 	}
 }
 

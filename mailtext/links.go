@@ -152,7 +152,8 @@ func appendTextDomains(dst []string, text string) []string {
 			}
 			end += n
 		}
-		if d, ok := linkDomain(text[start:end]); ok {
+		u := strings.TrimRight(text[start:end], ".,;:!?")
+		if d, ok := linkDomain(u); ok {
 			dst = append(dst, d)
 		}
 		i = max(end, start+1)

@@ -1,9 +1,6 @@
 package mailtext
 
 import (
-	"bytes"
-	"io"
-	"mime"
 	"strings"
 	"unicode/utf8"
 
@@ -23,44 +20,131 @@ func (w *walker) decodeSubject(raw, hint string) string {
 		raw = w.guessDecode([]byte(raw), hint)
 	}
 	if strings.Contains(raw, "=?") {
-		dec := mime.WordDecoder{CharsetReader: func(label string, input io.Reader) (io.Reader, error) {
-			return w.wordCharsetReader(strings.ToLower(label), input, hint)
-		}}
-		if s, err := dec.DecodeHeader(raw); err == nil {
-			raw = s
-		}
+		raw = w.decodeWords(raw, hint)
 	}
 	return cleanHeaderText(raw)
 }
 
-// wordCharsetReader decodes the bytes of one encoded-word. It never fails:
-// an unknown charset is replaced by the hint or a guess.
-func (w *walker) wordCharsetReader(label string, input io.Reader, hint string) (io.Reader, error) {
-	// Encoded-words are short (the header value is bounded).
-	b, _ := io.ReadAll(io.LimitReader(input, maxFieldValue))
+// decodeWords decodes the RFC 2047 encoded-words of a header value.
+// Adjacent encoded-words separated only by whitespace are joined (RFC 2047
+// §6.2); a malformed word is left as it is. The words' charsets go through
+// the same fallback as bodies, so UTF-8 labelled latin-1 still reads right.
+func (w *walker) decodeWords(s, hint string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	lastWasWord := false
+	pendingSpace := ""
+	for len(s) > 0 {
+		i := strings.Index(s, "=?")
+		if i < 0 {
+			b.WriteString(pendingSpace)
+			b.WriteString(s)
+			break
+		}
+		text, charset, enc, rest, ok := splitEncodedWord(s[i:])
+		before := s[:i]
+		if !ok {
+			b.WriteString(pendingSpace)
+			b.WriteString(before)
+			b.WriteString("=?")
+			s = s[i+2:]
+			pendingSpace, lastWasWord = "", false
+			continue
+		}
+		if lastWasWord && strings.TrimLeft(before, " \t\r\n") == "" {
+			// whitespace between two encoded-words is dropped
+		} else {
+			b.WriteString(pendingSpace)
+			b.WriteString(before)
+		}
+		var raw []byte
+		switch enc {
+		case 'b', 'B':
+			raw, _ = decodeBase64(nil, []byte(text))
+		default:
+			raw = decodeQWord(text)
+		}
+		b.WriteString(w.wordText(strings.ToLower(charset), raw, hint))
+		s = rest
+		lastWasWord = true
+		// Keep whitespace after a word pending: it is dropped if another
+		// word follows.
+		j := 0
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\n') {
+			j++
+		}
+		pendingSpace, s = s[:j], s[j:]
+	}
+	return b.String()
+}
+
+// splitEncodedWord parses "=?charset?e?text?=" at the start of s.
+func splitEncodedWord(s string) (text, charset string, enc byte, rest string, ok bool) {
+	s = s[2:]
+	q1 := strings.IndexByte(s, '?')
+	if q1 <= 0 || q1 > 64 || q1+3 > len(s) || s[q1+2] != '?' {
+		return
+	}
+	charset = s[:q1]
+	if star := strings.IndexByte(charset, '*'); star >= 0 {
+		charset = charset[:star] // RFC 2231 language suffix
+	}
+	enc = s[q1+1]
+	if enc != 'b' && enc != 'B' && enc != 'q' && enc != 'Q' {
+		return
+	}
+	body := s[q1+3:]
+	end := strings.Index(body, "?=")
+	if end < 0 {
+		return
+	}
+	return body[:end], charset, enc, body[end+2:], true
+}
+
+// decodeQWord decodes the "Q" encoding: '_' is a space, =XX a byte.
+func decodeQWord(s string) []byte {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			b = append(b, ' ')
+		case c == '=' && i+2 < len(s) && unhex(s[i+1]) >= 0 && unhex(s[i+2]) >= 0:
+			b = append(b, byte(unhex(s[i+1])<<4|unhex(s[i+2])))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// wordText decodes the bytes of one encoded-word. It never fails: an
+// unknown charset is replaced by the hint or a guess.
+func (w *walker) wordText(label string, b []byte, hint string) string {
 	if label == "utf-7" {
-		return strings.NewReader(decodeUTF7(b)), nil
+		return decodeUTF7(b)
 	}
 	enc, ok := lookupCharset(label)
 	switch {
 	case ok && enc == nil:
 		if utf8.Valid(b) {
-			return bytes.NewReader(b), nil
+			return string(b)
 		}
 		w.defect(DefectCharsetMismatch, "encoded-word not "+label)
-		return strings.NewReader(w.guessDecode(b, hint)), nil
+		return w.guessDecode(b, hint)
 	case ok:
 		if isSingleByte(enc) && looksUTF8(b) {
 			w.defect(DefectCharsetMismatch, "utf-8 encoded-word labelled "+label)
-			return bytes.NewReader(b), nil
+			return string(b)
 		}
-		return strings.NewReader(w.decodeWith(enc, b)), nil
+		return w.decodeWith(enc, b)
 	default:
 		w.defect(DefectCharsetUnknown, truncate(label, 40))
 		if utf8.Valid(b) {
-			return bytes.NewReader(b), nil
+			return string(b)
 		}
-		return strings.NewReader(w.guessDecode(b, hint)), nil
+		return w.guessDecode(b, hint)
 	}
 }
 
@@ -70,7 +154,9 @@ func cleanHeaderText(s string) string {
 	if strings.ContainsAny(s, "\r\n\t") {
 		s = strings.Map(func(r rune) rune {
 			switch r {
-			case '\r', '\n', '\t':
+			case '\r', '\n':
+				return -1 // unfold
+			case '\t':
 				return ' '
 			}
 			return r
