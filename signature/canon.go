@@ -522,6 +522,9 @@ func convertible(rs []rune, t uint8) bool {
 // fastChunk handles the common all-ASCII chunk without leetspeak: trim,
 // drop inner punctuation, lower-case, fold l into i, digits to "0".
 func (st *canonState) fastChunk(b []byte) bool {
+	if len(b) > 4 && (b[0]|0x20) == 'w' && (b[1]|0x20) == 'w' && (b[2]|0x20) == 'w' && b[3] == '.' {
+		return false // a link
+	}
 	letters, digits := 0, 0
 	for _, c := range b {
 		switch {
@@ -622,8 +625,10 @@ func isLinkChunk(rs []rune) bool {
 
 // readLeet reads digits and symbols drawn as letters. A run of up to three
 // such characters becomes letters when letters stand on both sides
-// ("v1@gra", "he11o"), or, for the symbols that begin or end words in
-// that style, at the edge of the chunk ("$ale", "viagr@").
+// ("v1@gra", "he11o"). At the edge of a word of three letters or more, a
+// run is read when it holds a symbol that begins or ends words in that
+// style and at most one digit ("$ale", "viagr@", "cial1$"), or is a single
+// letter-shaped digit ("emai1", "0rder").
 func readLeet(rs []rune) ([]rune, bool) {
 	changed := false
 	// Multi-character drawings first: "|<" → k, "\/" → v.
@@ -644,51 +649,88 @@ func readLeet(rs []rune) ([]rune, bool) {
 			break
 		}
 	}
-	for i := 0; i < len(rs); {
-		if leetLetter(rs[i]) == 0 {
-			i++
-			continue
-		}
-		j := i
-		for j < len(rs) && leetLetter(rs[j]) != 0 {
-			j++
-		}
-		run := rs[i:j]
-		leftLetter := i > 0 && unicode.IsLetter(rs[i-1])
-		rightLetter := j < len(rs) && unicode.IsLetter(rs[j])
-		ok := false
-		switch {
-		case len(run) > 3:
-		case leftLetter && rightLetter:
-			ok = true
-		case i == 0 && rightLetter:
-			ok = allRunes(run, leetEdgeStart)
-		case j == len(rs) && leftLetter:
-			ok = allRunes(run, leetEdgeEnd)
-		}
-		if ok {
-			for k := i; k < j; k++ {
-				rs[k] = rune(leetLetter(rs[k]))
+	// Runs between letters first, then runs at the edges, which need to
+	// know how many letters the word has.
+	for pass := 0; pass < 2; pass++ {
+		letters := 0
+		for _, r := range rs {
+			if unicode.IsLetter(r) {
+				letters++
 			}
-			changed = true
 		}
-		i = j
+		for i := 0; i < len(rs); {
+			if leetLetter(rs[i]) == 0 {
+				i++
+				continue
+			}
+			j := i
+			for j < len(rs) && leetLetter(rs[j]) != 0 {
+				j++
+			}
+			run := rs[i:j]
+			leftLetter := i > 0 && unicode.IsLetter(rs[i-1])
+			rightLetter := j < len(rs) && unicode.IsLetter(rs[j])
+			ok := false
+			switch {
+			case len(run) > 3:
+			case pass == 0:
+				ok = leftLetter && rightLetter
+			case i == 0 && rightLetter:
+				ok = edgeRun(run, leetEdgeStart, letters, false)
+			case j == len(rs) && leftLetter:
+				ok = edgeRun(run, leetEdgeEnd, letters, true)
+			}
+			if ok {
+				for k := i; k < j; k++ {
+					rs[k] = rune(leetLetter(rs[k]))
+				}
+				changed = true
+			}
+			i = j
+		}
 	}
 	return rs, changed
 }
 
-func matchSeq(rs []rune, s string) bool {
-	for i := 0; i < len(s); i++ {
-		if rs[i] != rune(s[i]) {
+// edgeRun decides whether a run of leet characters at the edge of a word
+// of the given number of letters is letters: a symbol allowed at that edge
+// with at most one digit (two letters suffice: "bu¥"), or letter-shaped
+// digits: one at the start of a word of three letters or more ("0rder";
+// "10mg" is a quantity), up to two at the end of a word of two letters or
+// more ("emai1", "pi11").
+func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
+	if allDigitShaped(run) {
+		if atEnd {
+			return len(run) <= 2 && letters >= 2
+		}
+		return len(run) == 1 && letters >= 3
+	}
+	digits, symbol := 0, false
+	for _, r := range run {
+		switch {
+		case '0' <= r && r <= '9':
+			digits++
+		case edge(r):
+			symbol = true
+		default:
+			return false
+		}
+	}
+	return symbol && digits <= 1 && letters >= 2
+}
+
+func allDigitShaped(run []rune) bool {
+	for _, r := range run {
+		if !leetEdgeDigit(r) {
 			return false
 		}
 	}
 	return true
 }
 
-func allRunes(rs []rune, f func(rune) bool) bool {
-	for _, r := range rs {
-		if !f(r) {
+func matchSeq(rs []rune, s string) bool {
+	for i := 0; i < len(s); i++ {
+		if rs[i] != rune(s[i]) {
 			return false
 		}
 	}
@@ -701,6 +743,7 @@ func (st *canonState) emitRunes(rs []rune) {
 	out := st.out[:0]
 	needFold := false
 	prevBase := false // the previous kept rune is a Latin/Greek/Cyrillic letter
+	prevCJK := false  // the previous kept rune is CJK: punctuation ends the run
 	for _, r := range rs {
 		switch {
 		case r < 0x80:
@@ -708,10 +751,14 @@ func (st *canonState) emitRunes(rs []rune) {
 				r += 'a' - 'A'
 			}
 			if !('a' <= r && r <= 'z' || '0' <= r && r <= '9') {
+				if prevCJK {
+					out = append(out, ' ')
+					prevCJK = false
+				}
 				continue // inner punctuation
 			}
 			out = append(out, byte(r))
-			prevBase = r >= 'a'
+			prevBase, prevCJK = r >= 'a', false
 			continue
 		case isMark(r):
 			if prevBase {
@@ -720,8 +767,9 @@ func (st *canonState) emitRunes(rs []rune) {
 			out = utf8.AppendRune(out, r)
 			continue
 		case !unicode.IsLetter(r) && !unicode.IsNumber(r):
-			if isCJKPunct(r) {
+			if prevCJK || isCJKPunct(r) {
 				out = append(out, ' ') // keeps CJK runs apart
+				prevCJK = false
 			}
 			continue
 		}
@@ -733,6 +781,7 @@ func (st *canonState) emitRunes(rs []rune) {
 		}
 		sc := scriptOf(r)
 		prevBase = sc == scLatin || sc == scGreek || sc == scCyrillic
+		prevCJK = sc == scCJK
 		out = utf8.AppendRune(out, r)
 	}
 	if needFold {

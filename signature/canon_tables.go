@@ -120,7 +120,7 @@ var ignorable [0x10000 / 64]uint64
 // spaces: they separate words like a space does.
 func isBlankRune(r rune) bool {
 	switch r {
-	case 0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800, 0x180E:
+	case 0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800:
 		return true
 	}
 	return false
@@ -254,7 +254,17 @@ func leetEdgeStart(r rune) bool {
 
 func leetEdgeEnd(r rune) bool {
 	switch r {
-	case '@', '$', '|', '€', '¢':
+	case '@', '$', '|', '€', '¢', '¥', '§':
+		return true
+	}
+	return false
+}
+
+// leetEdgeDigit reports the digits read as a letter alone at the edge of a
+// long word ("emai1", "0rder"): the ones that look like a letter.
+func leetEdgeDigit(r rune) bool {
+	switch r {
+	case '0', '1', '3', '4', '5':
 		return true
 	}
 	return false
