@@ -1,0 +1,309 @@
+// Package config owns bulkmilter's configuration: the YAML schema, its
+// defaults, strict parsing (an unknown key is an error) and validation that
+// reports every problem at once, each with its file and line and a hint on
+// how to fix it.
+//
+// The zero-configuration daemon runs on Default(): a milter on
+// inet:127.0.0.1:7357, metrics on 127.0.0.1:9357, the embedded store and
+// the bundled lexicon.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Listen is the milter socket in Postfix's syntax: inet:HOST:PORT or
+	// unix:PATH.
+	Listen string `yaml:"listen"`
+	// Socket sets the mode and group of a unix milter socket.
+	Socket Socket `yaml:"socket"`
+	// MetricsListen is HOST:PORT for /metrics, /healthz and /readyz; empty
+	// disables the HTTP listener.
+	MetricsListen string `yaml:"metrics_listen"`
+	// DataDir holds the secret key and the embedded store's file unless
+	// they are configured elsewhere.
+	DataDir string `yaml:"data_dir"`
+	// SecretKeyFile holds the secret that keys every signature hash. It is
+	// created with mode 0600 when missing; it must not be readable by
+	// others. Every MTA sharing one Redis must use the same secret.
+	SecretKeyFile string `yaml:"secret_key_file"`
+	// ShutdownTimeout bounds how long SIGTERM waits for sessions to finish.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	Log        Log        `yaml:"log"`
+	Limits     Limits     `yaml:"limits"`
+	Signatures Signatures `yaml:"signatures"`
+	Store      Store      `yaml:"store"`
+	Policy     Policy     `yaml:"policy"`
+	Actions    Actions    `yaml:"actions"`
+	Feedback   Feedback   `yaml:"feedback"`
+
+	// file is where the configuration was read from, for messages.
+	file string
+}
+
+// Socket is the mode and group of a unix milter socket.
+type Socket struct {
+	Mode  string `yaml:"mode"`  // octal, e.g. "0660"
+	Group string `yaml:"group"` // group name or id, e.g. "postfix"
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// Limits bound the work done per message; whatever is cut is recorded.
+type Limits struct {
+	MaxMessageBytes Size `yaml:"max_message_bytes"` // body bytes buffered for analysis
+	MaxHeaders      int  `yaml:"max_headers"`       // header fields kept for analysis
+	MaxTextBytes    Size `yaml:"max_text_bytes"`    // decoded text analysed
+	MaxMIMEDepth    int  `yaml:"max_mime_depth"`    // MIME nesting, message/rfc822 included
+	MaxMIMEParts    int  `yaml:"max_mime_parts"`    // MIME parts visited
+}
+
+// Signatures chooses the lexicon and the signature families.
+type Signatures struct {
+	// Lexicon is a lexicon file built by "milterd lexicon build"; empty
+	// means the lexicon bundled in the binary.
+	Lexicon string `yaml:"lexicon"`
+	// StripRecipient removes the recipient's own name and address from the
+	// text before signing.
+	StripRecipient bool `yaml:"strip_recipient"`
+
+	IMatch      IMatch      `yaml:"imatch"`
+	Shingle     Shingle     `yaml:"shingle"`
+	CharShingle CharShingle `yaml:"charshingle"`
+	Sift        Sift        `yaml:"sift"`
+}
+
+// IMatch tunes the I-Match family.
+type IMatch struct {
+	Enabled    bool    `yaml:"enabled"`
+	MinTerms   int     `yaml:"min_terms"`   // fewest lexicon terms to sign
+	Randomized int     `yaml:"randomized"`  // K extra randomized lexicons
+	DropRate   float64 `yaml:"drop_rate"`   // p, fraction of terms each randomized lexicon drops
+	MinRatio   float64 `yaml:"min_ratio"`   // |S|/|U| under which the secondary lexicon is used
+	Context    bool    `yaml:"context"`     // context hardening
+	ContextMin int     `yaml:"context_min"` // bigram count θ for a valid context
+}
+
+// Shingle tunes word shingles and their supershingles.
+type Shingle struct {
+	Enabled bool `yaml:"enabled"`
+	Width   int  `yaml:"width"` // words per shingle
+	Bands   int  `yaml:"bands"` // supershingles per message
+}
+
+// CharShingle tunes character shingles over the letters-only stream.
+type CharShingle struct {
+	Enabled bool `yaml:"enabled"`
+	Width   int  `yaml:"width"` // letters per shingle
+	Bands   int  `yaml:"bands"`
+}
+
+// Sift tunes keyed text sifting.
+type Sift struct {
+	Enabled    bool    `yaml:"enabled"`
+	Length     int     `yaml:"length"`     // tokens per cluster, l
+	Acceptance float64 `yaml:"acceptance"` // probability a token joins a cluster
+	Keys       int     `yaml:"keys"`       // counting keys per message
+}
+
+// Store chooses and tunes the volume store.
+type Store struct {
+	// Window is how long a recipient counts towards a signature's volume.
+	Window Duration `yaml:"window"`
+	// File persists the embedded store; default DataDir/store.db.
+	File string `yaml:"file"`
+	// MaxEntries bounds the embedded store; the oldest entries go first.
+	MaxEntries int `yaml:"max_entries"`
+	// Redis, when its URL or addresses are set, replaces the embedded store.
+	Redis Redis `yaml:"redis"`
+}
+
+// Redis configures a Redis server, Sentinel or Cluster.
+type Redis struct {
+	URL          string   `yaml:"url"`   // redis://, rediss://, unix:// (go-redis forms)
+	Addrs        []string `yaml:"addrs"` // host:port of the server, Sentinels or cluster nodes
+	MasterName   string   `yaml:"master_name"`
+	Cluster      bool     `yaml:"cluster"`
+	Username     string   `yaml:"username"`
+	PasswordFile string   `yaml:"password_file"`
+	DB           int      `yaml:"db"`
+	PoolSize     int      `yaml:"pool_size"`
+	TLS          TLS      `yaml:"tls"`
+}
+
+// TLS configures a TLS client.
+type TLS struct {
+	Enabled    bool   `yaml:"enabled"`
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Policy turns volumes into a verdict.
+type Policy struct {
+	// Threshold is the volume (distinct recipients in the window) from
+	// which a message is bulk, for every family without its own.
+	Threshold int `yaml:"threshold"`
+	// Thresholds overrides Threshold per family name.
+	Thresholds map[string]int `yaml:"thresholds"`
+	// StoreTimeout is the per-message budget for store calls.
+	StoreTimeout Duration `yaml:"store_timeout"`
+	// OnStoreError is what happens when the store fails or times out:
+	// "accept" delivers the message untagged; "tempfail" asks the sender
+	// to retry later.
+	OnStoreError string `yaml:"on_store_error"`
+}
+
+// Actions are what the milter does with a message.
+type Actions struct {
+	// Header is the verdict header, always added: "yes; family=…" or "no".
+	Header string `yaml:"header"`
+	// SubjectTag, when set, is prefixed to the Subject of bulk messages.
+	SubjectTag string `yaml:"subject_tag"`
+	// RecipientDetail, when set, rewrites each recipient of a bulk message
+	// to user+DETAIL@domain so the delivery agent files it.
+	RecipientDetail string `yaml:"recipient_detail"`
+	// Quarantine holds bulk messages in the MTA's hold queue.
+	Quarantine bool `yaml:"quarantine"`
+	// RevealKeys adds the message's signature keys to the verdict header.
+	RevealKeys bool `yaml:"reveal_keys"`
+	// ExceptRecipients and ExceptDomains are never tagged or routed.
+	ExceptRecipients []string `yaml:"except_recipients"`
+	ExceptDomains    []string `yaml:"except_domains"`
+}
+
+// Feedback configures users' "bulk" and "not bulk" votes.
+type Feedback struct {
+	Enabled bool `yaml:"enabled"`
+	// Header carries the vote: "not-bulk" or "bulk".
+	Header string `yaml:"header"`
+	// TrustAuthenticated accepts feedback from SASL-authenticated senders;
+	// the voter is the login.
+	TrustAuthenticated bool `yaml:"trust_authenticated"`
+	// TrustedNetworks accepts feedback from these client networks; the
+	// voter is the envelope sender.
+	TrustedNetworks []string `yaml:"trusted_networks"`
+	// GlobalVoters is the number of distinct voters after which a vote
+	// applies to everyone.
+	GlobalVoters int `yaml:"global_voters"`
+	// Keep is what happens to the feedback message: "discard" or "deliver".
+	Keep string `yaml:"keep"`
+	// VoteTTL is how long a vote lasts.
+	VoteTTL Duration `yaml:"vote_ttl"`
+	// RateLimit is the most votes one voter may cast per hour.
+	RateLimit int `yaml:"rate_limit"`
+}
+
+// Default returns the configuration used when no file is given.
+func Default() Config {
+	return Config{
+		Listen:          "inet:127.0.0.1:7357",
+		Socket:          Socket{Mode: "0660"},
+		MetricsListen:   "127.0.0.1:9357",
+		DataDir:         defaultDataDir(),
+		ShutdownTimeout: Duration(30 * time.Second),
+		Log:             Log{Level: "info", Format: "text"},
+		Limits: Limits{
+			MaxMessageBytes: 4 << 20,
+			MaxHeaders:      1000,
+			MaxTextBytes:    1 << 20,
+			MaxMIMEDepth:    32,
+			MaxMIMEParts:    256,
+		},
+		Signatures: Signatures{
+			StripRecipient: true,
+			IMatch: IMatch{Enabled: true, MinTerms: 5, Randomized: 10, DropRate: 0.33,
+				MinRatio: 0.1, Context: false, ContextMin: 15},
+			Shingle:     Shingle{Enabled: true, Width: 4, Bands: 4},
+			CharShingle: CharShingle{Enabled: true, Width: 8, Bands: 4},
+			Sift:        Sift{Enabled: true, Length: 6, Acceptance: 0.3, Keys: 4},
+		},
+		Store: Store{Window: Duration(24 * time.Hour), MaxEntries: 2_000_000},
+		Policy: Policy{
+			Threshold:    10,
+			StoreTimeout: Duration(500 * time.Millisecond),
+			OnStoreError: "accept",
+		},
+		Actions: Actions{Header: "X-Bulk"},
+		Feedback: Feedback{
+			Enabled:            true,
+			Header:             "X-Bulk-Feedback",
+			TrustAuthenticated: true,
+			GlobalVoters:       3,
+			Keep:               "discard",
+			VoteTTL:            Duration(180 * 24 * time.Hour),
+			RateLimit:          100,
+		},
+	}
+}
+
+// defaultDataDir follows systemd's StateDirectory when set, then the
+// system location when it is writable, then the user's state directory.
+func defaultDataDir() string {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return d
+	}
+	const system = "/var/lib/bulkmilter"
+	if fi, err := os.Stat(system); err == nil && fi.IsDir() {
+		return system
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "bulkmilter")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "bulkmilter")
+	}
+	return "bulkmilter-data"
+}
+
+// File returns the file the configuration was read from, or "" for the
+// defaults.
+func (c *Config) File() string { return c.file }
+
+// SecretKeyPath returns the secret key file, defaulting into DataDir.
+func (c *Config) SecretKeyPath() string {
+	if c.SecretKeyFile != "" {
+		return c.SecretKeyFile
+	}
+	return filepath.Join(c.DataDir, "secret.key")
+}
+
+// StoreFile returns the embedded store's file, defaulting into DataDir.
+func (c *Config) StoreFile() string {
+	if c.Store.File != "" {
+		return c.Store.File
+	}
+	return filepath.Join(c.DataDir, "store.db")
+}
+
+// UsesRedis reports whether the Redis store is configured.
+func (c *Config) UsesRedis() bool {
+	return c.Store.Redis.URL != "" || len(c.Store.Redis.Addrs) > 0
+}
+
+// ThresholdFor returns the bulk threshold of a family.
+func (c *Config) ThresholdFor(family string) int {
+	if t, ok := c.Policy.Thresholds[family]; ok {
+		return t
+	}
+	return c.Policy.Threshold
+}
+
+// String describes where the configuration came from.
+func (c *Config) String() string {
+	if c.file == "" {
+		return "built-in defaults"
+	}
+	return fmt.Sprintf("config file %s", c.file)
+}

@@ -1,0 +1,225 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+}
+
+func TestEmptyFileGivesDefaults(t *testing.T) {
+	c, err := Parse([]byte("# nothing\n"), "empty.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.file = "empty.yml"
+	if !reflect.DeepEqual(*c, want) {
+		t.Errorf("got %+v, want %+v", *c, want)
+	}
+}
+
+// The example config is the reference admins copy: it must parse, hold
+// exactly the defaults, and mention every key of the schema.
+func TestExampleConfig(t *testing.T) {
+	const path = "../deploy/bulkmilter.yml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data, path)
+	if err != nil {
+		t.Fatalf("example config: %v", err)
+	}
+	want := Default()
+	want.file = path
+	want.DataDir = "/var/lib/bulkmilter"
+	// Compare as YAML: an empty list in the file and a nil default are the same.
+	if got, exp := mustMarshal(t, c), mustMarshal(t, &want); got != exp {
+		t.Errorf("example config differs from the defaults:\n got %s\nwant %s", got, exp)
+	}
+
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	documented := indexLines(&root)
+	for _, key := range schemaKeys(reflect.TypeOf(Config{}), "") {
+		if _, ok := documented[key]; !ok {
+			t.Errorf("key %s is missing from %s", key, path)
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, c *Config) string {
+	t.Helper()
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// schemaKeys lists the dotted paths of every key in the schema.
+func schemaKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		p := tag
+		if prefix != "" {
+			p = prefix + "." + tag
+		}
+		keys = append(keys, p)
+		if f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.PkgPath() == t.PkgPath() {
+			keys = append(keys, schemaKeys(f.Type, p)...)
+		}
+	}
+	return keys
+}
+
+func TestParseValues(t *testing.T) {
+	c, err := Parse([]byte(`
+listen: unix:/run/bulkmilter/milter.sock
+store:
+  window: 7d
+  redis:
+    url: redis://127.0.0.1:6379/2
+limits:
+  max_message_bytes: 512KiB
+policy:
+  threshold: 25
+  thresholds: {sift: 40}
+`), "t.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Store.Window.D(), 7*24*time.Hour; got != want {
+		t.Errorf("window = %v, want %v", got, want)
+	}
+	if got, want := c.Limits.MaxMessageBytes, Size(512<<10); got != want {
+		t.Errorf("max_message_bytes = %d, want %d", got, want)
+	}
+	if !c.UsesRedis() {
+		t.Error("UsesRedis() = false with a redis url")
+	}
+	if got := c.ThresholdFor("sift"); got != 40 {
+		t.Errorf("ThresholdFor(sift) = %d, want 40", got)
+	}
+	if got := c.ThresholdFor("imatch"); got != 25 {
+		t.Errorf("ThresholdFor(imatch) = %d, want 25", got)
+	}
+	// Unset keys keep their defaults.
+	if got, want := c.Store.MaxEntries, Default().Store.MaxEntries; got != want {
+		t.Errorf("max_entries = %d, want default %d", got, want)
+	}
+}
+
+// Broken configurations and the exact messages an admin sees.
+func TestBrokenConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown top-level key", "listn: inet:127.0.0.1:1\n", []string{
+			`b.yml:1: unknown key "listn" (valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+		}},
+		{"unknown nested key", "store:\n  windw: 1h\n", []string{
+			`b.yml:2: store: unknown key "windw" (valid keys here: file, max_entries, redis, window)`,
+		}},
+		{"bad duration", "store:\n  window: soon\n", []string{
+			`b.yml:2: store.window: invalid duration "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
+		}},
+		{"bad size", "limits:\n  max_text_bytes: 1 lots\n", []string{
+			`b.yml:2: limits.max_text_bytes: invalid size "1 lots" (write a size such as 65536, "512KiB" or "4MiB")`,
+		}},
+		{"wrong type", "policy:\n  threshold: many\n", []string{
+			"b.yml:2: policy.threshold: cannot use !!str `many` into int",
+		}},
+		{"every semantic problem at once", `
+listen: tcp-ish
+log:
+  level: loud
+policy:
+  threshold: 0
+  thresholds: {bogus: 3}
+  on_store_error: panic
+actions:
+  header: "X Bulk"
+feedback:
+  trusted_networks: [10.0.0.0/33]
+`, []string{
+			`b.yml:2: listen: invalid socket "tcp-ish" (use "inet:HOST:PORT" or "unix:/path/to/socket")`,
+			`b.yml:4: log.level: invalid value "loud" (use one of: debug, info, warn, error)`,
+			`b.yml:6: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
+			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift)`,
+			`b.yml:8: policy.on_store_error: invalid value "panic" (use one of: accept, tempfail)`,
+			`b.yml:10: actions.header: invalid header name "X Bulk" (use a header field name such as X-Bulk)`,
+			`b.yml:12: feedback.trusted_networks[0]: invalid network "10.0.0.0/33" (use an address or CIDR such as 192.0.2.0/24)`,
+		}},
+		{"syntax error", "listen: [\n", []string{
+			`b.yml:1: did not find expected node content (fix the YAML syntax)`,
+		}},
+		{"two documents", "listen: inet:127.0.0.1:1\n---\nlisten: inet:127.0.0.1:2\n", []string{
+			`b.yml:2: more than one YAML document (remove the second document)`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "b.yml")
+			if err == nil {
+				t.Fatal("Parse succeeded, want errors")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("errors:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseListen(t *testing.T) {
+	for _, tc := range []struct{ in, network, addr string }{
+		{"inet:127.0.0.1:7357", "tcp", "127.0.0.1:7357"},
+		{"inet:[::1]:7357", "tcp", "[::1]:7357"},
+		{"inet:7357@localhost", "tcp", "localhost:7357"},
+		{"unix:/run/bulkmilter/milter.sock", "unix", "/run/bulkmilter/milter.sock"},
+		{"local:/run/m.sock", "unix", "/run/m.sock"},
+	} {
+		n, a, err := ParseListen(tc.in)
+		if err != nil || n != tc.network || a != tc.addr {
+			t.Errorf("ParseListen(%q) = %q, %q, %v; want %q, %q", tc.in, n, a, err, tc.network, tc.addr)
+		}
+	}
+	for _, bad := range []string{"", "inet:", "inet:host", "inet:host:99999", "unix:relative.sock", "ftp:x:1"} {
+		if _, _, err := ParseListen(bad); err == nil {
+			t.Errorf("ParseListen(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("listen: inet:127.0.0.1:1\n"))
+	f.Add([]byte("store:\n  window: 7d\n"))
+	f.Add([]byte("policy: {thresholds: {sift: 3}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "f.yml")
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("Parse accepted a config that Validate rejects: %v", verr)
+			}
+		}
+	})
+}

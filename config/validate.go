@@ -1,0 +1,259 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// validator collects problems with their places in the file.
+type validator struct {
+	file  string
+	lines lineIndex
+	probs Problems
+}
+
+func (v *validator) add(path, hint, format string, args ...any) {
+	v.probs = append(v.probs, &Problem{
+		File: v.file, Line: v.lines.line(path), Path: path,
+		Msg: fmt.Sprintf(format, args...), Hint: hint,
+	})
+}
+
+func (v *validator) positive(path string, n int) {
+	if n <= 0 {
+		v.add(path, "use a number greater than 0", "must be positive, got %d", n)
+	}
+}
+
+func (v *validator) fraction(path string, f float64, lo, hi float64) {
+	if !(f >= lo && f <= hi) {
+		v.add(path, fmt.Sprintf("use a value between %g and %g", lo, hi), "out of range: %g", f)
+	}
+}
+
+func (v *validator) oneOf(path, val string, allowed ...string) {
+	for _, a := range allowed {
+		if val == a {
+			return
+		}
+	}
+	v.add(path, "use one of: "+strings.Join(allowed, ", "), "invalid value %q", val)
+}
+
+func (c *Config) validate(lines lineIndex) Problems {
+	v := &validator{file: c.file, lines: lines}
+
+	if _, _, err := ParseListen(c.Listen); err != nil {
+		v.add("listen", `use "inet:HOST:PORT" or "unix:/path/to/socket"`, "%v", err)
+	}
+	if c.Socket.Mode != "" {
+		if m, err := strconv.ParseUint(c.Socket.Mode, 8, 32); err != nil || m > 0o777 {
+			v.add("socket.mode", `write an octal mode such as "0660"`, "invalid mode %q", c.Socket.Mode)
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			v.add("metrics_listen", `use "HOST:PORT", e.g. "127.0.0.1:9357", or "" to disable`, "invalid address %q", c.MetricsListen)
+		}
+	}
+	if c.DataDir == "" && (c.SecretKeyFile == "" || (!c.UsesRedis() && c.Store.File == "")) {
+		v.add("data_dir", "set data_dir, or secret_key_file and store.file", "empty")
+	}
+	if c.ShutdownTimeout <= 0 {
+		v.add("shutdown_timeout", `use a duration such as "30s"`, "must be positive")
+	}
+
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+
+	l := c.Limits
+	if l.MaxMessageBytes < 1024 {
+		v.add("limits.max_message_bytes", "use at least 1KiB", "too small: %d", l.MaxMessageBytes)
+	}
+	v.positive("limits.max_headers", l.MaxHeaders)
+	if l.MaxTextBytes < 1024 {
+		v.add("limits.max_text_bytes", "use at least 1KiB", "too small: %d", l.MaxTextBytes)
+	}
+	v.positive("limits.max_mime_depth", l.MaxMIMEDepth)
+	v.positive("limits.max_mime_parts", l.MaxMIMEParts)
+
+	s := c.Signatures
+	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled {
+		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift", "no signature family enabled")
+	}
+	if s.IMatch.Enabled {
+		v.positive("signatures.imatch.min_terms", s.IMatch.MinTerms)
+		if s.IMatch.Randomized < 0 || s.IMatch.Randomized > 32 {
+			v.add("signatures.imatch.randomized", "use 0 to 32 (the papers use up to 10)", "out of range: %d", s.IMatch.Randomized)
+		}
+		v.fraction("signatures.imatch.drop_rate", s.IMatch.DropRate, 0.01, 0.9)
+		v.fraction("signatures.imatch.min_ratio", s.IMatch.MinRatio, 0, 1)
+		v.positive("signatures.imatch.context_min", s.IMatch.ContextMin)
+	}
+	if s.Shingle.Enabled {
+		v.positive("signatures.shingle.width", s.Shingle.Width)
+		v.positive("signatures.shingle.bands", s.Shingle.Bands)
+	}
+	if s.CharShingle.Enabled {
+		v.positive("signatures.charshingle.width", s.CharShingle.Width)
+		v.positive("signatures.charshingle.bands", s.CharShingle.Bands)
+	}
+	if s.Sift.Enabled {
+		v.positive("signatures.sift.length", s.Sift.Length)
+		v.fraction("signatures.sift.acceptance", s.Sift.Acceptance, 0.01, 1)
+		v.positive("signatures.sift.keys", s.Sift.Keys)
+	}
+
+	if c.Store.Window.D() <= 0 {
+		v.add("store.window", `use a duration such as "24h"`, "must be positive")
+	}
+	v.positive("store.max_entries", c.Store.MaxEntries)
+	r := c.Store.Redis
+	if r.URL != "" && len(r.Addrs) > 0 {
+		v.add("store.redis", "set either url or addrs", "both url and addrs are set")
+	}
+	if r.MasterName != "" && r.Cluster {
+		v.add("store.redis.cluster", "Sentinel (master_name) and Cluster exclude each other", "both master_name and cluster are set")
+	}
+	for i, a := range r.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			v.add(fmt.Sprintf("store.redis.addrs[%d]", i), `use "HOST:PORT"`, "invalid address %q", a)
+		}
+	}
+	if r.PoolSize < 0 {
+		v.add("store.redis.pool_size", "use 0 for the default or a positive size", "negative")
+	}
+	if (r.TLS.CertFile == "") != (r.TLS.KeyFile == "") {
+		v.add("store.redis.tls", "set both cert_file and key_file, or neither", "client certificate incomplete")
+	}
+
+	p := c.Policy
+	v.positive("policy.threshold", p.Threshold)
+	for name, t := range p.Thresholds {
+		path := "policy.thresholds." + name
+		if !isFamily(name) {
+			v.add(path, "use one of: "+strings.Join(familyNames, ", "), "unknown signature family %q", name)
+		}
+		v.positive(path, t)
+	}
+	if p.StoreTimeout.D() <= 0 || p.StoreTimeout.D() > 20e9 {
+		v.add("policy.store_timeout", `use a duration well below Postfix's 30s command timeout, e.g. "500ms"`, "out of range: %s", p.StoreTimeout.D())
+	}
+	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
+
+	a := c.Actions
+	if !validHeaderName(a.Header) {
+		v.add("actions.header", "use a header field name such as X-Bulk", "invalid header name %q", a.Header)
+	}
+	if strings.ContainsAny(a.RecipientDetail, "@+ \t\r\n") {
+		v.add("actions.recipient_detail", `use a plain word such as "Bulk"`, "invalid detail %q", a.RecipientDetail)
+	}
+	if strings.ContainsAny(a.SubjectTag, "\r\n") {
+		v.add("actions.subject_tag", "remove line breaks", "invalid tag %q", a.SubjectTag)
+	}
+	for i, d := range a.ExceptDomains {
+		if d == "" || strings.ContainsAny(d, "@ ") {
+			v.add(fmt.Sprintf("actions.except_domains[%d]", i), "use a domain such as example.com", "invalid domain %q", d)
+		}
+	}
+	for i, r := range a.ExceptRecipients {
+		if !strings.Contains(r, "@") {
+			v.add(fmt.Sprintf("actions.except_recipients[%d]", i), "use an address such as user@example.com", "invalid address %q", r)
+		}
+	}
+
+	f := c.Feedback
+	if f.Enabled {
+		if !validHeaderName(f.Header) {
+			v.add("feedback.header", "use a header field name such as X-Bulk-Feedback", "invalid header name %q", f.Header)
+		}
+		if strings.EqualFold(f.Header, a.Header) {
+			v.add("feedback.header", "use a different name than actions.header", "same as the verdict header")
+		}
+		for i, n := range f.TrustedNetworks {
+			if _, err := ParseNetwork(n); err != nil {
+				v.add(fmt.Sprintf("feedback.trusted_networks[%d]", i), "use an address or CIDR such as 192.0.2.0/24", "%v", err)
+			}
+		}
+		v.positive("feedback.global_voters", f.GlobalVoters)
+		v.oneOf("feedback.keep", f.Keep, "discard", "deliver")
+		if f.VoteTTL.D() <= 0 {
+			v.add("feedback.vote_ttl", `use a duration such as "180d"`, "must be positive")
+		}
+		v.positive("feedback.rate_limit", f.RateLimit)
+	}
+	return v.probs
+}
+
+var familyNames = []string{"imatch", "shingle", "charshingle", "sift"}
+
+func isFamily(name string) bool {
+	for _, f := range familyNames {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r >= 0x7f || r == ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseListen splits a milter socket in Postfix's syntax into a network
+// and an address for net.Listen: "inet:127.0.0.1:7357" → ("tcp",
+// "127.0.0.1:7357"), "unix:/run/x.sock" → ("unix", "/run/x.sock"). The
+// Sendmail form "inet:PORT@HOST" and "local:PATH" are accepted too.
+func ParseListen(s string) (network, addr string, err error) {
+	kind, rest, ok := strings.Cut(s, ":")
+	if !ok || rest == "" {
+		return "", "", fmt.Errorf("invalid socket %q", s)
+	}
+	switch kind {
+	case "inet", "inet6", "tcp":
+		if port, host, ok := strings.Cut(rest, "@"); ok {
+			rest = net.JoinHostPort(host, port)
+		}
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil {
+			return "", "", fmt.Errorf("invalid socket %q: %v", s, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return "", "", fmt.Errorf("invalid port in socket %q", s)
+		}
+		return "tcp", net.JoinHostPort(host, port), nil
+	case "unix", "local":
+		if !strings.HasPrefix(rest, "/") && !strings.HasPrefix(rest, ".") {
+			return "", "", fmt.Errorf("unix socket path %q must be absolute", rest)
+		}
+		return "unix", rest, nil
+	}
+	return "", "", fmt.Errorf("invalid socket %q: unknown type %q", s, kind)
+}
+
+// ParseNetwork parses an address or CIDR prefix.
+func ParseNetwork(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("invalid network %q", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("invalid network %q", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}

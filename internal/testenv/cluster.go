@@ -1,0 +1,157 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// RedisCluster is a real Redis Cluster of masters only (no replicas), each
+// node a Redis from StartRedis with cluster-enabled yes.
+type RedisCluster struct {
+	t     testing.TB
+	nodes []*Redis
+
+	mu     sync.Mutex
+	client *redis.ClusterClient
+}
+
+// clusterOKTimeout bounds the wait for cluster_state:ok. A master refuses
+// to turn ok during its first 2s (CLUSTER_WRITABLE_DELAY in cluster.c), so
+// every start or node restart costs at least that.
+const clusterOKTimeout = 20 * time.Second
+
+// StartRedisCluster starts masters (at least 3) cluster-enabled redis-server
+// nodes on free ports p whose bus ports p+10000 are also free, each in its
+// own t.TempDir() with its own nodes.conf, joins them with
+// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and
+// waits until every node reports cluster_state:ok. extraConfig directives go
+// into every node's redis.conf (cluster-node-timeout is 1000 unless
+// overridden). All nodes stop in t.Cleanup.
+func StartRedisCluster(t testing.TB, masters int, extraConfig ...string) *RedisCluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("testenv: redis cluster needs at least 3 masters, got %d", masters)
+	}
+	cli := Program(t, "redis-cli")
+	c := &RedisCluster{t: t}
+	for range masters {
+		c.nodes = append(c.nodes, StartRedis(t, RedisOptions{Config: extraConfig, clusterNode: true}))
+	}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.client != nil {
+			c.client.Close()
+		}
+	})
+
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("testenv: redis-cli %s: %v\n%s\n%s", strings.Join(args, " "), err, out, c.logs())
+	}
+	if err := c.WaitOK(clusterOKTimeout); err != nil {
+		t.Fatalf("testenv: redis cluster: %v\n%s", err, c.logs())
+	}
+	return c
+}
+
+// logs returns every node's log, for failure messages.
+func (c *RedisCluster) logs() string {
+	var b strings.Builder
+	for i, n := range c.nodes {
+		fmt.Fprintf(&b, "--- node %d %s log ---\n%s\n", i, n.Addr(), readTail(n.logPath(), 3000))
+	}
+	return b.String()
+}
+
+// Addrs returns the nodes' "127.0.0.1:PORT" addresses in node order.
+func (c *RedisCluster) Addrs() []string {
+	a := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		a[i] = n.Addr()
+	}
+	return a
+}
+
+// Nodes returns the nodes; use them to Kill, Stop, Restart or Pause one.
+func (c *RedisCluster) Nodes() []*Redis { return append([]*Redis(nil), c.nodes...) }
+
+// Node returns node i.
+func (c *RedisCluster) Node(i int) *Redis { return c.nodes[i] }
+
+// ClusterOptions returns new go-redis cluster options for all nodes.
+func (c *RedisCluster) ClusterOptions() *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:                    c.Addrs(),
+		DialTimeout:              2 * time.Second,
+		ReadTimeout:              5 * time.Second,
+		ContextTimeoutEnabled:    true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+}
+
+// Client returns a go-redis cluster client shared by the test and closed in
+// t.Cleanup.
+func (c *RedisCluster) Client() *redis.ClusterClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == nil {
+		c.client = redis.NewClusterClient(c.ClusterOptions())
+	}
+	return c.client
+}
+
+// WaitOK waits until every node is running and reports cluster_state:ok,
+// e.g. after Node(i).Restart(). Allow at least 3s after a node (re)starts.
+func (c *RedisCluster) WaitOK(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		bad := ""
+		for i, n := range c.nodes {
+			if s := clusterState(n); s != "ok" {
+				bad = fmt.Sprintf("node %d (%s): cluster_state %s", i, n.Addr(), s)
+				break
+			}
+		}
+		if bad == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster not ok after %v: %s", timeout, bad)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clusterState returns the node's cluster_state, or a description of why it
+// could not be read.
+func clusterState(n *Redis) string {
+	if !n.Running() {
+		return "(node not running)"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := n.Client().ClusterInfo(ctx).Result()
+	if err != nil {
+		return fmt.Sprintf("(CLUSTER INFO: %v)", err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "cluster_state:"); ok {
+			return v
+		}
+	}
+	return "(no cluster_state in CLUSTER INFO)"
+}

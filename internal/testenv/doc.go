@@ -1,0 +1,17 @@
+// Package testenv owns starting real external programs for integration
+// tests: redis-server (standalone, with password, ACL user or TLS, and as a
+// cluster), Postfix with its own configuration and queue directories, and a
+// small loopback SMTP/LMTP sink that records what Postfix delivers.
+//
+// Every helper takes a testing.TB, runs its program on free loopback ports
+// inside t.TempDir(), and stops it in t.Cleanup. Nothing here uses system
+// services, /etc/postfix configuration or /var/spool/postfix.
+//
+// A missing program fails the test when the environment variable CI is
+// "true" and skips it with a loud message otherwise; run
+// scripts/install-test-deps.sh to install everything the helpers need.
+//
+// Helpers that take a testing.TB call t.Fatal on failure, so they must be
+// called from the test goroutine. Methods that return an error do not touch
+// the test and are safe from any goroutine.
+package testenv

@@ -1,0 +1,42 @@
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+func sysProcAttr() *syscall.SysProcAttr {
+	// Pdeathsig fires when the OS thread that forked exits; the Go runtime
+	// only retires threads locked with LockOSThread, which this package
+	// never does, so in practice it fires when the test binary dies.
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// groupAlive reports whether a process of group pgid is alive. Zombies do
+// not count: they hold no sockets, and orphans are reaped by init, which
+// here can take a second or two.
+func groupAlive(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// Fields after "(comm)": state ppid pgrp ...; comm may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := bytes.Fields(b[i+1:])
+		if len(fields) < 3 {
+			continue
+		}
+		if g, err := strconv.Atoi(string(fields[2])); err == nil && g == pgid && string(fields[0]) != "Z" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,276 @@
+// Package metrics defines every Prometheus metric bulkmilter exports, on a
+// registry passed in by main, with one typed helper per metric so label
+// values cannot be passed in the wrong order. The pure packages (mailtext,
+// signature, store) never import it; the daemon plugs it in.
+//
+// Label values are bounded: never a signature, an address, a message id or
+// a queue id.
+package metrics
+
+import (
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+const namespace = "bulkmilter"
+
+// Metrics holds bulkmilter's metrics. The zero value is not usable; a nil
+// *Metrics is, and records nothing (offline commands use it).
+type Metrics struct {
+	messages        *prometheus.CounterVec
+	actions         *prometheus.CounterVec
+	signatures      *prometheus.CounterVec
+	volume          *prometheus.HistogramVec
+	duration        prometheus.Histogram
+	stageErrors     *prometheus.CounterVec
+	defects         *prometheus.CounterVec
+	truncated       prometheus.Counter
+	storeDuration   *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	votes           *prometheus.CounterVec
+	feedbackRejects *prometheus.CounterVec
+	sessionsActive  prometheus.Gauge
+	sessions        prometheus.Counter
+	panics          *prometheus.CounterVec
+	reloads         *prometheus.CounterVec
+	reloadTime      prometheus.Gauge
+}
+
+// New registers bulkmilter's metrics, the Go and process collectors and a
+// build-info metric on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		messages: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "messages_total",
+			Help: "Messages that got a verdict, by verdict (bulk, not_bulk, unsigned, feedback, error).",
+		}, []string{"verdict"}),
+		actions: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "actions_total",
+			Help: "Actions taken on messages, by action (header, subject_tag, recipient_detail, quarantine, tempfail, discard).",
+		}, []string{"action"}),
+		signatures: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "signatures_total",
+			Help: "Signing outcomes per family: signed, or declined with its reason.",
+		}, []string{"family", "outcome"}),
+		volume: f.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "verdict_volume",
+			Help:    "Highest volume (distinct recipients in the window) a family observed for a message, at verdict time.",
+			Buckets: []float64{1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000},
+		}, []string{"family"}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "processing_duration_seconds",
+			Help:                        "Time from end of message to verdict: extraction, signing and store.",
+			Buckets:                     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+			NativeHistogramBucketFactor: 1.1,
+		}),
+		stageErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "errors_total",
+			Help: "Errors by pipeline stage (parse, sign, store, action, protocol).",
+		}, []string{"stage"}),
+		defects: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "message_defects_total",
+			Help: "Defects found and worked around while reading messages, by kind.",
+		}, []string{"kind"}),
+		truncated: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "messages_truncated_total",
+			Help: "Messages larger than the analysis limits; only their first part was analysed.",
+		}),
+		storeDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "store_request_duration_seconds",
+			Help:                        "Duration of store requests, by operation.",
+			Buckets:                     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+			NativeHistogramBucketFactor: 1.1,
+		}, []string{"op"}),
+		storeErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_errors_total",
+			Help: "Failed store requests, by operation.",
+		}, []string{"op"}),
+		votes: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "feedback_votes_total",
+			Help: "Feedback votes recorded, by kind (not_bulk, bulk).",
+		}, []string{"kind"}),
+		feedbackRejects: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "feedback_rejected_total",
+			Help: "Feedback not recorded, by reason (untrusted, rate_limited, invalid, unsigned, store_error).",
+		}, []string{"reason"}),
+		sessionsActive: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "sessions_active",
+			Help: "Milter sessions (MTA connections) open now.",
+		}),
+		sessions: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sessions_total",
+			Help: "Milter sessions opened.",
+		}),
+		panics: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "panics_recovered_total",
+			Help: "Panics recovered, by milter callback; each got a safe reply.",
+		}, []string{"callback"}),
+		reloads: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "config_reloads_total",
+			Help: "Configuration reloads, by result (success, failure).",
+		}, []string{"result"}),
+		reloadTime: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration was last loaded successfully.",
+		}),
+	}
+	version, goVersion := "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version, goVersion = bi.Main.Version, bi.GoVersion
+	}
+	f.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "A metric with constant value 1 labelled by the build's version and Go version.",
+	}, []string{"version", "goversion"}).WithLabelValues(version, goVersion).Set(1)
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Verdicts counted by Message.
+const (
+	VerdictBulk     = "bulk"
+	VerdictNotBulk  = "not_bulk"
+	VerdictUnsigned = "unsigned" // no family could sign the message
+	VerdictFeedback = "feedback" // the message was a feedback vote
+	VerdictError    = "error"    // the failure policy decided
+)
+
+// Message counts one verdict and observes its processing time.
+func (m *Metrics) Message(verdict string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.messages.WithLabelValues(verdict).Inc()
+	m.duration.Observe(d.Seconds())
+}
+
+// Action counts one action taken.
+func (m *Metrics) Action(action string) {
+	if m != nil {
+		m.actions.WithLabelValues(action).Inc()
+	}
+}
+
+// Signature counts one family's outcome for one message: "signed" or the
+// short reason it declined.
+func (m *Metrics) Signature(family, outcome string) {
+	if m != nil {
+		m.signatures.WithLabelValues(family, outcome).Inc()
+	}
+}
+
+// Volume observes the highest volume a family saw for one message.
+func (m *Metrics) Volume(family string, v int64) {
+	if m != nil {
+		m.volume.WithLabelValues(family).Observe(float64(v))
+	}
+}
+
+// Pipeline stages for Error.
+const (
+	StageParse    = "parse"
+	StageSign     = "sign"
+	StageStore    = "store"
+	StageAction   = "action"
+	StageProtocol = "protocol"
+	StageFeedback = "feedback"
+)
+
+// Error counts one error in a pipeline stage.
+func (m *Metrics) Error(stage string) {
+	if m != nil {
+		m.stageErrors.WithLabelValues(stage).Inc()
+	}
+}
+
+// Defect counts one message defect of a kind.
+func (m *Metrics) Defect(kind string) {
+	if m != nil {
+		m.defects.WithLabelValues(kind).Inc()
+	}
+}
+
+// Truncated counts one message cut by the analysis limits.
+func (m *Metrics) Truncated() {
+	if m != nil {
+		m.truncated.Inc()
+	}
+}
+
+// ObserveRequest records one store request; it satisfies the store's
+// observer interface.
+func (m *Metrics) ObserveRequest(op string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Vote counts one recorded feedback vote.
+func (m *Metrics) Vote(kind string) {
+	if m != nil {
+		m.votes.WithLabelValues(kind).Inc()
+	}
+}
+
+// FeedbackRejected counts feedback that was not recorded.
+func (m *Metrics) FeedbackRejected(reason string) {
+	if m != nil {
+		m.feedbackRejects.WithLabelValues(reason).Inc()
+	}
+}
+
+// SessionOpened and SessionClosed track milter sessions.
+func (m *Metrics) SessionOpened() {
+	if m != nil {
+		m.sessions.Inc()
+		m.sessionsActive.Inc()
+	}
+}
+
+// SessionClosed marks a session as finished.
+func (m *Metrics) SessionClosed() {
+	if m != nil {
+		m.sessionsActive.Dec()
+	}
+}
+
+// Panic counts one recovered panic in a milter callback.
+func (m *Metrics) Panic(callback string) {
+	if m != nil {
+		m.panics.WithLabelValues(callback).Inc()
+	}
+}
+
+// Reload counts one configuration reload.
+func (m *Metrics) Reload(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.reloadTime.SetToCurrentTime()
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+}
+
+// collectors returns bulkmilter's own collectors (build_info aside).
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
+		m.defects, m.truncated, m.storeDuration, m.storeErrors, m.votes,
+		m.feedbackRejects, m.sessionsActive, m.sessions, m.panics, m.reloads, m.reloadTime,
+	}
+}
