@@ -554,7 +554,9 @@ func splitCSSValue(v string) []string {
 
 // styleSheet holds the rules of <style> blocks that a simple selector can
 // apply: tag, .class, #id, tag.class, and the last compound of a
-// descendant selector (".a .b" is read as ".b", which can only hide more).
+// descendant selector when it names a class or id (".a .b" is read as
+// ".b", which can only hide more; ".a td" is ignored, it would hide every
+// cell).
 type styleSheet struct {
 	byClass map[string]*decls
 	byID    map[string]*decls
@@ -654,9 +656,10 @@ func (ss *styleSheet) addRule(selectors, body string) {
 	}
 	for _, sel := range strings.Split(selectors, ",") {
 		sel = strings.TrimSpace(strings.ToLower(sel))
-		// The last compound of a descendant or child selector.
+		// The last compound of a descendant, child or sibling selector.
+		combined := false
 		if i := strings.LastIndexAny(sel, " >+~"); i >= 0 {
-			sel = sel[i+1:]
+			sel, combined = sel[i+1:], true
 		}
 		if sel == "" || strings.ContainsAny(sel, ":[*") {
 			continue
@@ -664,6 +667,11 @@ func (ss *styleSheet) addRule(selectors, body string) {
 		tag, rest := sel, ""
 		if i := strings.IndexAny(sel, ".#"); i >= 0 {
 			tag, rest = sel[:i], sel[i:]
+		}
+		if rest == "" && combined {
+			// ".desktop-only table" must not hide every table: a bare tag
+			// is only taken from a selector that is nothing else.
+			continue
 		}
 		ss.rules++
 		if rest == "" {

@@ -65,6 +65,8 @@ type htmlExtractor struct {
 	sheet    styleSheet
 	res      htmlResult
 	classBuf []string
+	// onHidden, when set (tests, diagnostics), receives each hidden text.
+	onHidden func(text []byte, f *frame)
 }
 
 func (x *htmlExtractor) release() {
@@ -126,6 +128,9 @@ func (x *htmlExtractor) text(t []byte) {
 	}
 	if f.hidden {
 		x.res.hidden += n
+		if x.onHidden != nil {
+			x.onHidden(t, f)
+		}
 		return
 	}
 	x.res.visible += n

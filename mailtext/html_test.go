@@ -73,6 +73,7 @@ func TestHTMLHidden(t *testing.T) {
 		{"id rule", `<style>#z{color:#fff}</style>a <span id="z">x</span> b`, "a b"},
 		{"descendant selector", `<style>div .h{opacity:0}</style>a <span class="h">x</span> b`, "a b"},
 		{"tag rule", `<style>em{display:none}</style>a <em>x</em> b`, "a b"},
+		{"tag after combinator ignored", `<style>.desktop_hide table, #t img+div { display:none }</style><table><tr><td>seen</td></tr></table><div>too</div>`, "seen\ntoo"},
 		{"media rule ignored", `<style>@media (max-width:600px){.m{display:none}}</style><p class="m">seen</p>`, "seen"},
 		{"inline beats class", `<style>.h{display:none}</style><p class="h" style="display:block">seen</p>`, "seen"},
 		{"css comments", `<style>/* .x{display:block} */ .x{display:none}</style>a<i class="x">x</i>`, "a"},

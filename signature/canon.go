@@ -111,6 +111,7 @@ type chunkRef struct {
 	nl         bool // the gap holds a line break
 	single     bool // exactly one character, not CJK
 	alnum      bool // that character is a letter or digit
+	letters    bool // ASCII letters only
 }
 
 // tokRef is a token in st.tok; its first lskip bytes are not part of the
@@ -148,25 +149,34 @@ func (st *canonState) addText(s string) {
 }
 
 // normalize appends s to dst without ignorable characters, with control
-// characters and blank fillers as spaces, overrides applied, in NFKC.
+// characters and blank fillers as spaces, overrides applied, in NFKC. It
+// counts the letters of each script on the way (not for Strip words).
 func (st *canonState) normalize(dst []byte, s string) []byte {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		for i := 0; i < len(s); i++ {
-			c := s[i]
+	// ASCII, the common case: copy, then blank out control characters.
+	start := len(dst)
+	dst = append(dst, s...)
+	latin := 0
+	for i := start; i < len(dst); i++ {
+		c := dst[i]
+		switch asciiClass[c] {
+		case acLower, acUpper:
+			latin++
+		case acHigh:
+			dst = dst[:start]
+			return st.normalizeSlow(dst, s)
+		case acPunct:
 			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7F {
-				c = ' '
+				dst[i] = ' '
 			}
-			dst = append(dst, c)
 		}
-		return dst
 	}
+	if !st.stripping {
+		st.latin += latin
+	}
+	return dst
+}
+
+func (st *canonState) normalizeSlow(dst []byte, s string) []byte {
 	t := st.tmp[:0]
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
@@ -191,6 +201,16 @@ func (st *canonState) normalize(dst []byte, s string) []byte {
 		case isBlankRune(r):
 			t = append(t, ' ')
 		default:
+			if !st.stripping {
+				switch scriptOf(r) {
+				case scLatin:
+					st.latin++
+				case scCyrillic:
+					st.cyrillic++
+				case scGreek:
+					st.greek++
+				}
+			}
 			t = utf8.AppendRune(t, r)
 		}
 	}
@@ -219,29 +239,9 @@ func appendReversed(dst []byte, s string) []byte {
 	return dst
 }
 
-// countScripts counts Latin, Cyrillic and Greek letters over all texts.
+// countScripts picks the dominant script from the letters normalize
+// counted.
 func (st *canonState) countScripts() {
-	b := st.norm
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c < 0x80 {
-			if 'a' <= c|0x20 && c|0x20 <= 'z' {
-				st.latin++
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(b[i:])
-		i += n
-		switch scriptOf(r) {
-		case scLatin:
-			st.latin++
-		case scCyrillic:
-			st.cyrillic++
-		case scGreek:
-			st.greek++
-		}
-	}
 	st.dominant = scLatin
 	if st.cyrillic > st.latin && st.cyrillic >= st.greek {
 		st.dominant = scCyrillic
@@ -256,17 +256,13 @@ func (st *canonState) latinContext() bool {
 	return st.latin > 2*(st.cyrillic+st.greek)
 }
 
-func isSpaceByte(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
-}
-
 // text canonicalises one normalised text (steps 3–6).
 func (st *canonState) text(b []byte) {
 	chunks := st.chunks[:0]
 	gap, nl := 0, false
 	for i := 0; i < len(b); {
 		c := b[i]
-		if isSpaceByte(c) {
+		if isSpace[c] {
 			gap++
 			nl = nl || c == '\n'
 			i++
@@ -282,26 +278,31 @@ func (st *canonState) text(b []byte) {
 			}
 		}
 		start := i
+		letters := true // only ASCII letters so far: the commonest word
 		for i < len(b) {
 			c := b[i]
-			if isSpaceByte(c) {
-				break
-			}
-			if c >= 0x80 {
-				r, n := utf8.DecodeRune(b[i:])
-				if unicode.IsSpace(r) {
+			if c < 0x80 {
+				if isSpace[c] {
 					break
 				}
-				i += n
+				letters = letters && asciiClass[c]-acLower < 2
+				i++
 				continue
 			}
-			i++
+			letters = false
+			r, n := utf8.DecodeRune(b[i:])
+			if unicode.IsSpace(r) {
+				break
+			}
+			i += n
 		}
-		ch := chunkRef{start: start, end: i, gap: gap, nl: nl}
-		r, n := utf8.DecodeRune(b[start:i])
-		if n == i-start && scriptOf(r) != scCJK {
-			ch.single = true
-			ch.alnum = unicode.IsLetter(r) || unicode.IsDigit(r)
+		ch := chunkRef{start: start, end: i, gap: gap, nl: nl, letters: letters}
+		if i-start <= utf8.UTFMax {
+			r, n := utf8.DecodeRune(b[start:i])
+			if n == i-start && scriptOf(r) != scCJK {
+				ch.single = true
+				ch.alnum = unicode.IsLetter(r) || unicode.IsDigit(r)
+			}
 		}
 		chunks = append(chunks, ch)
 		gap, nl = 0, false
@@ -309,7 +310,8 @@ func (st *canonState) text(b []byte) {
 	st.chunks = chunks
 
 	for i := 0; i < len(chunks); {
-		if chunks[i].single {
+		ch := &chunks[i]
+		if ch.single {
 			j := i + 1
 			for j < len(chunks) && chunks[j].single && !chunks[j].nl {
 				j++
@@ -319,9 +321,30 @@ func (st *canonState) text(b []byte) {
 				continue
 			}
 		}
-		st.chunk(b[chunks[i].start:chunks[i].end])
+		w := b[ch.start:ch.end]
+		if ch.letters && !ch.single && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
+			st.asciiWord(w)
+		} else {
+			st.chunk(w)
+		}
 		i++
 	}
+}
+
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
+
+// asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
+// into i.
+func (st *canonState) asciiWord(w []byte) {
+	start := len(st.tok)
+	for _, c := range w {
+		c |= 0x20
+		if c == 'l' {
+			c = 'i'
+		}
+		st.tok = append(st.tok, c)
+	}
+	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
 }
 
 // spaced joins a run of single-character chunks that spells words, split
@@ -519,45 +542,87 @@ func convertible(rs []rune, t uint8) bool {
 	return true
 }
 
-// fastChunk handles the common all-ASCII chunk without leetspeak: trim,
-// drop inner punctuation, lower-case, fold l into i, digits to "0".
+// ASCII byte classes for fastChunk.
+const (
+	acPunct = iota // punctuation: trimmed or removed
+	acLower
+	acUpper
+	acDigit
+	acSlow  // may be leetspeak or a link: the general path decides
+	acInner // leetspeak only between two letters or digits: '!', '+'
+	acPair  // starts a two-character drawing or a link with the next byte
+	acHigh  // not ASCII
+)
+
+var asciiClass = func() (t [256]uint8) {
+	for c := 0x80; c < 256; c++ {
+		t[c] = acHigh
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = acLower
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = acUpper
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = acDigit
+	}
+	for _, c := range "@$|\\" {
+		t[c] = acSlow
+	}
+	t['!'], t['+'] = acInner, acInner
+	for _, c := range "([>}/:" {
+		t[c] = acPair
+	}
+	return t
+}()
+
+// pairClose is the byte that, after an acPair byte, makes a drawing
+// ("()", "[]", "><", "}{", "/\\") or a link ("://").
+var pairClose = [256]byte{'(': ')', '[': ']', '>': '<', '}': '{', '/': '\\', ':': '/'}
+
+// fastChunk handles the common all-ASCII chunk without leetspeak or links:
+// punctuation dropped, lower-cased, l folded into i, digit-only chunks
+// dropped. It returns false when the general path must decide.
 func (st *canonState) fastChunk(b []byte) bool {
 	if len(b) > 4 && (b[0]|0x20) == 'w' && (b[1]|0x20) == 'w' && (b[2]|0x20) == 'w' && b[3] == '.' {
 		return false // a link
 	}
 	letters, digits := 0, 0
-	for _, c := range b {
-		switch {
-		case c >= 0x80:
-			return false
-		case 'a' <= c|0x20 && c|0x20 <= 'z':
+	for i, c := range b {
+		switch asciiClass[c] {
+		case acLower, acUpper:
 			letters++
-		case '0' <= c && c <= '9':
+		case acDigit:
 			digits++
-		case leetLetter(rune(c)) != 0 || c == '\\' || c == '/' || c == '(' || c == '[' || c == '<' || c == '>' || c == '}' || c == '_':
+		case acHigh, acSlow:
 			return false
-		case c == '@' || c == ':':
-			return false // addresses and links
+		case acInner:
+			if i > 0 && i+1 < len(b) && asciiClass[b[i-1]]-acLower < 3 && asciiClass[b[i+1]]-acLower < 3 {
+				return false
+			}
+		case acPair:
+			if i+1 < len(b) && b[i+1] == pairClose[c] {
+				return false
+			}
 		}
-	}
-	if letters > 0 && digits > 0 || letters+digits == 0 {
-		if letters+digits == 0 {
-			return true // punctuation only
-		}
-		return false
 	}
 	if letters == 0 {
-		if !st.stripping {
+		if digits > 0 && !st.stripping {
 			st.stats.NonLetterRun++
 		}
 		return true
 	}
+	if digits > 0 {
+		return false // letters and digits: maybe leetspeak
+	}
 	start := len(st.tok)
 	for _, c := range b {
-		if 'A' <= c && c <= 'Z' {
+		switch asciiClass[c] {
+		case acUpper:
 			c += 'a' - 'A'
-		}
-		if 'a' <= c && c <= 'z' {
+			fallthrough
+		case acLower:
 			if c == 'l' {
 				c = 'i'
 			}
@@ -633,6 +698,11 @@ func readLeet(rs []rune) ([]rune, bool) {
 	changed := false
 	// Multi-character drawings first: "|<" → k, "\/" → v.
 	for i := 0; i < len(rs); i++ {
+		switch rs[i] {
+		case '|', '/', '\\', '(', '[', '}', '>':
+		default:
+			continue // no drawing starts here
+		}
 		for _, sq := range leetSeqs {
 			n := len(sq.s)
 			if i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
