@@ -304,6 +304,8 @@ type decls struct {
 	offscreen  bool // moved 500px or more off the page
 	msoHide    bool // mso-hide:all (Outlook hides it)
 	clipped    bool // clip/clip-path/transform/zoom to nothing
+	bidi       int8 // 0 unset, 1 unicode-bidi:bidi-override, 2 other
+	rtl        int8 // 0 unset, 1 direction:rtl, 2 ltr
 }
 
 const (
@@ -319,6 +321,9 @@ const offscreenPx = -500
 // parseDecls reads declarations "prop: value; …" into d (later ones win).
 // em is the parent's font size, for relative lengths.
 func parseDecls(s string, d *decls, em float32) {
+	if strings.Contains(s, "/*") {
+		s = stripCSSComments(s) // "display:/**/none" is display:none
+	}
 	for len(s) > 0 {
 		end := declEnd(s)
 		decl := s[:end]
@@ -452,7 +457,7 @@ func applyDecl(prop, val string, d *decls, em float32) {
 		}
 	case "left", "top", "right", "bottom", "margin-left", "margin-top", "margin", "text-indent", "inset":
 		for _, tok := range strings.Fields(val) {
-			if px, ok := parseLength(tok, em); ok && px <= offscreenPx {
+			if offscreen(tok, em) {
 				d.offscreen = true
 			}
 		}
@@ -483,6 +488,16 @@ func applyDecl(prop, val string, d *decls, em float32) {
 			d.clipped = true
 		}
 	case "transform":
+		if i := strings.Index(val, "translate"); i >= 0 {
+			v := val[i:]
+			if j := strings.IndexByte(v, '('); j >= 0 {
+				for _, tok := range strings.FieldsFunc(v[j+1:], func(r rune) bool { return r == ',' || r == ' ' || r == ')' }) {
+					if offscreen(tok, em) {
+						d.offscreen = true
+					}
+				}
+			}
+		}
 		if i := strings.Index(val, "scale"); i >= 0 {
 			v := val[i:]
 			if j := strings.IndexByte(v, '('); j >= 0 {
@@ -494,11 +509,32 @@ func applyDecl(prop, val string, d *decls, em float32) {
 				}
 			}
 		}
+	case "unicode-bidi":
+		d.bidi = 2
+		if strings.Contains(val, "override") {
+			d.bidi = 1
+		}
+	case "direction":
+		d.rtl = 2
+		if val == "rtl" {
+			d.rtl = 1
+		}
 	case "zoom":
 		if f, ok := parseNumberOrPct(val); ok && f < 0.1 {
 			d.clipped = true
 		}
 	}
+}
+
+// offscreen reports an offset that moves a box off the page: 500px or
+// more to the left or top, or a full width (-100%).
+func offscreen(tok string, em float32) bool {
+	if strings.HasSuffix(tok, "%") {
+		f, err := strconv.ParseFloat(strings.TrimSuffix(tok, "%"), 32)
+		return err == nil && f <= -100
+	}
+	px, ok := parseLength(tok, em)
+	return ok && px <= offscreenPx
 }
 
 // isBareWeight reports a font-weight such as 400 in a font shorthand.
@@ -734,4 +770,10 @@ func mergeDecls(dst, src *decls) {
 	dst.offscreen = dst.offscreen || src.offscreen
 	dst.msoHide = dst.msoHide || src.msoHide
 	dst.clipped = dst.clipped || src.clipped
+	if src.bidi != 0 {
+		dst.bidi = src.bidi
+	}
+	if src.rtl != 0 {
+		dst.rtl = src.rtl
+	}
 }

@@ -47,6 +47,7 @@ type frame struct {
 	bg      rgba
 	bgKnown bool // false under a background image
 	block   bool
+	reverse bool // unicode-bidi:bidi-override with direction:rtl: shown reversed
 	hidden  bool // computed: text here is invisible
 }
 
@@ -134,6 +135,14 @@ func (x *htmlExtractor) text(t []byte) {
 		return
 	}
 	x.res.visible += n
+	if f.reverse {
+		// Shown right to left: mark it with RIGHT-TO-LEFT OVERRIDE and POP
+		// DIRECTIONAL FORMATTING, which the canonicaliser reads as displayed.
+		x.emit([]byte("\u202E"))
+		x.emit(t)
+		x.out = append(x.out, "\u202C"...)
+		return
+	}
 	x.emit(t)
 }
 
@@ -505,6 +514,9 @@ func applyStyle(f *frame, d *decls, parent *frame) {
 	}
 	if d.smallBox && d.overflow || d.offscreen || d.msoHide || d.clipped {
 		f.clip = true
+	}
+	if d.bidi != 0 || d.rtl != 0 {
+		f.reverse = d.bidi == 1 && d.rtl == 1
 	}
 }
 

@@ -107,8 +107,7 @@ type canonState struct {
 
 type chunkRef struct {
 	start, end int
-	gap        int  // whitespace characters before the chunk
-	nl         bool // the gap holds a line break
+	gap        int  // width of the whitespace before the chunk (a line break counts two)
 	single     bool // exactly one character, not CJK
 	alnum      bool // that character is a letter or digit
 	letters    bool // ASCII letters only
@@ -200,6 +199,17 @@ func (st *canonState) normalizeSlow(dst []byte, s string) []byte {
 			st.removed(1)
 		case isBlankRune(r):
 			t = append(t, ' ')
+		case r == 0x2122 || r == 0x2120 || r == 0x2121:
+			// ™ ℠ ℡: symbols whose NFKC is letters ("Cialis™" is not
+			// "cialistm").
+		case r >= 0x1F150 && r <= 0x1F169:
+			// Negative circled, negative squared letters and regional
+			// indicators: "fancy text" letters NFKC leaves alone.
+			t = append(t, byte('A'+r-0x1F150))
+		case r >= 0x1F170 && r <= 0x1F189:
+			t = append(t, byte('A'+r-0x1F170))
+		case r >= 0x1F1E6 && r <= 0x1F1FF:
+			t = append(t, byte('A'+r-0x1F1E6))
 		default:
 			if !st.stripping {
 				switch scriptOf(r) {
@@ -259,12 +269,14 @@ func (st *canonState) latinContext() bool {
 // text canonicalises one normalised text (steps 3–6).
 func (st *canonState) text(b []byte) {
 	chunks := st.chunks[:0]
-	gap, nl := 0, false
+	gap := 0
 	for i := 0; i < len(b); {
 		c := b[i]
 		if isSpace[c] {
 			gap++
-			nl = nl || c == '\n'
+			if c == '\n' {
+				gap++ // a line break is a wider gap than a space
+			}
 			i++
 			continue
 		}
@@ -272,7 +284,9 @@ func (st *canonState) text(b []byte) {
 			r, n := utf8.DecodeRune(b[i:])
 			if unicode.IsSpace(r) {
 				gap++
-				nl = nl || r == 0x2028 || r == 0x2029 || r == 0x85
+				if r == 0x2028 || r == 0x2029 || r == 0x85 {
+					gap++
+				}
 				i += n
 				continue
 			}
@@ -296,7 +310,7 @@ func (st *canonState) text(b []byte) {
 			}
 			i += n
 		}
-		ch := chunkRef{start: start, end: i, gap: gap, nl: nl, letters: letters}
+		ch := chunkRef{start: start, end: i, gap: gap, letters: letters}
 		if i-start <= utf8.UTFMax {
 			r, n := utf8.DecodeRune(b[start:i])
 			if n == i-start && scriptOf(r) != scCJK {
@@ -305,7 +319,7 @@ func (st *canonState) text(b []byte) {
 			}
 		}
 		chunks = append(chunks, ch)
-		gap, nl = 0, false
+		gap = 0
 	}
 	st.chunks = chunks
 
@@ -313,7 +327,7 @@ func (st *canonState) text(b []byte) {
 		ch := &chunks[i]
 		if ch.single {
 			j := i + 1
-			for j < len(chunks) && chunks[j].single && !chunks[j].nl {
+			for j < len(chunks) && chunks[j].single {
 				j++
 			}
 			if st.spaced(b, chunks[i:j]) {
@@ -413,13 +427,12 @@ func (st *canonState) chunk(b []byte) {
 		return
 	}
 	changed := false
-	var letters, nl, nc, ng, nother int
-	cand := false
+	var letters, nl, nc, ng, nother, cand int
 	for _, r := range rs {
 		switch scriptOf(r) {
 		case scNone:
 			if leetLetter(r) != 0 || r == '\\' || r == '/' || r == '(' || r == '[' || r == '<' || r == '>' || r == '}' || r == '_' || r == '-' {
-				cand = true
+				cand++
 			}
 			continue
 		case scLatin:
@@ -437,7 +450,9 @@ func (st *canonState) chunk(b []byte) {
 		}
 		letters++
 	}
-	if letters >= 2 && cand {
+	// Leetspeak needs a letter and a word's length: "\\/1@9r@" has one
+	// letter, "$5" none.
+	if letters >= 1 && cand > 0 && letters+cand >= 3 {
 		rs, changed = readLeet(rs)
 	}
 	leet := changed
@@ -719,6 +734,20 @@ func readLeet(rs []rune) ([]rune, bool) {
 			break
 		}
 	}
+	// Other punctuation inside the word goes before symbols are read, so
+	// that "v-i-@-g-r-@" reads like "vi@gr@".
+	k := 0
+	for _, r := range rs {
+		if r < 0x80 && leetLetter(r) == 0 && !('a' <= r|0x20 && r|0x20 <= 'z' || '0' <= r && r <= '9') {
+			continue
+		}
+		if r >= 0x80 && leetLetter(r) == 0 && !unicode.IsLetter(r) && !unicode.IsNumber(r) && !isMark(r) {
+			continue
+		}
+		rs[k] = r
+		k++
+	}
+	rs = rs[:k]
 	// Runs between letters first, then runs at the edges, which need to
 	// know how many letters the word has.
 	for pass := 0; pass < 2; pass++ {
@@ -738,8 +767,8 @@ func readLeet(rs []rune) ([]rune, bool) {
 				j++
 			}
 			run := rs[i:j]
-			leftLetter := i > 0 && unicode.IsLetter(rs[i-1])
-			rightLetter := j < len(rs) && unicode.IsLetter(rs[j])
+			leftLetter := i > 0 && isAlphaLetter(rs[i-1])
+			rightLetter := j < len(rs) && isAlphaLetter(rs[j])
 			ok := false
 			switch {
 			case len(run) > 3:
@@ -763,17 +792,16 @@ func readLeet(rs []rune) ([]rune, bool) {
 }
 
 // edgeRun decides whether a run of leet characters at the edge of a word
-// of the given number of letters is letters: a symbol allowed at that edge
-// with at most one digit (two letters suffice: "bu¥"), or letter-shaped
-// digits: one at the start of a word of three letters or more ("0rder";
-// "10mg" is a quantity), up to two at the end of a word of two letters or
-// more ("emai1", "pi11").
+// of the given number of letters is letters: a run holding a symbol
+// allowed at that edge and at most one digit ("bu¥", "c!@l!$"), or
+// letter-shaped digits: one at the start ("0ur"; "10mg" is a quantity), up
+// to two at the end ("emai1", "pi11"), in words of two letters or more.
 func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
 	if allDigitShaped(run) {
 		if atEnd {
 			return len(run) <= 2 && letters >= 2
 		}
-		return len(run) == 1 && letters >= 3
+		return len(run) == 1 && letters >= 2
 	}
 	digits, symbol := 0, false
 	for _, r := range run {
@@ -782,8 +810,6 @@ func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
 			digits++
 		case edge(r):
 			symbol = true
-		default:
-			return false
 		}
 	}
 	return symbol && digits <= 1 && letters >= 2
@@ -796,6 +822,15 @@ func allDigitShaped(run []rune) bool {
 		}
 	}
 	return true
+}
+
+// isAlphaLetter reports letters of alphabetic scripts: leetspeak is read
+// between those, not next to Han or kana ("は30OFF" is a number).
+func isAlphaLetter(r rune) bool {
+	if r < 0x80 {
+		return 'a' <= r|0x20 && r|0x20 <= 'z'
+	}
+	return unicode.IsLetter(r) && !isCJK(r)
 }
 
 func matchSeq(rs []rune, s string) bool {

@@ -46,6 +46,11 @@ func TestCanonEquivalence(t *testing.T) {
 				"Your \u24C5\u24D0\u24E8\u24C5\u24D0\u24DB account is verified",                         // circled
 				"Your \u1D18\u1D00\u028F\u1D18\u1D00\u029F account is verified",                         // small capitals
 				"Your PayPal account is \U0001D5CF\U0001D5BE\U0001D5CB\U0001D5C2\U0001D5BF\U0001D5C2\U0001D5BE\U0001D5BD",
+				"Your \U0001F17F\U0001F170\U0001F188\U0001F17F\U0001F170\U0001F17B account is verified",                               // negative squared
+				"Your \U0001F15F\U0001F150\U0001F168\U0001F15F\U0001F150\U0001F15B account is verified",                               // negative circled
+				"Your \U0001F1F5\u200b\U0001F1E6\u200b\U0001F1FE\u200b\U0001F1F5\u200b\U0001F1E6\u200b\U0001F1F1 account is verified", // regional indicators
+				"Your PayPal\u2122 account is verified\u00ae",
+				"Your \u2164ayPal account is verified"[0:0] + "Your PayPal account is \u2174erified", // Roman numeral five
 			}},
 		{"case and the I/l/1 class", "Your PayPal account is verified",
 			[]string{
@@ -66,9 +71,20 @@ func TestCanonEquivalence(t *testing.T) {
 				"Buy \\/iagra and cialis now",
 				"Buy via9ra and cia1is n0w",
 				"Buy v|agr@ and (cialis) now!!!",
+				"Buy v-1-@-g-r-@ and c.i.a.l.i.s now",
+				"Buy V.1.A.G.R.A and ci@|is now",
+				"Buy v\u0456@gr@ and cial\u0456s now",
+				"Buy v!@gr@ and c!@l!$ now",
+				"Buy \\/1@9r@ and cialis n0w",
 				"Buy viagra and cia11s now",
 				"Buy viagr4 and cialis now",
 				"Bu¥ viagra and cialis now",
+			}},
+		{"digits for letters at word edges", "Order from our online shop today, email us",
+			[]string{
+				"0rder fr0m 0ur 0nline sh0p t0day, emai1 us",
+				"Order from 0ur onl1ne shop t0d@y, ema1l us",
+				"ORDER FROM OUR ONL|NE SHOP TODAY, EMAI| US",
 			}},
 		{"letters spaced apart", "Buy viagra now",
 			[]string{
@@ -82,12 +98,16 @@ func TestCanonEquivalence(t *testing.T) {
 				"Buy v\ti\ta\tg\tr\ta now",
 				"Buy V 1 @ G R @ now",
 				"Buy v\u00a0i\u00a0a\u00a0g\u00a0r\u00a0a now",
+				"Buy\nV\nI\nA\nG\nR\nA\nnow",
+				"Buy V\u2022I\u2022A\u2022G\u2022R\u2022A now",
+				"Buy V\u200bi\u200ba\u200bg\u200br\u200ba now",
 			}},
 		{"spaced words keep their word breaks", "free money today",
 			[]string{
 				"F R E E  M O N E Y  T O D A Y",
 				"f r e e   m o n e y   t o d a y",
 				"F-R-E-E M-O-N-E-Y T-O-D-A-Y",
+				"F R E E\nM O N E Y\nT O D A Y",
 			}},
 		{"punctuation inside words", "Buy viagra now",
 			[]string{
