@@ -214,6 +214,27 @@ func findCharset(label string) encoding.Encoding {
 	return nil
 }
 
+// windowsOf maps ISO-8859 charsets to the Windows code page that extends
+// them in 0x80–0x9F.
+var windowsOf = map[encoding.Encoding]encoding.Encoding{
+	charmap.ISO8859_1:  charmap.Windows1252,
+	charmap.ISO8859_15: charmap.Windows1252,
+	charmap.ISO8859_2:  charmap.Windows1250,
+	charmap.ISO8859_7:  charmap.Windows1253,
+	charmap.ISO8859_9:  charmap.Windows1254,
+	charmap.ISO8859_8:  charmap.Windows1255,
+	charmap.ISO8859_13: charmap.Windows1257,
+}
+
+func hasC1(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 && c < 0xA0 {
+			return true
+		}
+	}
+	return false
+}
+
 // isSingleByte reports whether enc maps each byte to one character: such
 // labels are the ones mislabelled UTF-8 text most often hides behind.
 func isSingleByte(enc encoding.Encoding) bool {
@@ -252,6 +273,12 @@ func (w *walker) decodeText(raw []byte, label, hint string) string {
 		if isSingleByte(enc) && looksUTF8(raw) {
 			w.defect(DefectCharsetMismatch, "utf-8 labelled "+label)
 			return string(raw)
+		}
+		if win, ok := windowsOf[enc]; ok && hasC1(raw) {
+			// Bytes 0x80–0x9F are controls in ISO-8859 and never text: the
+			// sender meant the Windows superset (quotes, dashes), as
+			// browsers read latin-1.
+			enc = win
 		}
 		s := w.decodeWith(enc, raw)
 		if strings.Count(s, "\uFFFD") > 2 && looksUTF8(raw) {

@@ -117,6 +117,7 @@ func TestDecodeText(t *testing.T) {
 		{"utf8 valid", "Café", "utf-8", "Café", ""},
 		{"utf8 labelled latin1", "Café crème", "iso-8859-1", "Café crème", DefectCharsetMismatch},
 		{"latin1 labelled", latin, "iso-8859-1", "Café crème", ""},
+		{"latin2 with windows-1250 quotes", "We\x92re \x96 ok", "iso-8859-2", "We\u2019re \u2013 ok", ""},
 		{"latin1 labelled utf8", latin, "utf-8", "Café crème", DefectCharsetMismatch},
 		{"koi8r labelled", koi, "koi8-r", ru, ""},
 		{"koi8r labelled utf8", koi, "utf-8", ru, DefectCharsetMismatch},

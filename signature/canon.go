@@ -356,6 +356,9 @@ func (st *canonState) asciiWord(w []byte) {
 		if c == 'l' {
 			c = 'i'
 		}
+		if len(st.tok) > start && st.tok[len(st.tok)-1] == c {
+			continue // doubled letter
+		}
 		st.tok = append(st.tok, c)
 	}
 	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
@@ -425,6 +428,9 @@ func (st *canonState) chunk(b []byte) {
 	rs = trimChunk(rs)
 	if len(rs) == 0 || isLinkChunk(rs) {
 		return
+	}
+	if rs[0] == 'ß' && len(rs) > 1 && unicode.IsLetter(rs[1]) {
+		rs[0] = 'B' // no word begins with ß: it stands for B ("ßritish")
 	}
 	changed := false
 	var letters, nl, nc, ng, nother, cand int
@@ -640,6 +646,9 @@ func (st *canonState) fastChunk(b []byte) bool {
 		case acLower:
 			if c == 'l' {
 				c = 'i'
+			}
+			if len(st.tok) > start && st.tok[len(st.tok)-1] == c {
+				continue // doubled letter
 			}
 			st.tok = append(st.tok, c)
 		}
@@ -1061,6 +1070,7 @@ func (st *canonState) word(w []byte) {
 	}
 	start := len(st.tok)
 	inDigits := false
+	var prev rune // the last letter written, for doubled letters
 	for i := 0; i < len(w); {
 		r, n := rune(w[i]), 1
 		if r >= 0x80 {
@@ -1081,6 +1091,10 @@ func (st *canonState) word(w []byte) {
 		if r >= 0x80 && !unicode.IsLetter(r) && !isMark(r) && !unicode.IsNumber(r) {
 			continue
 		}
+		if r == prev {
+			continue // doubled letter
+		}
+		prev = r
 		st.tok = utf8.AppendRune(st.tok, r)
 	}
 	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})

@@ -186,6 +186,14 @@ func init() {
 			stripDiacritic[r-0xC0] = uint16(d[0])
 		}
 	}
+	// Letters with a stroke or bar have no decomposition but read as their
+	// base letter, and senders use them so ("đrugs", "ħot").
+	for _, p := range [...][2]rune{{'ø', 'o'}, {'Ø', 'O'}, {'đ', 'd'}, {'Đ', 'D'}, {'ł', 'l'}, {'Ł', 'L'},
+		{'ħ', 'h'}, {'Ħ', 'H'}, {'ŧ', 't'}, {'Ŧ', 'T'}, {'ƀ', 'b'}, {'Ƀ', 'B'}, {'ɨ', 'i'}, {'Ɨ', 'I'},
+		{'ʉ', 'u'}, {'Ʉ', 'U'}, {'ƶ', 'z'}, {'Ƶ', 'Z'}, {'ǥ', 'g'}, {'Ǥ', 'G'}, {'ɍ', 'r'}, {'Ɍ', 'R'},
+		{'ɏ', 'y'}, {'Ɏ', 'Y'}, {'ȼ', 'c'}, {'Ȼ', 'C'}, {'ð', 'd'}, {'Ð', 'D'}} {
+		stripDiacritic[p[0]-0xC0] = uint16(p[1])
+	}
 	for _, e := range confusableASCII {
 		if e.r < 0x600 {
 			confusableDense[e.r] = e.c

@@ -86,6 +86,13 @@ func TestCanonEquivalence(t *testing.T) {
 				"Order from 0ur onl1ne shop t0d@y, ema1l us",
 				"ORDER FROM OUR ONL|NE SHOP TODAY, EMAI| US",
 			}},
+		{"doubled letters and letter-like Latin letters", "A top team of British scientists and medical doctors developed it",
+			[]string{
+				"A top teamm of \u00DFritish scientistss and med\u00EDca| doctoors developed it",
+				"A toop team of Britiish sci\u00E9ntists and medical doctorss deevelopped it",
+				"A top team of British scientists and medical doctors d\u0113v\u0113loped it",
+				"A top team of \u0180ritish scientists and medical \u0111octors developed it",
+			}},
 		{"letters spaced apart", "Buy viagra now",
 			[]string{
 				"Buy v i a g r a now",
@@ -200,7 +207,7 @@ func TestCanonKeepsScripts(t *testing.T) {
 		script     *unicode.RangeTable
 	}{
 		{"Russian", "Привет, мир! Мы рады предложить вам скидку. Ёлка, йогурт, щука, СССР, Орел.",
-			[]string{"привет", "мир", "мы", "рады", "предложить", "вам", "скидку", "елка", "йогурт", "щука", "ссср", "орел"}, unicode.Cyrillic},
+			[]string{"привет", "мир", "мы", "рады", "предложить", "вам", "скидку", "елка", "йогурт", "щука", "ср", "орел"}, unicode.Cyrillic},
 		{"Russian made of lookalike letters", "а в сосоа Ах ох, ТАХ СОМЕ рое",
 			[]string{"а", "в", "сосоа", "ах", "ох", "тах", "соме", "рое"}, unicode.Cyrillic},
 		{"Greek", "Καλημέρα κόσμε! Η ΠΡΟΣΦΟΡΑ ισχύει σήμερα, Αθηνά.",
@@ -267,7 +274,7 @@ func TestCanonCJK(t *testing.T) {
 
 func TestCanonNumbers(t *testing.T) {
 	d := canon("Call 555-1234 now, 100mg for $19.99, covid19 win10 2nd")
-	want := "caii now 0mg for covid0 winio 0nd"
+	want := "cai now 0mg for covid0 winio 0nd"
 	if got := strings.Join(d.Tokens, " "); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -278,7 +285,7 @@ func TestCanonNumbers(t *testing.T) {
 
 func TestCanonLinksDropped(t *testing.T) {
 	d := canon("Visit http://example.com/path?x=1 or www.example.org or mail john.doe@example.net today")
-	want := "visit or or maii today"
+	want := "visit or or mai today"
 	if got := strings.Join(d.Tokens, " "); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -294,7 +301,7 @@ func TestCanonStrip(t *testing.T) {
 	}
 	d := Canonicalize(src)
 	got := strings.Join(d.Tokens, " ")
-	if want := "your invoice dear invoice for at thanks cyriiiic o"; got != want {
+	if want := "your invoice dear invoice for at thanks cyric o"; got != want {
 		t.Errorf("tokens: got %q, want %q", got, want)
 	}
 	if d.Stats.Stripped != 6 {
