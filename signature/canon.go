@@ -105,12 +105,11 @@ type canonState struct {
 	stripping              bool // building the Strip set: no stats
 }
 
+// chunkRef is a single-character chunk of a possible run of spaced letters.
 type chunkRef struct {
 	start, end int
 	gap        int  // width of the whitespace before the chunk (a line break counts two)
-	single     bool // exactly one character, not CJK
-	alnum      bool // that character is a letter or digit
-	letters    bool // ASCII letters only
+	alnum      bool // the character is a letter or digit
 }
 
 // tokRef is a token in st.tok; its first lskip bytes are not part of the
@@ -157,14 +156,13 @@ func (st *canonState) normalize(dst []byte, s string) []byte {
 	latin := 0
 	for i := start; i < len(dst); i++ {
 		c := dst[i]
-		switch asciiClass[c] {
-		case acLower, acUpper:
-			latin++
-		case acHigh:
-			dst = dst[:start]
-			return st.normalizeSlow(dst, s)
-		case acPunct:
-			if c < 0x20 && c != '\n' && c != '\t' || c == 0x7F {
+		latin += int(letterByte[c])
+		if c < 0x20 || c >= 0x7F {
+			if c >= 0x80 {
+				dst = dst[:start]
+				return st.normalizeSlow(dst, s)
+			}
+			if c != '\n' && c != '\t' {
 				dst[i] = ' '
 			}
 		}
@@ -178,6 +176,21 @@ func (st *canonState) normalize(dst []byte, s string) []byte {
 func (st *canonState) normalizeSlow(dst []byte, s string) []byte {
 	t := st.tmp[:0]
 	for i := 0; i < len(s); {
+		if c := s[i]; c < 0x80 {
+			switch asciiClass[c] {
+			case acLower, acUpper:
+				if !st.stripping {
+					st.latin++
+				}
+			case acPunct:
+				if c < 0x20 && c != '\n' && c != '\t' || c == 0x7F {
+					c = ' '
+				}
+			}
+			t = append(t, c)
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		i += n
 		switch {
@@ -268,7 +281,18 @@ func (st *canonState) latinContext() bool {
 
 // text canonicalises one normalised text (steps 3–6).
 func (st *canonState) text(b []byte) {
-	chunks := st.chunks[:0]
+	run := st.chunks[:0] // single-character chunks waiting: maybe spaced letters
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		if !st.spaced(b, run) {
+			for _, c := range run {
+				st.chunk(b[c.start:c.end])
+			}
+		}
+		run = run[:0]
+	}
 	gap := 0
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -295,11 +319,11 @@ func (st *canonState) text(b []byte) {
 		letters := true // only ASCII letters so far: the commonest word
 		for i < len(b) {
 			c := b[i]
-			if c < 0x80 {
-				if isSpace[c] {
+			if k := wordClass[c]; k != wcHigh {
+				if k == wcSpace {
 					break
 				}
-				letters = letters && asciiClass[c]-acLower < 2
+				letters = letters && k == wcLetter
 				i++
 				continue
 			}
@@ -310,57 +334,79 @@ func (st *canonState) text(b []byte) {
 			}
 			i += n
 		}
-		ch := chunkRef{start: start, end: i, gap: gap, letters: letters}
+		g := gap
+		gap = 0
 		if i-start <= utf8.UTFMax {
 			r, n := utf8.DecodeRune(b[start:i])
 			if n == i-start && scriptOf(r) != scCJK {
-				ch.single = true
-				ch.alnum = unicode.IsLetter(r) || unicode.IsDigit(r)
-			}
-		}
-		chunks = append(chunks, ch)
-		gap = 0
-	}
-	st.chunks = chunks
-
-	for i := 0; i < len(chunks); {
-		ch := &chunks[i]
-		if ch.single {
-			j := i + 1
-			for j < len(chunks) && chunks[j].single {
-				j++
-			}
-			if st.spaced(b, chunks[i:j]) {
-				i = j
+				run = append(run, chunkRef{start: start, end: i, gap: g,
+					alnum: unicode.IsLetter(r) || unicode.IsDigit(r)})
 				continue
 			}
 		}
-		w := b[ch.start:ch.end]
-		if ch.letters && !ch.single && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
+		flush()
+		w := b[start:i]
+		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
 			st.asciiWord(w)
 		} else {
 			st.chunk(w)
 		}
-		i++
 	}
+	flush()
+	st.chunks = run[:0]
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
+
+// letterByte is 1 for ASCII letters.
+var letterByte = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = 1, 1
+	}
+	return t
+}()
+
+// wordClass classifies bytes for the chunk scanner in one lookup.
+const (
+	wcOther = iota
+	wcLetter
+	wcSpace
+	wcHigh
+)
+
+var wordClass = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		switch {
+		case c >= 0x80:
+			t[c] = wcHigh
+		case isSpace[c]:
+			t[c] = wcSpace
+		case 'a' <= c|0x20 && c|0x20 <= 'z':
+			t[c] = wcLetter
+		}
+	}
+	return t
+}()
 
 // asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
 // into i.
 func (st *canonState) asciiWord(w []byte) {
 	start := len(st.tok)
-	for _, c := range w {
+	st.tok = append(st.tok, w...)
+	out := st.tok[start:]
+	n := 0
+	for _, c := range out {
 		c |= 0x20
 		if c == 'l' {
 			c = 'i'
 		}
-		if len(st.tok) > start && st.tok[len(st.tok)-1] == c {
+		if n > 0 && out[n-1] == c {
 			continue // doubled letter
 		}
-		st.tok = append(st.tok, c)
+		out[n] = c
+		n++
 	}
+	st.tok = st.tok[:start+n]
 	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
 }
 
@@ -1133,24 +1179,35 @@ func (st *canonState) stripped(w []byte) bool {
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
 	d := &Doc{}
-	// One string for all tokens; each token is a slice of it.
+	// One string for all tokens; each token is a slice of it. The tokens
+	// lie end to end in it, so unless a token was stripped or a CJK bigram
+	// repeats a character, it is the letters stream too.
 	all := string(st.tok)
 	d.Tokens = make([]string, 0, len(st.refs))
-	var letters []byte
-	nLetters := 0
-	for _, r := range st.refs {
-		nLetters += r.end - r.start - r.lskip
-	}
-	letters = make([]byte, 0, nLetters)
+	contiguous := true
 	for _, r := range st.refs {
 		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
+			contiguous = false
 			continue
 		}
+		if r.lskip > 0 {
+			contiguous = false
+		}
 		d.Tokens = append(d.Tokens, all[r.start:r.end])
-		letters = append(letters, st.tok[r.start+r.lskip:r.end]...)
 	}
-	d.Letters = string(letters)
+	if contiguous {
+		d.Letters = all
+	} else {
+		var letters []byte
+		for _, r := range st.refs {
+			if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
+				continue
+			}
+			letters = append(letters, st.tok[r.start+r.lskip:r.end]...)
+		}
+		d.Letters = string(letters)
+	}
 	d.Domains = canonDomains(domains)
 	st.stats.Words = len(d.Tokens)
 	d.Stats = st.stats
