@@ -81,8 +81,10 @@ func linkDomain(u string) (string, bool) {
 	if host == "" || !utf8.ValidString(host) {
 		return "", false
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.String(), true
+	if c := host[len(host)-1]; '0' <= c && c <= '9' {
+		if a, err := netip.ParseAddr(host); err == nil {
+			return a.String(), true
+		}
 	}
 	ascii, err := idnaProfile.ToASCII(host)
 	if err != nil {
