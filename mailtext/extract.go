@@ -422,7 +422,7 @@ func (w *walker) multipart(s *stream, h *partHeader, depth int, out *result) hit
 	if hh.level != level {
 		pop()
 		w.defect(DefectBoundaryNotFound, "")
-		_ = dropped
+		w.t.Stats.TruncatedBytes += dropped
 		if len(bytes.TrimSpace(w.raw)) > 0 && w.budget > 0 {
 			w.preambleAsText(h, out)
 		}
