@@ -128,3 +128,17 @@ type Signer interface {
 	// unchanged and says why in Explain.Declined.
 	Sign(d *Doc, dst []Key) ([]Key, Explain)
 }
+
+// MarshalText encodes the family by name, so JSON and logs read "imatch"
+// rather than 1.
+func (f Family) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText decodes a family name.
+func (f *Family) UnmarshalText(b []byte) error {
+	v, err := ParseFamily(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}

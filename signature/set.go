@@ -1,0 +1,175 @@
+package signature
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// AlgorithmVersion is the version of the signing code. Bump it whenever a
+// change can change a key for the same Doc, secret, lexicon and
+// parameters; the golden tests (testdata/golden) fail until it is bumped
+// and the files are updated with -update.
+const AlgorithmVersion = 1
+
+// SetParams configure a Set: the secret, the lexicon, and each family.
+type SetParams struct {
+	Secret      Secret
+	Lexicon     *Lexicon // required by I-Match and word shingles
+	IMatch      IMatchParams
+	Shingle     ShingleParams
+	CharShingle CharShingleParams
+	Sift        SiftParams
+}
+
+// DefaultSetParams returns every family enabled with its defaults; the
+// caller sets Secret and Lexicon.
+func DefaultSetParams() SetParams {
+	return SetParams{
+		IMatch:      DefaultIMatchParams(),
+		Shingle:     DefaultShingleParams(),
+		CharShingle: DefaultCharShingleParams(),
+		Sift:        DefaultSiftParams(),
+	}
+}
+
+// Set holds the enabled signers and signs a Doc with all of them, hashing
+// its tokens once for all families. It is immutable and safe for
+// concurrent use.
+type Set struct {
+	th      tokenHasher
+	kl      *keyedLexicon
+	imatch  *IMatch
+	shingle *Shingle
+	chars   *CharShingle
+	sift    *Sift
+	signers []Signer
+	version string
+	descr   string
+}
+
+// NewSet builds the enabled signers. It reports every invalid parameter.
+func NewSet(p SetParams) (*Set, error) {
+	if p.Secret.IsZero() {
+		return nil, errors.New("signature set: no secret")
+	}
+	var errs []error
+	needLex := p.IMatch.Enabled || p.Shingle.Enabled
+	if needLex && p.Lexicon == nil {
+		errs = append(errs, errors.New("signature set: imatch and shingle need a lexicon"))
+	}
+	s := &Set{th: newTokenHasher(p.Secret)}
+	var err error
+	if needLex && p.Lexicon != nil {
+		if s.kl, err = newKeyedLexicon(p.Lexicon, s.th); err != nil {
+			return nil, fmt.Errorf("signature set: %w", err)
+		}
+	}
+	if p.IMatch.Enabled && s.kl != nil {
+		if s.imatch, err = newIMatch(p.Secret, s.th, s.kl, p.IMatch); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.imatch)
+		}
+	}
+	if p.Shingle.Enabled && s.kl != nil {
+		if s.shingle, err = newShingle(p.Secret, s.th, s.kl, p.Shingle); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.shingle)
+		}
+	}
+	if p.CharShingle.Enabled {
+		if s.chars, err = NewCharShingle(p.Secret, p.CharShingle); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.chars)
+		}
+	}
+	if p.Sift.Enabled {
+		if s.sift, err = newSift(p.Secret, s.th, p.Sift); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.sift)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(s.signers) == 0 {
+		return nil, errors.New("signature set: no family enabled")
+	}
+	s.descr = describe(p)
+	sum := sha256.Sum256([]byte(s.descr))
+	s.version = "s" + hex.EncodeToString(sum[:5])
+	return s, nil
+}
+
+// describe lists everything a key depends on, except the secret itself.
+func describe(p SetParams) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "algorithm=%d canon=%d key=%s", AlgorithmVersion, CanonVersion, p.Secret.ID())
+	if (p.IMatch.Enabled || p.Shingle.Enabled) && p.Lexicon != nil {
+		fmt.Fprintf(&b, " lexicon=%s", p.Lexicon.Hash()[:16])
+	}
+	if p.IMatch.Enabled {
+		fmt.Fprintf(&b, " imatch=%+v", p.IMatch)
+	}
+	if p.Shingle.Enabled {
+		fmt.Fprintf(&b, " shingle=%+v", p.Shingle)
+	}
+	if p.CharShingle.Enabled {
+		fmt.Fprintf(&b, " charshingle=%+v", p.CharShingle)
+	}
+	if p.Sift.Enabled {
+		fmt.Fprintf(&b, " sift=%+v", p.Sift)
+	}
+	return b.String()
+}
+
+// Version identifies everything the keys depend on: the algorithm and
+// canonicalisation versions, the key id of the secret, the lexicon's
+// content hash and every enabled family's parameters. It is short ("s" and
+// 10 hex digits) because it prefixes every stored key; Describe gives the
+// readable form.
+func (s *Set) Version() string { return s.version }
+
+// Describe returns the readable list of what Version covers (no secret).
+func (s *Set) Describe() string { return s.descr }
+
+// StoreID returns the id under which a store counts k:
+// "<version>:<key>".
+func (s *Set) StoreID(k Key) string { return s.version + ":" + k.String() }
+
+// Signers returns the enabled signers in family order.
+func (s *Set) Signers() []Signer { return s.signers }
+
+// Sign appends the keys of every enabled family to keys and one Explain
+// per family to exps.
+func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
+	if d == nil {
+		d = &Doc{}
+	}
+	p := prepare(d, s.th, s.kl)
+	defer p.release()
+	var e Explain
+	if s.imatch != nil {
+		keys, e, _ = s.imatch.sign(p, keys, false)
+		exps = append(exps, e)
+	}
+	if s.shingle != nil {
+		keys, e = s.shingle.sign(p, keys)
+		exps = append(exps, e)
+	}
+	if s.chars != nil {
+		keys, e = s.chars.Sign(d, keys)
+		exps = append(exps, e)
+	}
+	if s.sift != nil {
+		keys, e = s.sift.sign(p, keys)
+		exps = append(exps, e)
+	}
+	return keys, exps
+}

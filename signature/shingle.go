@@ -1,0 +1,333 @@
+package signature
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// ShingleParams tune the word-shingle family.
+type ShingleParams struct {
+	Enabled bool
+	// Width is the number of dictionary words per shingle.
+	Width int
+	// Sample sizes the min-hash sample and its bands; units are
+	// dictionary words.
+	Sample SampleParams
+}
+
+// DefaultShingleParams returns the defaults; docs/signatures.md gives the
+// measurements behind them.
+func DefaultShingleParams() ShingleParams {
+	return ShingleParams{
+		Enabled: true,
+		Width:   3,
+		Sample:  SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 12},
+	}
+}
+
+// Validate reports every invalid parameter.
+func (p ShingleParams) Validate() error {
+	var errs []error
+	if p.Width < 1 || p.Width > 16 {
+		errs = append(errs, fmt.Errorf("shingle width %d must be within [1, 16]", p.Width))
+	}
+	if err := p.Sample.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("shingle sample: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Shingle signs the sequence of dictionary words with supershingles
+// (Broder 1997; Yandex 2003). Words outside the frequency dictionary act
+// as spaces, which neutralises random "hash-buster" strings; the share of
+// such words is reported (it is a bulk feature in itself). The sequence is
+// read as a ring (Yandex's wrap-around), so every word belongs to Width
+// shingles and short texts still yield a full sample.
+type Shingle struct {
+	p    ShingleParams
+	th   tokenHasher
+	kl   *keyedLexicon
+	seed uint64
+	mul  uint64
+	smp  sampler
+}
+
+// NewShingle returns a word-shingle signer keyed with s; lex supplies the
+// frequency dictionary.
+func NewShingle(s Secret, lex *Lexicon, p ShingleParams) (*Shingle, error) {
+	if s.IsZero() {
+		return nil, errors.New("shingle: zero secret")
+	}
+	if lex == nil {
+		return nil, errors.New("shingle: no lexicon (the frequency dictionary)")
+	}
+	th := newTokenHasher(s)
+	kl, err := newKeyedLexicon(lex, th)
+	if err != nil {
+		return nil, fmt.Errorf("shingle: %w", err)
+	}
+	return newShingle(s, th, kl, p)
+}
+
+func newShingle(s Secret, th tokenHasher, kl *keyedLexicon, p ShingleParams) (*Shingle, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	k := s.derive("shingle/word")
+	return &Shingle{
+		p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1,
+		smp: newSampler(s, FamilyShingle, p.Sample),
+	}, nil
+}
+
+// Family returns FamilyShingle.
+func (s *Shingle) Family() Family { return FamilyShingle }
+
+// Sign appends the document's supershingle keys to dst.
+func (s *Shingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
+	p := prepare(d, s.th, s.kl)
+	defer p.release()
+	return s.sign(p, dst)
+}
+
+// OutOfDictionary returns the share of the document's tokens that are not
+// dictionary words (Yandex: unusually high under hash-buster and
+// space-insertion tricks).
+func (s *Shingle) OutOfDictionary(d *Doc) float64 {
+	if len(d.Tokens) == 0 {
+		return 0
+	}
+	p := prepare(d, s.th, s.kl)
+	defer p.release()
+	in := 0
+	for _, idx := range p.lex {
+		if idx >= 0 {
+			in++
+		}
+	}
+	return 1 - float64(in)/float64(len(d.Tokens))
+}
+
+type wordScratch struct {
+	seq []uint64
+	o   oph
+}
+
+var wordPool = sync.Pool{New: func() any { return new(wordScratch) }}
+
+func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
+	e := Explain{Family: FamilyShingle}
+	sc := wordPool.Get().(*wordScratch)
+	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
+	sc.seq = sc.seq[:0]
+	for i, idx := range p.lex {
+		if idx >= 0 {
+			sc.seq = append(sc.seq, p.th[i])
+		}
+	}
+	n := len(sc.seq)
+	oov := len(p.th) - n
+	detail := func() string {
+		b := make([]byte, 0, 64)
+		b = append(b, "words="...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, " out_of_dictionary="...)
+		b = strconv.AppendInt(b, int64(oov), 10)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(len(p.th)), 10)
+		return string(b)
+	}
+	bands := s.p.Sample.bands(n)
+	if bands == 0 {
+		e.Declined = "too few dictionary words: " + strconv.Itoa(n) + " < " + strconv.Itoa(s.p.Sample.MinUnits)
+		e.Detail = detail()
+		return dst, e
+	}
+	// Ring: append the first Width-1 words (repeating when n < Width).
+	w := s.p.Width
+	for i := 0; i < w-1; i++ {
+		sc.seq = append(sc.seq, sc.seq[i%n])
+	}
+	o := &sc.o
+	s.smp.reset(o)
+	for i := range n {
+		h := s.seed
+		for _, t := range sc.seq[i : i+w] {
+			h = (h ^ t) * s.mul
+			h ^= h >> 29
+		}
+		s.smp.add(o, h) // the sampler re-keys h with a keyed mix
+	}
+	before := len(dst)
+	dst = s.smp.keys(o, bands, dst)
+	e.Keys = len(dst) - before
+	e.Detail = detail()
+	return dst, e
+}
+
+// CharShingleParams tune the character-shingle family.
+type CharShingleParams struct {
+	Enabled bool
+	// Width is the number of letters per shingle.
+	Width int
+	// Sample sizes the min-hash sample and its bands; units are letters.
+	Sample SampleParams
+}
+
+// DefaultCharShingleParams returns the defaults; docs/signatures.md gives
+// the measurements behind them.
+func DefaultCharShingleParams() CharShingleParams {
+	return CharShingleParams{
+		Enabled: true,
+		Width:   12,
+		Sample:  SampleParams{Rows: 4, MinBands: 2, MaxBands: 6, MinUnits: 80},
+	}
+}
+
+// Validate reports every invalid parameter.
+func (p CharShingleParams) Validate() error {
+	var errs []error
+	if p.Width < 2 || p.Width > 64 {
+		errs = append(errs, fmt.Errorf("char shingle width %d must be within [2, 64]", p.Width))
+	}
+	if err := p.Sample.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("char shingle sample: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// CharShingle signs Doc.Letters, the text with everything but letters and
+// digits removed, with supershingles of Width-letter shingles (Yandex: "all
+// the words of the text glued into one chain of letters, shingles computed
+// with a fixed window"). Inserting or removing spaces does not change it.
+//
+// Shingles are hashed with a rolling polynomial hash modulo 2⁶¹−1 whose
+// base and per-letter values are secret (SipHash-derived): a keyed
+// universal hash at two multiplications per letter, where SipHash per
+// window would cost more than all other families together.
+type CharShingle struct {
+	p     CharShingleParams
+	base  uint64 // secret polynomial base, in [1, 2⁶¹−1)
+	basek uint64 // base^Width mod 2⁶¹−1
+	runes sipKey
+	table []uint64 // letter values for runes below len(table)
+	smp   sampler
+}
+
+const mersenne61 = 1<<61 - 1
+
+func mulmod61(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	r := (hi<<3 | lo>>61) + (lo & mersenne61)
+	r = (r & mersenne61) + (r >> 61)
+	if r >= mersenne61 {
+		r -= mersenne61
+	}
+	return r
+}
+
+// NewCharShingle returns a character-shingle signer keyed with s.
+func NewCharShingle(s Secret, p CharShingleParams) (*CharShingle, error) {
+	if s.IsZero() {
+		return nil, errors.New("charshingle: zero secret")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	k := s.derive("charshingle/poly")
+	c := &CharShingle{
+		p:     p,
+		base:  k.k0%(mersenne61-2) + 2,
+		runes: s.derive("charshingle/letter"),
+		smp:   newSampler(s, FamilyCharShingle, p.Sample),
+	}
+	c.basek = 1
+	for range p.Width {
+		c.basek = mulmod61(c.basek, c.base)
+	}
+	// Latin, Greek, Cyrillic, Hebrew, Arabic and Indic letters come from a
+	// table; rarer scripts are hashed as they come.
+	c.table = make([]uint64, 0x1000)
+	for r := range c.table {
+		c.table[r] = c.runes.word(uint64(r)) % mersenne61
+	}
+	return c, nil
+}
+
+// Family returns FamilyCharShingle.
+func (c *CharShingle) Family() Family { return FamilyCharShingle }
+
+func (c *CharShingle) letter(r rune) uint64 {
+	if int(r) < len(c.table) && r >= 0 {
+		return c.table[r]
+	}
+	return c.runes.word(uint64(r)) % mersenne61
+}
+
+type charScratch struct {
+	vals []uint64
+	o    oph
+}
+
+var charPool = sync.Pool{New: func() any { return new(charScratch) }}
+
+// Sign appends the document's character supershingle keys to dst.
+func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
+	e := Explain{Family: FamilyCharShingle}
+	sc := charPool.Get().(*charScratch)
+	defer func() { recycle(&charPool, sc, cap(sc.vals)) }()
+	sc.vals = sc.vals[:0]
+	s := d.Letters
+	for i := 0; i < len(s); {
+		ch := s[i]
+		if ch < utf8.RuneSelf {
+			sc.vals = append(sc.vals, c.table[ch])
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		sc.vals = append(sc.vals, c.letter(r))
+		i += size
+	}
+	n := len(sc.vals)
+	bands := c.p.Sample.bands(n)
+	detail := "letters=" + strconv.Itoa(n)
+	if bands == 0 {
+		e.Declined = "too few letters: " + strconv.Itoa(n) + " < " + strconv.Itoa(c.p.Sample.MinUnits)
+		e.Detail = detail
+		return dst, e
+	}
+	w := c.p.Width
+	for i := 0; i < w-1; i++ { // ring, as for words
+		sc.vals = append(sc.vals, sc.vals[i%n])
+	}
+	o := &sc.o
+	c.smp.reset(o)
+	var h uint64
+	for i := range w - 1 {
+		h = mulmod61(h, c.base) + sc.vals[i]
+	}
+	for i := w - 1; i < n+w-1; i++ {
+		// h = Σ v[j]·base^(i−j) over the window ending at i.
+		h = mulmod61(h, c.base) + sc.vals[i]
+		if i >= w {
+			h += mersenne61 - mulmod61(sc.vals[i-w], c.basek)
+		}
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		c.smp.add(o, h)
+	}
+	before := len(dst)
+	dst = c.smp.keys(o, bands, dst)
+	e.Keys = len(dst) - before
+	e.Detail = detail
+	return dst, e
+}

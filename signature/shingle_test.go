@@ -1,0 +1,236 @@
+package signature
+
+import (
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// The one-permutation sampler with densification estimates Jaccard
+// similarity: the share of bins on which two sets agree is J, for large
+// sets and for sets smaller than the number of bins.
+func TestSamplerEstimatesJaccard(t *testing.T) {
+	s := newSampler(testSecret(t), FamilyShingle, SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 1})
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, c := range []struct{ shared, own int }{{100, 50}, {300, 100}, {6, 3}, {4, 4}} {
+		j := float64(c.shared) / float64(c.shared+2*c.own)
+		agree, bins := 0, 0
+		for range 2000 {
+			var a, b oph
+			s.reset(&a)
+			s.reset(&b)
+			for range c.shared {
+				v := rng.Uint64()
+				s.add(&a, v)
+				s.add(&b, v)
+			}
+			for range c.own {
+				s.add(&a, rng.Uint64())
+				s.add(&b, rng.Uint64())
+			}
+			ka, kb := s.keys(&a, 6, nil), s.keys(&b, 6, nil)
+			if len(ka) != 6 || len(kb) != 6 {
+				t.Fatalf("got %d and %d band keys, want 6", len(ka), len(kb))
+			}
+			for i := range s.bins {
+				if a.min[i] == b.min[i] {
+					agree++
+				}
+				bins++
+			}
+		}
+		got := float64(agree) / float64(bins)
+		t.Logf("shared=%d own=%d: J=%.3f, bins agree %.3f", c.shared, c.own, j, got)
+		if math.Abs(got-j) > 0.03 {
+			t.Errorf("shared=%d own=%d: bins agree %.3f, want J=%.3f ±0.03", c.shared, c.own, got, j)
+		}
+	}
+}
+
+func TestSampleBands(t *testing.T) {
+	p := SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 12}
+	for _, c := range []struct{ n, want int }{{0, 0}, {11, 0}, {12, 2}, {23, 2}, {24, 3}, {48, 4}, {96, 5}, {192, 6}, {100000, 6}} {
+		if got := p.bands(c.n); got != c.want {
+			t.Errorf("bands(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
+func testShingle(t testing.TB, lex *Lexicon) *Shingle {
+	s, err := NewShingle(testSecret(t), lex, DefaultShingleParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Random strings outside the frequency dictionary act as spaces: inserting
+// any number of them leaves every supershingle unchanged, while the share
+// of out-of-dictionary words (a bulk feature) rises.
+func TestShingleIgnoresHashBusters(t *testing.T) {
+	lex := testLexicon(t)
+	s := testShingle(t, lex)
+	rng := rand.New(rand.NewPCG(5, 5))
+	changedByWords, checked := 0, 0
+	for _, d := range heldOutDocs(t, 200) {
+		want := keysOf(s, d)
+		if len(want) == 0 {
+			continue
+		}
+		busted := slices.Clone(d.Tokens)
+		for range 25 {
+			w := randomString(rng, 5+rng.IntN(12))
+			if _, ok := lex.Lookup(w); ok {
+				continue
+			}
+			busted = slices.Insert(busted, rng.IntN(len(busted)+1), w)
+		}
+		bd := docOf(busted)
+		if got := keysOf(s, bd); !slices.Equal(got, want) {
+			t.Fatalf("hash-busters changed the supershingles:\n got %v\nwant %v", got, want)
+		}
+		if s.OutOfDictionary(bd) <= s.OutOfDictionary(d) {
+			t.Fatalf("out-of-dictionary share %.3f did not rise from %.3f", s.OutOfDictionary(bd), s.OutOfDictionary(d))
+		}
+		// The same number of dictionary words does change them: the test
+		// above is not vacuous.
+		edited := slices.Clone(d.Tokens)
+		dict := lex.Terms("dictionary")
+		for range 25 {
+			edited = slices.Insert(edited, rng.IntN(len(edited)+1), dict[rng.IntN(len(dict))])
+		}
+		if !slices.Equal(keysOf(s, docOf(edited)), want) {
+			changedByWords++
+		}
+		checked++
+	}
+	if checked < 150 || changedByWords < checked/2 {
+		t.Fatalf("checked %d documents, dictionary insertions changed %d", checked, changedByWords)
+	}
+}
+
+var spacing = regexp.MustCompile(`\s+|\S+`)
+
+// makeDoc builds a Doc from raw text. It is the stand-in tokenizer until
+// canonicalisation is merged.
+var makeDoc = textDoc
+
+// Character shingles run over the letters with every space removed:
+// inserting spaces inside words or removing them between words does not
+// change them, while it does change word shingles.
+func TestCharShingleIgnoresSpaces(t *testing.T) {
+	lex := testLexicon(t)
+	c, err := NewCharShingle(testSecret(t), DefaultCharShingleParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := testShingle(t, lex)
+	rng := rand.New(rand.NewPCG(6, 6))
+	wordsChanged, checked := 0, 0
+	for _, m := range newsgroups(t, "test")[:400] {
+		text := m.Text
+		orig := makeDoc(text)
+		want := keysOf(c, orig)
+		if len(want) == 0 {
+			continue
+		}
+		// The Yandex trick: spaces inserted inside words and removed
+		// between words. Only words made of letters are touched: spacing
+		// around e-mail addresses, links or numbers is another matter
+		// (canonicalisation drops those).
+		chunks := spacing.FindAllString(text, -1)
+		letters := func(c string) bool {
+			for _, r := range c {
+				if !unicode.IsLetter(r) {
+					return false
+				}
+			}
+			return c != ""
+		}
+		var b strings.Builder
+		for i, c := range chunks {
+			switch {
+			case c == " " && i > 0 && i+1 < len(chunks) && letters(chunks[i-1]) && letters(chunks[i+1]) && rng.IntN(5) == 0:
+				continue // remove a space between two words
+			case letters(c):
+				for j, r := range []rune(c) {
+					if j > 0 && rng.IntN(6) == 0 {
+						b.WriteByte(' ') // insert one inside the word
+					}
+					b.WriteRune(r)
+				}
+				continue
+			}
+			b.WriteString(c)
+		}
+		spaced := makeDoc(b.String())
+		if got := keysOf(c, spaced); !slices.Equal(got, want) {
+			t.Fatalf("spaces changed the character supershingles of %s", m.Name)
+		}
+		if !slices.Equal(keysOf(words, spaced), keysOf(words, orig)) {
+			wordsChanged++
+		}
+		checked++
+	}
+	if checked < 300 || wordsChanged < checked*9/10 {
+		t.Fatalf("checked %d, word shingles changed on %d (the attack must matter)", checked, wordsChanged)
+	}
+}
+
+func TestShingleDeclinesShortText(t *testing.T) {
+	lex := testLexicon(t)
+	s := testShingle(t, lex)
+	ks, e := s.Sign(textDoc("thanks see you tomorrow at the meeting"), nil)
+	if len(ks) != 0 || !strings.HasPrefix(e.Declined, "too few dictionary words") {
+		t.Fatalf("got %v %+v, want a decline", ks, e)
+	}
+	c, _ := NewCharShingle(testSecret(t), DefaultCharShingleParams())
+	ks, e = c.Sign(textDoc("short text"), nil)
+	if len(ks) != 0 || !strings.HasPrefix(e.Declined, "too few letters") {
+		t.Fatalf("got %v %+v, want a decline", ks, e)
+	}
+}
+
+// A band's key does not depend on how many bands a document gets: a short
+// and a long near duplicate compare their common bands. (Bins are chosen
+// from the shingle hash alone, and densification reads only filled bins.)
+func TestSamplerBandsArePrefixes(t *testing.T) {
+	s := newSampler(testSecret(t), FamilyShingle, SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 1})
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{1, 3, 10, 100} {
+		var o oph
+		s.reset(&o)
+		for range n {
+			s.add(&o, rng.Uint64())
+		}
+		all := s.keys(&o, 6, nil)
+		for b := 1; b < 6; b++ {
+			c := o
+			if got := s.keys(&c, b, nil); !slices.Equal(got, all[:b]) {
+				t.Fatalf("n=%d: %d bands give %v, want the prefix %v", n, b, got, all[:b])
+			}
+		}
+	}
+}
+
+func TestShingleParamsValidate(t *testing.T) {
+	for _, p := range []ShingleParams{DefaultShingleParams()} {
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DefaultCharShingleParams().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := ShingleParams{Width: 0, Sample: SampleParams{Rows: 20, MinBands: 3, MaxBands: 4, MinUnits: 0}}
+	err := bad.Validate()
+	for _, want := range []string{"width", "exceeds 64", "min units"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to mention %q", err, want)
+		}
+	}
+}
