@@ -109,7 +109,7 @@ type canonState struct {
 type chunkRef struct {
 	start, end int
 	gap        int  // width of the whitespace before the chunk (a line break counts two)
-	alnum      bool // the character is a letter or digit
+	alnum      bool // the character is a letter (or a digit of another script)
 }
 
 // tokRef is a token in st.tok; its first lskip bytes are not part of the
@@ -337,8 +337,12 @@ func (st *canonState) text(b []byte) {
 		g := gap
 		gap = 0
 		if i-start <= utf8.UTFMax {
+			// A single character, unless it is a digit: a lone digit is a
+			// number, and reading it as a letter of spaced-apart letters
+			// would make the letters stream depend on stray spaces ("saw a
+			// 3 hour" split as "sa w a 3 h our").
 			r, n := utf8.DecodeRune(b[start:i])
-			if n == i-start && scriptOf(r) != scCJK {
+			if n == i-start && scriptOf(r) != scCJK && !('0' <= r && r <= '9') {
 				run = append(run, chunkRef{start: start, end: i, gap: g,
 					alnum: unicode.IsLetter(r) || unicode.IsDigit(r)})
 				continue
@@ -1180,31 +1184,46 @@ func (st *canonState) stripped(w []byte) bool {
 func (st *canonState) doc(domains []string) *Doc {
 	d := &Doc{}
 	// One string for all tokens; each token is a slice of it. The tokens
-	// lie end to end in it, so unless a token was stripped or a CJK bigram
-	// repeats a character, it is the letters stream too.
+	// lie end to end in it, so it is the letters stream too, unless a
+	// token was stripped, a CJK bigram repeats a character, or a letter
+	// ends one token and begins the next (letters collapse doubled
+	// letters across words too, so that a space inside "tif f" changes
+	// nothing).
 	all := string(st.tok)
 	d.Tokens = make([]string, 0, len(st.refs))
 	contiguous := true
+	prev := ""
 	for _, r := range st.refs {
+		tok := all[r.start:r.end]
 		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
 			contiguous = false
 			continue
 		}
-		if r.lskip > 0 {
+		if r.lskip > 0 || prev != "" && boundaryDouble(prev, tok) {
 			contiguous = false
 		}
-		d.Tokens = append(d.Tokens, all[r.start:r.end])
+		d.Tokens = append(d.Tokens, tok)
+		prev = tok
 	}
 	if contiguous {
 		d.Letters = all
 	} else {
-		var letters []byte
+		letters := make([]byte, 0, len(all))
+		last := ""
 		for _, r := range st.refs {
 			if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
 				continue
 			}
-			letters = append(letters, st.tok[r.start+r.lskip:r.end]...)
+			part := all[r.start+r.lskip : r.end]
+			if last != "" && boundaryDouble(last, part) {
+				_, n := utf8.DecodeRuneInString(part)
+				part = part[n:]
+			}
+			letters = append(letters, part...)
+			if part != "" {
+				last = part
+			}
 		}
 		d.Letters = string(letters)
 	}
@@ -1212,6 +1231,20 @@ func (st *canonState) doc(domains []string) *Doc {
 	st.stats.Words = len(d.Tokens)
 	d.Stats = st.stats
 	return d
+}
+
+// boundaryDouble reports whether a ends with the letter b begins with (not
+// a CJK character: those repeat on purpose, 谢谢).
+func boundaryDouble(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if a[len(a)-1] < 0x80 && b[0] < 0x80 {
+		return a[len(a)-1] == b[0]
+	}
+	r1, _ := utf8.DecodeLastRuneInString(a)
+	r2, _ := utf8.DecodeRuneInString(b)
+	return r1 == r2 && !isCJK(r1)
 }
 
 // canonDomains lower-cases domains, converts them to ASCII (punycode) and

@@ -103,7 +103,7 @@ func TestCanonEquivalence(t *testing.T) {
 				"Buy V * I * A * G * R * A now",
 				"Buy v  i  a  g  r  a now",
 				"Buy v\ti\ta\tg\tr\ta now",
-				"Buy V 1 @ G R @ now",
+				"Buy V I @ G R @ now",
 				"Buy v\u00a0i\u00a0a\u00a0g\u00a0r\u00a0a now",
 				"Buy\nV\nI\nA\nG\nR\nA\nnow",
 				"Buy V\u2022I\u2022A\u2022G\u2022R\u2022A now",
@@ -190,8 +190,9 @@ func TestCanonEquivalence(t *testing.T) {
 // TestCanonLettersIgnoreSpacing: the letters stream does not depend on
 // where spaces are.
 func TestCanonLettersIgnoreSpacing(t *testing.T) {
-	base := canon("Buy viagra now from our shop")
-	for _, v := range []string{"Buy via gra now from our shop", "Buyviagra nowfrom our shop", "B uy viagr a now fr om our sh op"} {
+	base := canon("Buy viagra now from our shop, I saw a 3 hour video")
+	for _, v := range []string{"Buy via gra now from our shop, I saw a 3 hour video", "Buyviagra nowfrom our shop, I sawa 3 hour video",
+		"B uy viagr a now fr om our sh op, I sa w a 3 hour video", "Buy viagra now from our shop, I s a w a 3 h our video"} {
 		if got := canon(v); got.Letters != base.Letters {
 			t.Errorf("%q: got letters %q, want %q", v, got.Letters, base.Letters)
 		}
