@@ -1,14 +1,3 @@
-// Package store keeps the volume counters and the feedback votes behind the
-// bulk verdict: for each signature key, how many distinct recipients got a
-// message with that key within a sliding time window, and which users voted
-// a signature "bulk" or "not bulk".
-//
-// Two implementations share one contract (tested by one conformance suite):
-// an embedded store for a single host, the zero-configuration default, and
-// Redis (a single server, Sentinel or Cluster) shared by several MTAs.
-//
-// Keys handed to a store are opaque signature ids (for example
-// "v1:imatch.3:00ab…"); the store owns how they are laid out in Redis.
 package store
 
 import (
@@ -79,6 +68,13 @@ var ErrUnavailable = errors.New("store unavailable")
 
 // Store is the contract every implementation meets. Consumers should define
 // the smaller interface they need instead of depending on this one.
+//
+// Errors: every error is wrapped with what was being done; errors that mean
+// "cannot answer now" (timeouts, connection errors, a server loading or
+// failing over, a closed store) also wrap ErrUnavailable. Other errors
+// (invalid input, a server refusing the schema) do not; callers should apply
+// their failure policy to any error and use errors.Is(err, ErrUnavailable)
+// to tell the kinds apart in metrics.
 type Store interface {
 	// Observe records the observation and returns what is known about its
 	// keys, in one round trip for network stores. Recording is idempotent
@@ -92,4 +88,45 @@ type Store interface {
 	// Close releases the store's resources, persisting state where the
 	// store persists.
 	Close() error
+}
+
+// Admin is implemented by every store for the votes command: listing and
+// removing stored votes. It is not on the hot path.
+type Admin interface {
+	// ListVotes returns the votes matching q, at most q.Limit when set.
+	ListVotes(ctx context.Context, q VoteQuery) ([]VoteEntry, error)
+	// RemoveVotes deletes the votes matching q and returns how many it
+	// removed. q must name at least a key, a key prefix or a voter.
+	RemoveVotes(ctx context.Context, q VoteQuery) (int, error)
+}
+
+// VoteQuery selects votes for Admin. Conditions combine with AND; the zero
+// value matches every vote (ListVotes only).
+type VoteQuery struct {
+	Keys      []string // exact signature ids
+	KeyPrefix string   // signature ids starting with this
+	Voter     string   // the voter's identity, normalised like recipients
+	VoterID   string   // or the voter's pseudonym as listed in VoteEntry.VoterID
+	Limit     int      // ListVotes: at most this many entries; 0 means no limit
+}
+
+// VoteEntry is one stored vote.
+type VoteEntry struct {
+	Key string // signature id
+	// VoterID is the voter's pseudonym (12 hex digits): stores keep a keyed
+	// hash of the voter, never the identity.
+	VoterID string
+	// Voter is the identity when the query named it, else empty.
+	Voter string
+	Kind  VoteKind
+	Time  time.Time // when the vote was cast, to the second
+}
+
+// Observer receives one call per store operation, for metrics and logs. It
+// must be safe for concurrent use and return quickly. Operations: "observe",
+// "vote", "ping", "list_votes", "remove_votes", and for the embedded store
+// "save" (a periodic or final write of its file). The store package never
+// imports a metrics library; the daemon plugs one in here.
+type Observer interface {
+	ObserveRequest(op string, d time.Duration, err error)
 }

@@ -1,0 +1,366 @@
+package store_test
+
+// Benchmarks against a real redis-server (started by the benchmark) and the
+// embedded store. The memory benchmarks load b.N messages; run them with a
+// fixed count, for example:
+//
+//	go test -run '^$' -bench 'Memory' -benchtime 1000000x ./store/
+//
+// Environment: BULKMILTER_BENCH_KEYS (keys per message, default 10),
+// BULKMILTER_BENCH_REPEAT (fraction of messages that belong to a campaign
+// whose keys repeat, default 0: every message distinct, the worst case),
+// BULKMILTER_BENCH_SPLIT (first-sighting split, default the store's),
+// BULKMILTER_BENCH_LISTPACK (the server's hash-max-listpack-entries,
+// default 128 as upstream Redis 7).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+// workload makes the messages of a benchmark: keys per message from the
+// default families, one recipient from a population of 200k, and a
+// fraction of messages that belong to 100 campaigns (their keys repeat).
+type workload struct {
+	keys   int
+	repeat float64
+	base   time.Time
+	span   time.Duration // timestamps spread over this
+	n      int
+}
+
+// families names keys like the default signature set's: mostly I-Match
+// (plain and hardened over 11 lexicons), then shingles, character shingles
+// and sifting.
+var families = func() []string {
+	var f []string
+	for i := range 22 {
+		f = append(f, fmt.Sprintf("imatch.%d", i))
+	}
+	for i := range 5 {
+		f = append(f, fmt.Sprintf("shingle.%d", i), fmt.Sprintf("char.%d", i), fmt.Sprintf("sift.%d", i))
+	}
+	return f
+}()
+
+func (w workload) message(i int, rng *rand.Rand) store.Observation {
+	id := uint64(i)
+	if w.repeat > 0 && rng.Float64() < w.repeat {
+		id = 1<<40 + uint64(rng.IntN(100))
+	}
+	keys := make([]string, w.keys)
+	for j := range keys {
+		keys[j] = fmt.Sprintf("v1:%s:%016x", families[j%len(families)], id*0x9e3779b97f4a7c15^uint64(j))
+	}
+	at := w.base
+	if w.n > 0 {
+		at = w.base.Add(time.Duration(int64(w.span) / int64(w.n) * int64(i)))
+	}
+	return store.Observation{Keys: keys, Recipients: []string{fmt.Sprintf("user%d@example.org", rng.IntN(200000))}, Time: at}
+}
+
+func newWorkload(n int) workload {
+	return workload{
+		keys:   envInt("BULKMILTER_BENCH_KEYS", 10),
+		repeat: envFloat("BULKMILTER_BENCH_REPEAT", 0),
+		base:   time.Now().Truncate(6 * time.Hour),
+		span:   24*time.Hour - time.Minute,
+		n:      n,
+	}
+}
+
+// load observes n messages with c concurrent writers.
+func load(b *testing.B, s store.Store, w workload, n, c int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for g := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			ctx := context.Background()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				m := w.message(i, rng)
+				// A call that failed on a stall is retried: writes are
+				// idempotent, so a retry never counts twice.
+				var err error
+				for range 3 {
+					if _, err = s.Observe(ctx, m); !errors.Is(err, store.ErrUnavailable) {
+						break
+					}
+					retries.Add(1)
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	if n := retries.Load(); n > 0 {
+		b.Logf("%d calls retried after ErrUnavailable", n)
+	}
+}
+
+var retries atomic.Int64
+
+func info(b *testing.B, c redis.UniversalClient, section string) map[string]string {
+	b.Helper()
+	s, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(s, "\r\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func infoFloat(m map[string]string, k string) float64 {
+	f, _ := strconv.ParseFloat(m[k], 64)
+	return f
+}
+
+// commandstat returns calls and usec of one command from INFO commandstats.
+func commandstat(m map[string]string, cmd string) (calls, usec float64) {
+	for _, f := range strings.Split(m["cmdstat_"+cmd], ",") {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "calls":
+			calls, _ = strconv.ParseFloat(v, 64)
+		case "usec":
+			usec, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return
+}
+
+// countingHook counts round trips (a pipeline or a lone command) and the
+// commands the client sends.
+type countingHook struct{ trips, cmds atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func benchRedis(b *testing.B, addrs []string) (*store.Redis, redis.UniversalClient) {
+	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: addrs, Timeout: 30 * time.Second,
+		FirstSightSplit: envInt("BULKMILTER_BENCH_SPLIT", 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.Ping(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s, s.Client()
+}
+
+// BenchmarkRedisObserve: messages per second, round trips and commands
+// per message, and Redis CPU per message, with several concurrent
+// sessions as a milter has.
+func BenchmarkRedisObserve(b *testing.B) {
+	// 27: what the default signature set gives on the SpamAssassin corpus
+	// (docs/performance.md, "Signature families").
+	for _, keys := range []int{10, 27} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			r := startRedis(b)
+			s, c := benchRedis(b, []string{r.Addr()})
+			hook := &countingHook{}
+			c.AddHook(hook)
+			w := newWorkload(0)
+			w.keys = keys
+			load(b, s, w, 2000, 4) // warm: scripts loaded, connections open
+			hook.trips.Store(0)
+			hook.cmds.Store(0)
+			c.ConfigResetStat(context.Background())
+			cpu0 := info(b, c, "cpu")
+			b.ResetTimer()
+			load(b, s, w, b.N, 8)
+			b.StopTimer()
+			cpu1 := info(b, c, "cpu")
+			stats := info(b, c, "commandstats")
+			n := float64(b.N)
+			b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64(hook.trips.Load())/n, "roundtrips/msg")
+			b.ReportMetric(float64(hook.cmds.Load())/n, "cmds/msg")
+			calls, usec := commandstat(stats, "evalsha")
+			b.ReportMetric(usec/n, "evalsha-µs/msg")
+			b.ReportMetric(calls/n, "evalsha/msg")
+			cpu := (infoFloat(cpu1, "used_cpu_user") + infoFloat(cpu1, "used_cpu_sys")) -
+				(infoFloat(cpu0, "used_cpu_user") + infoFloat(cpu0, "used_cpu_sys"))
+			b.ReportMetric(cpu*1e6/n, "redis-cpu-µs/msg")
+		})
+	}
+}
+
+// BenchmarkRedisClusterObserve: the same on a 3-master cluster; a message
+// is one pipeline split per node, sent in parallel.
+func BenchmarkRedisClusterObserve(b *testing.B) {
+	cl := testenv.StartRedisCluster(b, 3)
+	s, c := benchRedis(b, cl.Addrs())
+	w := newWorkload(0)
+	load(b, s, w, 2000, 4)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	b.ResetTimer()
+	load(b, s, w, b.N, 8)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(hook.cmds.Load())/float64(b.N), "cmds/msg")
+}
+
+// BenchmarkRedisMemory loads b.N messages spread over one day (the
+// default window) and reports Redis's used_memory growth per message.
+func BenchmarkRedisMemory(b *testing.B) {
+	// Upstream Redis 7's default; some distributions build with 512.
+	r := startRedis(b, "hash-max-listpack-entries "+strconv.Itoa(envInt("BULKMILTER_BENCH_LISTPACK", 128)))
+	s, c := benchRedis(b, []string{r.Addr()})
+	w := newWorkload(b.N)
+	ctx := context.Background()
+	runtime.GC()
+	before := infoFloat(info(b, c, "memory"), "used_memory")
+	b.ResetTimer()
+	load(b, s, w, b.N, 8)
+	b.StopTimer()
+	after := infoFloat(info(b, c, "memory"), "used_memory")
+	b.ReportMetric((after-before)/float64(b.N), "bytes/msg")
+	b.ReportMetric((after-before)/float64(b.N)/float64(w.keys), "bytes/key")
+	keys, _ := c.DBSize(ctx).Result()
+	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
+	// How many first-sighting hashes left listpack encoding (a sample).
+	var sampled, listpack int
+	it := c.Scan(ctx, 0, "bm1:{*}:f:*", 1000).Iterator()
+	for it.Next(ctx) && sampled < 300 {
+		sampled++
+		if enc, _ := c.ObjectEncoding(ctx, it.Val()).Result(); enc == "listpack" || enc == "ziplist" {
+			listpack++
+		}
+	}
+	if sampled > 0 {
+		b.ReportMetric(float64(listpack)/float64(sampled), "fs-listpack-fraction")
+	}
+	var x, cc int
+	for _, pat := range []string{"bm1:{*}:x:*", "bm1:{*}:c:*"} {
+		it := c.Scan(ctx, 0, pat, 1000).Iterator()
+		n := 0
+		for it.Next(ctx) {
+			n++
+		}
+		if pat[len(pat)-3] == 'x' {
+			x = n
+		} else {
+			cc = n
+		}
+	}
+	b.ReportMetric(float64(x), "exact-keys")
+	b.ReportMetric(float64(cc), "hll-keys")
+}
+
+// BenchmarkEmbeddedObserve: messages per second through the embedded
+// store with concurrent sessions.
+func BenchmarkEmbeddedObserve(b *testing.B) {
+	s, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	w := newWorkload(0)
+	b.ResetTimer()
+	load(b, s, w, b.N, 8)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkEmbeddedMemory loads b.N messages spread over one day and
+// reports the Go heap growth per message, and the state file size.
+func BenchmarkEmbeddedMemory(b *testing.B) {
+	dir := b.TempDir()
+	s, err := store.OpenEmbedded(store.EmbeddedOptions{Path: dir + "/state", SaveInterval: -1, MaxEntries: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWorkload(b.N)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	b.ResetTimer()
+	load(b, s, w, b.N, 8)
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/float64(b.N), "heap-bytes/msg")
+	start := time.Now()
+	if err := s.Save(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "save-s")
+	fi, _ := os.Stat(dir + "/state")
+	b.ReportMetric(float64(fi.Size())/float64(b.N), "file-bytes/msg")
+	s.Close()
+	start = time.Now()
+	s2, err := store.OpenEmbedded(store.EmbeddedOptions{Path: dir + "/state", SaveInterval: -1, MaxEntries: 1 << 30,
+		Params: store.Params{Now: func() time.Time { return w.base.Add(w.span) }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "load-s")
+	st := s2.Stats()
+	if st.FirstSightings+st.Counters == 0 {
+		b.Error("nothing loaded back")
+	}
+	s2.Close()
+}

@@ -1,0 +1,848 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for EmbeddedOptions.
+const (
+	DefaultMaxEntries   = 8 << 20
+	DefaultSaveInterval = 5 * time.Minute
+)
+
+const embeddedShards = 64
+
+// EmbeddedOptions configures OpenEmbedded.
+type EmbeddedOptions struct {
+	// Path is the state file (counts and votes). Empty: nothing persists.
+	Path string
+	// SaveInterval is how often the state is written to Path; it is also
+	// written on Close. Default 5 minutes; negative: only on Close and Save.
+	SaveInterval time.Duration
+	// MaxEntries bounds memory: first sightings plus recipients held by
+	// exact counters plus 1024 per HyperLogLog bucket (16 KiB). Past it the
+	// oldest first sightings, then the least recently written counters are
+	// evicted (counted in Stats). Votes are never evicted. Default 8Mi.
+	MaxEntries int
+	Observer   Observer // may be nil
+	Params
+}
+
+// Embedded is the in-process store for a single host, the default when no
+// Redis is configured. It is safe for concurrent use: counters are sharded
+// by signature, each shard under its own lock.
+type Embedded struct {
+	c        counting
+	path     string
+	maxShard int
+	observer Observer
+	interval time.Duration
+
+	shards [embeddedShards]eshard
+	votes  voteBook
+
+	evicted atomic.Int64
+	saveMu  sync.Mutex // one save at a time
+	lastErr atomic.Pointer[error]
+	lastAt  atomic.Int64 // unix ms of the last successful save
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+type eshard struct {
+	mu      sync.Mutex
+	fs      []fsBucket // ring of nb buckets, indexed by bucket mod nb
+	ctr     map[uint64]*ecounter
+	entries int
+	scratch *hll
+}
+
+// fsBucket holds the first sightings of one time bucket (t nil: none).
+type fsBucket struct {
+	id int64
+	t  *fsTable
+}
+
+func (b *fsBucket) size() int {
+	if b.t == nil {
+		return 0
+	}
+	return b.t.n
+}
+
+// ecounter counts a signature seen by two or more distinct recipients:
+// exactly (recipient → last bucket seen) up to the exact limit, then with
+// one HyperLogLog per bucket.
+type ecounter struct {
+	exact  map[pseudonym]int64
+	counts []bucketCount // live recipients per bucket, exact mode
+	hlls   []hllBucket
+	last   int64 // newest bucket written
+}
+
+type bucketCount struct {
+	id int64
+	n  int
+}
+
+type hllBucket struct {
+	id int64
+	h  *hll
+}
+
+const hllEntryWeight = hllM / 16
+
+func (e *ecounter) weight() int {
+	if e.exact != nil {
+		return len(e.exact)
+	}
+	return len(e.hlls) * hllEntryWeight
+}
+
+// OpenEmbedded opens the embedded store, loading Path if it exists.
+//
+// If the file is corrupt or unreadable it is renamed to
+// Path+".corrupt-<unix time>", whatever could be read before the damage is
+// kept (votes are written first), and OpenEmbedded returns a usable store
+// together with a *CorruptFileError: log it as an error and carry on.
+// Any other error means no store.
+func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	c, err := o.Params.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.SaveInterval == 0 {
+		o.SaveInterval = DefaultSaveInterval
+	}
+	e := &Embedded{
+		c:        c,
+		path:     o.Path,
+		maxShard: max(1, o.MaxEntries/embeddedShards),
+		observer: o.Observer,
+		interval: o.SaveInterval,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for i := range e.shards {
+		e.shards[i].fs = make([]fsBucket, c.nb)
+		e.shards[i].ctr = map[uint64]*ecounter{}
+	}
+	e.votes.init()
+	var warn error
+	if e.path != "" {
+		if err := e.load(); err != nil {
+			var ce *CorruptFileError
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			warn = err
+		}
+	}
+	go e.background()
+	return e, warn
+}
+
+func (e *Embedded) shard(sig uint64) *eshard {
+	return &e.shards[mix64(sig)%embeddedShards]
+}
+
+func (e *Embedded) observeOp(op string, start time.Time, err error) {
+	if e.observer != nil {
+		e.observer.ObserveRequest(op, time.Since(start), err)
+	}
+}
+
+// errClosed is returned by calls on a closed store.
+var errClosed = fmt.Errorf("%w: store closed", ErrUnavailable)
+
+// Observe records the observation and returns its keys' volumes and votes.
+func (e *Embedded) Observe(ctx context.Context, o Observation) (res Result, err error) {
+	start := time.Now()
+	defer func() { e.observeOp("observe", start, err) }()
+	if e.closed.Load() {
+		return Result{}, fmt.Errorf("observe: %w", errClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("observe: %w: %w", ErrUnavailable, err)
+	}
+	if err := checkKeys(o.Keys); err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	rc, err := e.c.recipients(o.Recipients)
+	if err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	t := o.Time
+	if t.IsZero() {
+		t = e.c.Now()
+	}
+	cb := e.c.bucket(t)
+	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
+	done := make(map[string]int, len(o.Keys))
+	for i, k := range o.Keys {
+		if j, ok := done[k]; ok {
+			res.Volumes[i] = res.Volumes[j]
+			continue
+		}
+		done[k] = i
+		h := sigHash(k)
+		sh := e.shard(h)
+		sh.mu.Lock()
+		res.Volumes[i] = e.observeKey(sh, h, rc.ids, cb)
+		sh.mu.Unlock()
+	}
+	e.votes.lookup(&e.c, o.Keys, rc, t, &res)
+	return res, nil
+}
+
+// observeKey is the embedded twin of the Redis script's observe path; the
+// caller holds sh.mu.
+func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) int64 {
+	nb := int64(e.c.nb)
+	oldest := cb - nb + 1
+	if ctr := sh.ctr[sig]; ctr != nil {
+		if ctr.last < oldest {
+			sh.entries -= ctr.weight()
+			delete(sh.ctr, sig)
+		} else {
+			return e.counterAdd(sh, sig, ctr, nil, rs, cb)
+		}
+	}
+	var first uint32 // the first recipient's fingerprint
+	var fbk int64
+	found := false
+	for b := cb; b >= oldest; b-- {
+		slot := &sh.fs[mod(b, nb)]
+		if slot.id != b || slot.t == nil {
+			continue
+		}
+		if v, ok := slot.t.get(sig); ok {
+			first, fbk, found = v, b, true
+			break
+		}
+	}
+	if len(rs) == 0 {
+		if found {
+			return 1
+		}
+		return 0
+	}
+	same := found
+	for _, r := range rs {
+		if fingerprint(r) != first {
+			same = false
+			break
+		}
+	}
+	switch {
+	case !found && len(rs) == 1:
+		e.fsPut(sh, cb, sig, fingerprint(rs[0]))
+		return 1
+	case same:
+		if fbk != cb {
+			e.fsPut(sh, cb, sig, first)
+		}
+		return 1
+	}
+	// A second distinct recipient: promote to a counter.
+	var seed []entryAt
+	if found {
+		for b := oldest; b <= cb; b++ {
+			slot := &sh.fs[mod(b, nb)]
+			if slot.id == b && slot.t != nil && slot.t.del(sig) {
+				sh.entries--
+			}
+		}
+		// The first recipient is known by its fingerprint only; it is
+		// matched to its pseudonym if it comes back.
+		seed = []entryAt{{placeholder(first), fbk}}
+	}
+	ctr := &ecounter{exact: map[pseudonym]int64{}, last: cb}
+	sh.ctr[sig] = ctr
+	n := e.counterAdd(sh, sig, ctr, seed, rs, cb)
+	e.evictIfNeeded(sh, cb)
+	return n
+}
+
+type entryAt struct {
+	p  pseudonym
+	at int64
+}
+
+func mod(b, n int64) int64 { return ((b % n) + n) % n }
+
+// fsPut records a first sighting in bucket cb.
+func (e *Embedded) fsPut(sh *eshard, cb int64, sig uint64, fp uint32) {
+	slot := &sh.fs[mod(cb, int64(e.c.nb))]
+	if slot.id != cb || slot.t == nil {
+		if slot.t != nil && slot.id > cb {
+			return // an observation older than the window held here: count it, keep nothing
+		}
+		sh.entries -= slot.size()
+		slot.id, slot.t = cb, &fsTable{}
+	}
+	if slot.t.put(sig, fp) {
+		sh.entries++
+	}
+	e.evictIfNeeded(sh, cb)
+}
+
+// counterAdd adds seed entries and recipients rs (seen in bucket cb) to a
+// counter and returns its count over the window.
+func (e *Embedded) counterAdd(sh *eshard, sig uint64, ctr *ecounter, seed []entryAt, rs []pseudonym, cb int64) int64 {
+	oldest := cb - int64(e.c.nb) + 1
+	if len(rs) > 0 || len(seed) > 0 {
+		ctr.last = max(ctr.last, cb)
+	}
+	if ctr.exact != nil {
+		before := len(ctr.exact)
+		// Drop recipients whose bucket left the window.
+		if slices.ContainsFunc(ctr.counts, func(c bucketCount) bool { return c.id < oldest }) {
+			for p, b := range ctr.exact {
+				if b < oldest {
+					delete(ctr.exact, p)
+				}
+			}
+			ctr.counts = slices.DeleteFunc(ctr.counts, func(c bucketCount) bool { return c.id < oldest })
+		}
+		add := func(p pseudonym, b int64) {
+			old, ok := ctr.exact[p]
+			if !ok && p < 1<<63 {
+				// The first recipient, known by its fingerprint?
+				if pb, found := ctr.exact[placeholder(fingerprint(p))]; found {
+					delete(ctr.exact, placeholder(fingerprint(p)))
+					ctr.exact[p] = pb
+					old, ok = pb, true
+				}
+			}
+			switch {
+			case !ok:
+				ctr.exact[p] = b
+				ctr.bump(b, 1)
+			case old < b:
+				ctr.exact[p] = b
+				ctr.bump(old, -1)
+				ctr.bump(b, 1)
+			}
+		}
+		for _, s := range seed {
+			add(s.p, s.at)
+		}
+		for _, r := range rs {
+			add(r, cb)
+		}
+		sh.entries += len(ctr.exact) - before
+		live := 0
+		for _, c := range ctr.counts {
+			if c.id >= oldest {
+				live += c.n
+			}
+		}
+		if live <= e.c.ExactLimit {
+			return int64(live)
+		}
+		// Outgrew the exact tier: one HyperLogLog per bucket.
+		sh.entries -= len(ctr.exact)
+		for p, b := range ctr.exact {
+			if b >= oldest {
+				ctr.hllFor(min(b, cb), oldest).add(p)
+			}
+		}
+		ctr.exact, ctr.counts = nil, nil
+		sh.entries += ctr.weight()
+		return e.hllCount(sh, ctr, oldest)
+	}
+	before := ctr.weight()
+	for _, s := range seed {
+		if s.at >= oldest {
+			ctr.hllFor(min(s.at, cb), oldest).add(s.p)
+		}
+	}
+	if len(rs) > 0 {
+		h := ctr.hllFor(cb, oldest)
+		for _, r := range rs {
+			h.add(r)
+		}
+	}
+	sh.entries += ctr.weight() - before
+	return e.hllCount(sh, ctr, oldest)
+}
+
+func (c *ecounter) bump(b int64, d int) {
+	for i := range c.counts {
+		if c.counts[i].id == b {
+			c.counts[i].n += d
+			return
+		}
+	}
+	c.counts = append(c.counts, bucketCount{b, d})
+}
+
+// hllFor returns the HyperLogLog of bucket b, reusing one that left the
+// window.
+func (c *ecounter) hllFor(b, oldest int64) *hll {
+	for i := range c.hlls {
+		if c.hlls[i].id == b {
+			return c.hlls[i].h
+		}
+	}
+	for i := range c.hlls {
+		if c.hlls[i].id < oldest {
+			c.hlls[i].id = b
+			clear(c.hlls[i].h[:])
+			return c.hlls[i].h
+		}
+	}
+	h := new(hll)
+	c.hlls = append(c.hlls, hllBucket{b, h})
+	return h
+}
+
+func (e *Embedded) hllCount(sh *eshard, ctr *ecounter, oldest int64) int64 {
+	var live []*hll
+	for _, hb := range ctr.hlls {
+		if hb.id >= oldest {
+			live = append(live, hb.h)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return 0
+	case 1:
+		return live[0].count()
+	}
+	if sh.scratch == nil {
+		sh.scratch = new(hll)
+	}
+	*sh.scratch = *live[0]
+	for _, h := range live[1:] {
+		sh.scratch.merge(h)
+	}
+	return sh.scratch.count()
+}
+
+// evictIfNeeded keeps a shard under its share of MaxEntries: first the
+// oldest first-sighting buckets, then the counters written least recently,
+// then the current bucket's first sightings.
+func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
+	if sh.entries <= e.maxShard {
+		return
+	}
+	nb := int64(e.c.nb)
+	drop := func(slot *fsBucket) {
+		e.evicted.Add(int64(slot.size()))
+		sh.entries -= slot.size()
+		slot.t = nil
+	}
+	for b := cb - nb + 1; b < cb && sh.entries > e.maxShard; b++ {
+		if slot := &sh.fs[mod(b, nb)]; slot.t != nil && slot.id <= b {
+			drop(slot)
+		}
+	}
+	for sh.entries > e.maxShard && len(sh.ctr) > 0 {
+		oldest := int64(1<<63 - 1)
+		for _, c := range sh.ctr {
+			oldest = min(oldest, c.last)
+		}
+		for sig, c := range sh.ctr {
+			if c.last == oldest {
+				w := c.weight()
+				e.evicted.Add(int64(max(w, 1)))
+				sh.entries -= w
+				delete(sh.ctr, sig)
+			}
+		}
+	}
+	if sh.entries > e.maxShard {
+		if slot := &sh.fs[mod(cb, nb)]; slot.t != nil {
+			drop(slot)
+		}
+	}
+}
+
+// sweep drops what left the window everywhere, so idle shards do not keep
+// expired data (and the file does not carry it).
+func (e *Embedded) sweep(now time.Time) {
+	cb := e.c.bucket(now)
+	oldest := cb - int64(e.c.nb) + 1
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for j := range sh.fs {
+			if slot := &sh.fs[j]; slot.t != nil && slot.id < oldest {
+				sh.entries -= slot.size()
+				slot.t = nil
+			}
+		}
+		for sig, c := range sh.ctr {
+			if c.last < oldest {
+				sh.entries -= c.weight()
+				delete(sh.ctr, sig)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
+}
+
+// RecordVote stores the vote on each of v.Keys; VoteNone retracts it.
+func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
+	start := time.Now()
+	defer func() { e.observeOp("vote", start, err) }()
+	if e.closed.Load() {
+		return fmt.Errorf("record vote: %w", errClosed)
+	}
+	if err := checkKeys(v.Keys); err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	code, err := voteCode(v.Kind)
+	if err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	if normalise(v.Voter) == "" {
+		return errors.New("record vote: empty voter")
+	}
+	t := v.Time
+	if t.IsZero() {
+		t = e.c.Now()
+	}
+	e.votes.set(e.c.pseudonym(v.Voter), uniq(v.Keys), code, t.Unix(), int64(e.c.VoteHorizon.Seconds()))
+	return nil
+}
+
+// Ping reports whether the store is open.
+func (e *Embedded) Ping(ctx context.Context) error {
+	if e.closed.Load() {
+		return fmt.Errorf("ping: %w", errClosed)
+	}
+	return nil
+}
+
+// Stats describes the embedded store's contents.
+type Stats struct {
+	FirstSightings int   // signatures seen by one recipient so far
+	Counters       int   // signatures seen by two or more
+	Entries        int   // the unit MaxEntries bounds
+	Evicted        int64 // entries evicted since start
+	VotedKeys      int   // signatures with votes
+	Votes          int   // votes held
+	LastSave       time.Time
+	LastSaveError  error
+}
+
+// Stats returns counts of what the store holds.
+func (e *Embedded) Stats() Stats {
+	var s Stats
+	for i := range e.shards {
+		sh := &e.shards[i]
+		sh.mu.Lock()
+		for i := range sh.fs {
+			s.FirstSightings += sh.fs[i].size()
+		}
+		s.Counters += len(sh.ctr)
+		s.Entries += sh.entries
+		sh.mu.Unlock()
+	}
+	s.Evicted = e.evicted.Load()
+	s.VotedKeys, s.Votes = e.votes.size()
+	if ms := e.lastAt.Load(); ms != 0 {
+		s.LastSave = time.UnixMilli(ms)
+	}
+	if p := e.lastErr.Load(); p != nil {
+		s.LastSaveError = *p
+	}
+	return s
+}
+
+// background saves periodically and sweeps expired data.
+func (e *Embedded) background() {
+	defer close(e.done)
+	sweepEvery := max(e.c.bucketLen/4, time.Second)
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
+	var save <-chan time.Time
+	if e.path != "" && e.interval > 0 {
+		t := time.NewTicker(e.interval)
+		defer t.Stop()
+		save = t.C
+	}
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-sweep.C:
+			e.sweep(e.c.Now())
+		case <-save:
+			e.Save()
+		}
+	}
+}
+
+// Close stops the background work and writes the state file one last time.
+func (e *Embedded) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		close(e.stop)
+		<-e.done
+		if e.path != "" {
+			err = e.Save()
+		}
+		e.closed.Store(true)
+	})
+	return err
+}
+
+// ListVotes lists stored votes.
+func (e *Embedded) ListVotes(ctx context.Context, q VoteQuery) (out []VoteEntry, err error) {
+	start := time.Now()
+	defer func() { e.observeOp("list_votes", start, err) }()
+	voter, byVoter, err := q.voter(&e.c)
+	if err != nil {
+		return nil, err
+	}
+	horizon := e.c.Now().Unix() - int64(e.c.VoteHorizon.Seconds())
+	return e.votes.list(q, voter, byVoter, horizon), nil
+}
+
+// RemoveVotes deletes the votes q selects; q must name a key, a key prefix
+// or a voter.
+func (e *Embedded) RemoveVotes(ctx context.Context, q VoteQuery) (n int, err error) {
+	start := time.Now()
+	defer func() { e.observeOp("remove_votes", start, err) }()
+	if len(q.Keys) == 0 && q.KeyPrefix == "" && q.Voter == "" && q.VoterID == "" {
+		return 0, errors.New("remove votes: name a key, a key prefix or a voter")
+	}
+	q.Limit = 0
+	entries, err := e.ListVotes(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("remove votes: %w", err)
+	}
+	now := e.c.Now().Unix()
+	hz := int64(e.c.VoteHorizon.Seconds())
+	for _, en := range entries {
+		p, _ := parsePseudonymHex(en.VoterID)
+		e.votes.set(p, []string{en.Key}, 0, now, hz)
+	}
+	return len(entries), nil
+}
+
+// voteBook holds the votes: per signature the voters and their votes, and
+// per voter the signatures they voted on.
+type voteBook struct {
+	mu      sync.RWMutex
+	bySig   map[string]*sigVotes
+	byVoter map[pseudonym]map[string]struct{}
+	n       atomic.Int64 // signatures with votes, read without the lock
+}
+
+type sigVotes struct {
+	voters map[pseudonym]voteVal
+	nb, b  int64
+	oldest int64
+}
+
+type voteVal struct {
+	kind byte // 'n' or 'b'
+	at   int64
+}
+
+func (vb *voteBook) init() {
+	vb.bySig = map[string]*sigVotes{}
+	vb.byVoter = map[pseudonym]map[string]struct{}{}
+}
+
+// rebuild drops votes at or before cutoff and recounts; the caller holds
+// the write lock.
+func (vb *voteBook) rebuild(key string, sv *sigVotes, cutoff int64) {
+	sv.nb, sv.b, sv.oldest = 0, 0, 1<<63-1
+	for p, v := range sv.voters {
+		if v.at <= cutoff {
+			delete(sv.voters, p)
+			vb.unindex(p, key)
+			continue
+		}
+		if v.kind == 'n' {
+			sv.nb++
+		} else {
+			sv.b++
+		}
+		sv.oldest = min(sv.oldest, v.at)
+	}
+	if len(sv.voters) == 0 {
+		delete(vb.bySig, key)
+		vb.n.Store(int64(len(vb.bySig)))
+	}
+}
+
+func (vb *voteBook) unindex(p pseudonym, key string) {
+	if m := vb.byVoter[p]; m != nil {
+		delete(m, key)
+		if len(m) == 0 {
+			delete(vb.byVoter, p)
+		}
+	}
+}
+
+// set writes (code != 0) or retracts (code == 0) one voter's votes.
+func (vb *voteBook) set(p pseudonym, keys []string, code byte, now, hz int64) {
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	for _, k := range keys {
+		sv := vb.bySig[k]
+		if sv != nil {
+			delete(sv.voters, p)
+			vb.unindex(p, k)
+			vb.rebuild(k, sv, now-hz)
+		}
+		if code == 0 {
+			continue
+		}
+		if sv = vb.bySig[k]; sv == nil {
+			sv = &sigVotes{voters: map[pseudonym]voteVal{}, oldest: now}
+			vb.bySig[k] = sv
+		}
+		sv.voters[p] = voteVal{kind: code, at: now}
+		if code == 'n' {
+			sv.nb++
+		} else {
+			sv.b++
+		}
+		sv.oldest = min(sv.oldest, now)
+		m := vb.byVoter[p]
+		if m == nil {
+			m = map[string]struct{}{}
+			vb.byVoter[p] = m
+		}
+		m[k] = struct{}{}
+	}
+	vb.n.Store(int64(len(vb.bySig)))
+}
+
+// lookup fills the tallies and the recipients' own votes for an
+// observation.
+func (vb *voteBook) lookup(c *counting, keys []string, rc rcptSet, t time.Time, res *Result) {
+	if vb.n.Load() == 0 {
+		return
+	}
+	cutoff := t.Unix() - int64(c.VoteHorizon.Seconds())
+	vb.mu.RLock()
+	stale := false
+	for _, k := range keys {
+		if sv := vb.bySig[k]; sv != nil && sv.oldest <= cutoff {
+			stale = true
+		}
+	}
+	if stale {
+		vb.mu.RUnlock()
+		vb.mu.Lock()
+		for _, k := range keys {
+			if sv := vb.bySig[k]; sv != nil && sv.oldest <= cutoff {
+				vb.rebuild(k, sv, cutoff)
+			}
+		}
+		vb.mu.Unlock()
+		vb.mu.RLock()
+	}
+	defer vb.mu.RUnlock()
+	when := map[string]int64{}
+	for i, k := range keys {
+		sv := vb.bySig[k]
+		if sv == nil {
+			continue
+		}
+		res.Votes[i] = Tally{NotBulk: sv.nb, Bulk: sv.b}
+		for j, p := range rc.ids {
+			if v, ok := sv.voters[p]; ok && v.at > cutoff {
+				if res.UserVotes == nil {
+					res.UserVotes = map[string]VoteKind{}
+				}
+				mergeUserVotes(res.UserVotes, when, rc.names[j], userVote{kind: voteFromCode(v.kind), at: v.at})
+			}
+		}
+	}
+}
+
+func (vb *voteBook) sweep(cutoff int64) {
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	for k, sv := range vb.bySig {
+		if sv.oldest <= cutoff {
+			vb.rebuild(k, sv, cutoff)
+		}
+	}
+}
+
+func (vb *voteBook) size() (keys, votes int) {
+	vb.mu.RLock()
+	defer vb.mu.RUnlock()
+	for _, sv := range vb.bySig {
+		votes += len(sv.voters)
+	}
+	return len(vb.bySig), votes
+}
+
+func (vb *voteBook) list(q VoteQuery, voter pseudonym, byVoter bool, cutoff int64) []VoteEntry {
+	vb.mu.RLock()
+	defer vb.mu.RUnlock()
+	var keys []string
+	switch {
+	case byVoter:
+		for k := range vb.byVoter[voter] {
+			keys = append(keys, k)
+		}
+	case len(q.Keys) > 0:
+		keys = uniq(q.Keys)
+	default:
+		for k := range vb.bySig {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []VoteEntry
+	for _, k := range keys {
+		if !strings.HasPrefix(k, q.KeyPrefix) || (len(q.Keys) > 0 && !slices.Contains(q.Keys, k)) {
+			continue
+		}
+		sv := vb.bySig[k]
+		if sv == nil {
+			continue
+		}
+		var ps []pseudonym
+		if byVoter {
+			ps = []pseudonym{voter}
+		} else {
+			for p := range sv.voters {
+				ps = append(ps, p)
+			}
+			slices.Sort(ps)
+		}
+		for _, p := range ps {
+			v, ok := sv.voters[p]
+			if !ok || v.at <= cutoff {
+				continue
+			}
+			e := VoteEntry{Key: k, VoterID: p.String(), Kind: voteFromCode(v.kind), Time: time.Unix(v.at, 0)}
+			if byVoter {
+				e.Voter = q.Voter
+			}
+			out = append(out, e)
+			if q.Limit > 0 && len(out) >= q.Limit {
+				return out
+			}
+		}
+	}
+	return out
+}

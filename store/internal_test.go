@@ -1,0 +1,571 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestSlotOf(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+	for _, tc := range []struct {
+		key  string
+		slot int
+	}{{"123456789", 0x31c3}, {"foo", 12182}, {"bar", 5061}, {"hello", 866}, {"", 0}} {
+		if got := slotOf(tc.key); got != tc.slot {
+			t.Errorf("slotOf(%q) = %d, want %d", tc.key, got, tc.slot)
+		}
+	}
+}
+
+// Signatures spread over many tags, and a signature's keys share one.
+func TestKeySchema(t *testing.T) {
+	r := &Redis{prefix: "bm1:", split: 2}
+	var err error
+	if r.c, err = (Params{}).resolve(); err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]bool{}
+	for i := range 2000 {
+		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
+		if len(sk.keys) != 2*r.c.nb+2 {
+			t.Fatalf("%d keys, want %d", len(sk.keys), 2*r.c.nb+2)
+		}
+		for _, k := range sk.keys {
+			if !strings.HasPrefix(k, "bm1:{"+sk.tag+"}:") {
+				t.Fatalf("key %q outside tag %q", k, sk.tag)
+			}
+		}
+		tags[sk.tag] = true
+	}
+	if len(tags) < 1800 {
+		t.Errorf("2000 signatures used only %d tags", len(tags))
+	}
+	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
+	want := []string{":f:", ":f:", ":f:", ":f:", ":f:", ":x:", ":c:", ":c:", ":c:", ":c:", ":c:", ":v:v1:imatch.0:00ab"}
+	for i, w := range want {
+		if !strings.Contains(sk.keys[i], w) {
+			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
+		}
+	}
+	if !strings.HasSuffix(sk.keys[0], ":119") || !strings.HasSuffix(sk.keys[4], ":123") {
+		t.Errorf("first-sighting buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+	}
+}
+
+func TestHLLAccuracy(t *testing.T) {
+	c, _ := Params{}.resolve()
+	for _, n := range []int{0, 1, 10, 100, 1000, 10000, 100000} {
+		var h hll
+		for i := range n {
+			h.add(c.pseudonym(fmt.Sprintf("r%d", i)))
+		}
+		got := h.count()
+		tol := math.Max(1, 3*0.0081*float64(n)) // three standard errors
+		if math.Abs(float64(got)-float64(n)) > tol {
+			t.Errorf("n=%d: count %d, want within ±%.0f", n, got, tol)
+		}
+	}
+	// Union = merge.
+	var a, b hll
+	for i := range 3000 {
+		a.add(c.pseudonym(fmt.Sprint("a", i)))
+		b.add(c.pseudonym(fmt.Sprint("b", i)))
+		b.add(c.pseudonym(fmt.Sprint("a", i)))
+	}
+	a.merge(&b)
+	if got := a.count(); math.Abs(float64(got)-6000) > 3*0.0081*6000 {
+		t.Errorf("union of 3000 and 6000 overlapping: %d, want about 6000", got)
+	}
+}
+
+func TestWindowArithmetic(t *testing.T) {
+	c, err := Params{Window: 24 * time.Hour, Buckets: 4}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 5, 59, 0, 0, time.UTC)
+	b := c.bucket(at)
+	if c.bucket(at.Add(time.Minute)) != b+1 {
+		t.Errorf("bucket boundary at 06:00 not crossed")
+	}
+	// A bucket's keys live until its last window ends (4 buckets later),
+	// plus grace.
+	if got, want := c.ttl(at, b), time.Minute+24*time.Hour+5*time.Minute; got != want {
+		t.Errorf("ttl %v, want %v", got, want)
+	}
+	if c.bucket(time.UnixMilli(-1)) != -1 {
+		t.Errorf("bucket before 1970: %d, want -1", c.bucket(time.UnixMilli(-1)))
+	}
+	for _, p := range []Params{{Window: time.Millisecond}, {Buckets: 25}, {ExactLimit: -1}, {VoteHorizon: time.Nanosecond}} {
+		if _, err := p.resolve(); err == nil {
+			t.Errorf("params %+v: no error", p)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	unavailable := []error{
+		context.DeadlineExceeded,
+		fmt.Errorf("x: %w", context.Canceled),
+		io.EOF,
+		&net.OpError{Op: "dial", Err: errors.New("connect: connection refused")},
+		redis.ErrClosed,
+		redis.ErrPoolTimeout,
+		errors.New("LOADING Redis is loading the dataset in memory"),
+		errors.New("CLUSTERDOWN The cluster is down"),
+		errors.New("BUSY Redis is busy running a script"),
+		errors.New("READONLY You can't write against a read only replica."),
+		errors.New("OOM command not allowed when used memory > 'maxmemory'."),
+	}
+	for _, e := range unavailable {
+		if !errors.Is(classify(e), ErrUnavailable) {
+			t.Errorf("classify(%v): not ErrUnavailable", e)
+		}
+	}
+	for _, e := range []error{errors.New("ERR unknown command"), errors.New("WRONGTYPE Operation against a key"), errors.New("WRONGPASS invalid username-password pair")} {
+		if errors.Is(classify(e), ErrUnavailable) {
+			t.Errorf("classify(%v): ErrUnavailable, want a plain error", e)
+		}
+	}
+}
+
+// newEmbedded opens an embedded store on dir/state with a fixed clock.
+func newEmbedded(t *testing.T, dir string, now time.Time, mod func(*EmbeddedOptions)) (*Embedded, error) {
+	t.Helper()
+	o := EmbeddedOptions{Path: filepath.Join(dir, "state"), SaveInterval: -1}
+	o.Now = func() time.Time { return now }
+	if mod != nil {
+		mod(&o)
+	}
+	return OpenEmbedded(o)
+}
+
+func fill(t *testing.T, e *Embedded, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 50 {
+		rs := []string{fmt.Sprintf("r%d@x", i)}
+		if i%10 == 0 {
+			rs = append(rs, fmt.Sprintf("s%d@x", i))
+		}
+		if _, err := e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("k", i), "shared"}, Recipients: rs, Time: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Observe(ctx, Observation{Keys: []string{"big"}, Recipients: manyRcpts(500), Time: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RecordVote(ctx, Vote{Keys: []string{"k1", "k2"}, Voter: "alice@x", Kind: VoteNotBulk, Time: at}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func manyRcpts(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("m%d@x", i)
+	}
+	return out
+}
+
+func TestEmbeddedFileRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, e, now)
+	before := e.Stats()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "state.tmp-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+	e, err = newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	after := e.Stats()
+	if before.FirstSightings != after.FirstSightings || before.Counters != after.Counters || before.Votes != after.Votes || before.Entries != after.Entries {
+		t.Errorf("stats before %+v, after %+v", before, after)
+	}
+	res, err := e.Observe(context.Background(), Observation{Keys: []string{"shared", "big", "k1"}, Recipients: []string{"alice@x"}, Time: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Volumes[0] != 56 || math.Abs(float64(res.Volumes[1]-501)) > 15 || res.Volumes[2] != 2 {
+		t.Errorf("volumes after reload %v, want 56, ~501, 2", res.Volumes)
+	}
+	if res.UserVotes["alice@x"] != VoteNotBulk {
+		t.Errorf("alice's vote lost: %v", res.UserVotes)
+	}
+}
+
+// damage saves a filled store, alters its file, and reopens it.
+func damage(t *testing.T, alter func(b []byte) []byte) (*Embedded, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, e, now)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "state")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, alter(b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err = newEmbedded(t, dir, now, nil)
+	if e != nil {
+		t.Cleanup(func() { e.Close() })
+	}
+	return e, dir, err
+}
+
+// chunkOffset finds the first chunk of a kind in a state file.
+func chunkOffset(t *testing.T, b []byte, kind byte) int {
+	off := len(fileMagic) + 4 + 8 + 4 + 8 + 8 + 4
+	for off+5 <= len(b) {
+		n := int(b[off+1]) | int(b[off+2])<<8 | int(b[off+3])<<16 | int(b[off+4])<<24
+		if b[off] == kind {
+			return off
+		}
+		off += 5 + n + 4
+	}
+	t.Fatalf("no chunk of kind %d", kind)
+	return 0
+}
+
+func TestEmbeddedDamagedFile(t *testing.T) {
+	tests := []struct {
+		name      string
+		alter     func(t *testing.T, b []byte) []byte
+		votesKept bool
+		lost      string
+	}{
+		{"flipped byte in counters", func(t *testing.T, b []byte) []byte {
+			b[chunkOffset(t, b, chunkCounters)+20] ^= 0xff
+			return b
+		}, true, "votes were read in full"},
+		{"flipped byte in votes", func(t *testing.T, b []byte) []byte {
+			b[chunkOffset(t, b, chunkVotes)+8] ^= 0x01
+			return b
+		}, false, "votes and counts were lost"},
+		{"truncated", func(t *testing.T, b []byte) []byte { return b[:len(b)-7] }, true, "votes were read in full"},
+		{"bad header", func(t *testing.T, b []byte) []byte { b[13] ^= 1; return b }, false, "nothing was read"},
+		{"not ours", func(t *testing.T, b []byte) []byte { return []byte("hello world, this is not a store") }, false, "nothing was read"},
+		{"empty", func(t *testing.T, b []byte) []byte { return nil }, false, "nothing was read"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, dir, err := damage(t, func(b []byte) []byte { return tc.alter(t, b) })
+			var ce *CorruptFileError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *CorruptFileError", err)
+			}
+			if e == nil {
+				t.Fatal("no store returned with the CorruptFileError")
+			}
+			if !strings.Contains(ce.Lost, tc.lost) {
+				t.Errorf("lost %q, want it to say %q", ce.Lost, tc.lost)
+			}
+			if _, err := os.Stat(ce.MovedTo); err != nil {
+				t.Errorf("damaged file not kept at %s: %v", ce.MovedTo, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
+				t.Errorf("damaged file still at its path: %v", err)
+			}
+			_, votes := e.votes.size()
+			if got := votes == 2; got != tc.votesKept {
+				t.Errorf("votes held after damage: %d, want kept=%v", votes, tc.votesKept)
+			}
+			// The store works and saves a clean file.
+			if _, err := e.Observe(context.Background(), Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Save(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestEmbeddedUnreadablePath(t *testing.T) {
+	dir := t.TempDir()
+	// A directory where the file should be: unreadable as a file.
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, time.Now(), nil)
+	var ce *CorruptFileError
+	if !errors.As(err, &ce) || e == nil {
+		t.Fatalf("got %v, %v; want a store and a *CorruptFileError", e, err)
+	}
+	defer e.Close()
+	if fi, err := os.Stat(ce.MovedTo); err != nil || !fi.IsDir() {
+		t.Errorf("the directory was not moved aside: %v", err)
+	}
+}
+
+func TestEmbeddedParamsChangeKeepsVotes(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, _ := newEmbedded(t, dir, now, nil)
+	fill(t, e, now)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, now, func(o *EmbeddedOptions) { o.Window = 12 * time.Hour })
+	if err != nil {
+		t.Fatalf("reopen with another window: %v", err)
+	}
+	defer e.Close()
+	st := e.Stats()
+	if st.FirstSightings != 0 || st.Counters != 0 || st.Votes != 2 {
+		t.Errorf("after a window change: %+v; want counts dropped, 2 votes kept", st)
+	}
+}
+
+func TestEmbeddedSaveFailure(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o700)
+	var calls []string
+	e, err := newEmbedded(t, sub, time.Now(), func(o *EmbeddedOptions) {
+		o.Observer = observerFunc(func(op string, d time.Duration, err error) {
+			if op == "save" {
+				calls = append(calls, fmt.Sprint(err))
+			}
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(sub)
+	if err := e.Save(); err == nil {
+		t.Fatal("save into a removed directory: no error")
+	}
+	if st := e.Stats(); st.LastSaveError == nil {
+		t.Error("Stats().LastSaveError is nil after a failed save")
+	}
+	if len(calls) != 1 || calls[0] == "<nil>" {
+		t.Errorf("observer saw %v, want one failed save", calls)
+	}
+	if err := e.Close(); err == nil {
+		t.Error("Close: no error although the final save failed")
+	}
+}
+
+type observerFunc func(op string, d time.Duration, err error)
+
+func (f observerFunc) ObserveRequest(op string, d time.Duration, err error) { f(op, d, err) }
+
+func TestEmbeddedEviction(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := OpenEmbedded(EmbeddedOptions{MaxEntries: 64 * 100, Params: Params{Now: func() time.Time { return now }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	// 20000 first sightings spread over 5 buckets: far more than 6400.
+	for i := range 20000 {
+		at := now.Add(time.Duration(i/4000) * 6 * time.Hour)
+		if _, err := e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("s", i)}, Recipients: []string{"a@x"}, Time: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := e.Stats()
+	if st.Evicted == 0 {
+		t.Error("nothing evicted")
+	}
+	if st.Entries > 64*100 {
+		t.Errorf("entries %d above the limit %d", st.Entries, 64*100)
+	}
+	// The newest sightings survive.
+	last := now.Add(4 * 6 * time.Hour)
+	res, _ := e.Observe(ctx, Observation{Keys: []string{"s19999"}, Time: last})
+	if res.Volumes[0] != 1 {
+		t.Errorf("newest sighting evicted: volume %d", res.Volumes[0])
+	}
+	// Votes are never evicted.
+	if err := e.RecordVote(ctx, Vote{Keys: []string{"s1"}, Voter: "v@x", Kind: VoteBulk}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10000 {
+		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("t", i)}, Recipients: []string{"a@x"}, Time: last})
+	}
+	if _, v := e.votes.size(); v != 1 {
+		t.Errorf("votes after eviction pressure: %d, want 1", v)
+	}
+}
+
+func TestEmbeddedSweep(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	clock := now
+	e, err := OpenEmbedded(EmbeddedOptions{Params: Params{Window: time.Hour, Buckets: 2, VoteHorizon: 2 * time.Hour, Now: func() time.Time { return clock }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	e.Observe(ctx, Observation{Keys: []string{"a"}, Recipients: []string{"x@x"}})
+	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: manyRcpts(300)})
+	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(3)})
+	e.RecordVote(ctx, Vote{Keys: []string{"a"}, Voter: "v@x", Kind: VoteBulk})
+	clock = now.Add(90 * time.Minute) // window + one bucket
+	e.sweep(clock)
+	st := e.Stats()
+	if st.FirstSightings != 0 || st.Counters != 0 || st.Entries != 0 || st.Votes != 1 {
+		t.Errorf("after the window: %+v; want no counts, the vote kept", st)
+	}
+	clock = now.Add(3 * time.Hour)
+	e.sweep(clock)
+	if st := e.Stats(); st.Votes != 0 || st.VotedKeys != 0 {
+		t.Errorf("after the vote horizon: %+v", st)
+	}
+}
+
+func FuzzLoadState(f *testing.F) {
+	dir := f.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	o := EmbeddedOptions{Path: filepath.Join(dir, "seed"), SaveInterval: -1, Params: Params{Now: func() time.Time { return now }}}
+	e, err := OpenEmbedded(o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	e.Observe(ctx, Observation{Keys: []string{"a", "b"}, Recipients: []string{"x@x"}, Time: now})
+	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
+	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
+	e.RecordVote(ctx, Vote{Keys: []string{"a"}, Voter: "v@x", Kind: VoteBulk, Time: now})
+	if err := e.Close(); err != nil {
+		f.Fatal(err)
+	}
+	seed, _ := os.ReadFile(o.Path)
+	f.Add(seed)
+	f.Add(seed[:len(seed)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := t.TempDir()
+		p := filepath.Join(d, "state")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o := EmbeddedOptions{Path: p, SaveInterval: -1, Params: Params{Now: func() time.Time { return now }}}
+		e, err := OpenEmbedded(o)
+		var ce *CorruptFileError
+		if err != nil && !errors.As(err, &ce) {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		if e == nil {
+			t.Fatal("no store")
+		}
+		// Whatever was loaded is usable and saves.
+		if _, err := e.Observe(ctx, Observation{Keys: []string{"a", "b", "c"}, Recipients: []string{"q@x"}, Time: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestFSTable(t *testing.T) {
+	var tb fsTable
+	ref := map[uint64]uint32{}
+	rng := uint64(1)
+	next := func() uint64 { rng = mix64(rng + 0x9e3779b97f4a7c15); return rng }
+	keys := []uint64{0, 1} // 0 is stored as 1: they are one key
+	for range 20000 {
+		keys = append(keys, next()%50000)
+	}
+	for i, k := range keys {
+		switch next() % 3 {
+		case 0, 1:
+			fp := uint32(i)
+			if fresh := tb.put(k, fp); fresh != !has(ref, fsKey(k)) {
+				t.Fatalf("put(%d): new=%v, reference disagrees", k, fresh)
+			}
+			ref[fsKey(k)] = fp
+		case 2:
+			_, want := ref[fsKey(k)]
+			if got := tb.del(k); got != want {
+				t.Fatalf("del(%d) = %v, want %v", k, got, want)
+			}
+			delete(ref, fsKey(k))
+		}
+		if tb.n != len(ref) {
+			t.Fatalf("size %d, reference %d", tb.n, len(ref))
+		}
+	}
+	for k, fp := range ref {
+		if got, ok := tb.get(k); !ok || got != fp {
+			t.Fatalf("get(%d) = %d, %v; want %d", k, got, ok, fp)
+		}
+	}
+	n := 0
+	tb.each(func(sig uint64, fp uint32) {
+		n++
+		if ref[sig] != fp {
+			t.Fatalf("each: %d → %d, want %d", sig, fp, ref[sig])
+		}
+	})
+	if n != len(ref) {
+		t.Errorf("each visited %d, want %d", n, len(ref))
+	}
+	if _, ok := tb.get(123456789); ok {
+		t.Error("absent key found")
+	}
+}
+
+func has(m map[uint64]uint32, k uint64) bool { _, ok := m[k]; return ok }
+
+// The first recipient of a promoted key is known by its fingerprint and
+// must not count twice when it comes back (embedded, as in Redis).
+func TestEmbeddedFirstRecipientComesBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	e, err := OpenEmbedded(EmbeddedOptions{Path: path, SaveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Close() }()
+	ctx := context.Background()
+	for i, step := range []struct {
+		rs   []string
+		want int64
+	}{{[]string{"a@x"}, 1}, {[]string{"b@x"}, 2}, {[]string{"a@x"}, 2}, {[]string{"c@x", "a@x"}, 3}} {
+		if i == 2 { // the placeholder for a@x goes through the file
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if e, err = OpenEmbedded(EmbeddedOptions{Path: path, SaveInterval: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := e.Observe(ctx, Observation{Keys: []string{"k"}, Recipients: step.rs})
+		if err != nil || res.Volumes[0] != step.want {
+			t.Errorf("step %d %v: %v, %v; want %d", i, step.rs, res.Volumes, err, step.want)
+		}
+	}
+}

@@ -1,0 +1,537 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// The embedded store's file, version 1, little-endian:
+//
+//	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
+//	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
+//	        u32 CRC-32C of the preceding header bytes
+//	chunks: u8 kind, u32 length, payload, u32 CRC-32C of kind+length+payload
+//
+// Chunk kinds, written in this order so that damage late in the file spares
+// the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
+// 2 counters, 3 first sightings, 255 end (empty). A chunk holds whole
+// records:
+//
+//	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
+//	counters:  u64 signature hash, i64 last bucket, u8 mode,
+//	           mode 1 (exact): u32 n, n × (u64 member, i64 bucket)
+//	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
+//	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
+//
+// An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
+// a fingerprint in the low 32 bits) for a first recipient known only by its
+// fingerprint.
+const (
+	fileMagic   = "BMSTORE\x00"
+	fileVersion = 1
+
+	chunkVotes    = 1
+	chunkCounters = 2
+	chunkFS       = 3
+	chunkVotesEnd = 4
+	chunkEnd      = 255
+
+	chunkTarget = 1 << 20  // flush a chunk past this size
+	chunkMax    = 64 << 20 // a longer chunk on disk is damage
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// CorruptFileError reports an embedded-store file that could not be read
+// in full. The file was moved aside (MovedTo) and the store opened with
+// what was read before the damage.
+type CorruptFileError struct {
+	Path    string
+	MovedTo string
+	Lost    string // what was not recovered
+	Err     error
+}
+
+func (e *CorruptFileError) Error() string {
+	return fmt.Sprintf("store file %s is damaged (%v); moved to %s; %s", e.Path, e.Err, e.MovedTo, e.Lost)
+}
+
+func (e *CorruptFileError) Unwrap() error { return e.Err }
+
+type chunkWriter struct {
+	w   *bufio.Writer
+	buf []byte
+	err error
+}
+
+func (cw *chunkWriter) flush(kind byte) {
+	if len(cw.buf) == 0 && kind != chunkEnd && kind != chunkVotesEnd {
+		return
+	}
+	var h [5]byte
+	h[0] = kind
+	binary.LittleEndian.PutUint32(h[1:], uint32(len(cw.buf)))
+	crc := crc32.Update(0, crcTable, h[:])
+	crc = crc32.Update(crc, crcTable, cw.buf)
+	var c [4]byte
+	binary.LittleEndian.PutUint32(c[:], crc)
+	for _, b := range [][]byte{h[:], cw.buf, c[:]} {
+		if cw.err == nil {
+			_, cw.err = cw.w.Write(b)
+		}
+	}
+	cw.buf = cw.buf[:0]
+}
+
+func (cw *chunkWriter) maybeFlush(kind byte) {
+	if len(cw.buf) >= chunkTarget {
+		cw.flush(kind)
+	}
+}
+
+func le64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+func le32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
+
+func appendPseudonym(b []byte, p pseudonym) []byte { return append(b, p.bytes()...) }
+
+// Save writes the state file atomically: a temporary file in the same
+// directory, fsync, rename over the old file, fsync of the directory.
+func (e *Embedded) Save() (err error) {
+	if e.path == "" {
+		return nil
+	}
+	start := time.Now()
+	defer func() {
+		e.observeOp("save", start, err)
+		if err != nil {
+			e.lastErr.Store(&err)
+		} else {
+			e.lastErr.Store(nil)
+			e.lastAt.Store(time.Now().UnixMilli())
+		}
+	}()
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	dir := filepath.Dir(e.path)
+	f, err := os.CreateTemp(dir, filepath.Base(e.path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save store: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	cw := &chunkWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	e.writeState(cw)
+	if cw.err == nil {
+		cw.err = cw.w.Flush()
+	}
+	if cw.err != nil {
+		return fmt.Errorf("save store: write %s: %w", tmp, cw.err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("save store: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save store: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, e.path); err != nil {
+		return fmt.Errorf("save store: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // the rename is durable once the directory is
+		d.Close()
+	}
+	return nil
+}
+
+func (e *Embedded) writeState(cw *chunkWriter) {
+	kid, _ := hex.DecodeString(e.c.keyID)
+	h := []byte(fileMagic)
+	h = le32(h, fileVersion)
+	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
+	h = le32(h, uint32(e.c.Buckets))
+	h = append(h, kid...)
+	h = le64(h, uint64(time.Now().UnixMilli()))
+	h = le32(h, crc32.Checksum(h, crcTable))
+	if _, err := cw.w.Write(h); err != nil {
+		cw.err = err
+		return
+	}
+
+	// Votes first: they are the users' data.
+	e.votes.mu.RLock()
+	for k, sv := range e.votes.bySig {
+		b := binary.LittleEndian.AppendUint16(cw.buf, uint16(len(k)))
+		b = append(b, k...)
+		b = le32(b, uint32(len(sv.voters)))
+		for p, v := range sv.voters {
+			b = appendPseudonym(b, p)
+			b = append(b, v.kind)
+			b = le64(b, uint64(v.at))
+		}
+		cw.buf = b
+		cw.maybeFlush(chunkVotes)
+	}
+	e.votes.mu.RUnlock()
+	cw.flush(chunkVotes)
+	cw.flush(chunkVotesEnd)
+
+	// Counts: copy a shard under its lock, write it without.
+	now := e.c.bucket(e.c.Now())
+	oldest := now - int64(e.c.nb) + 1
+	var shardBuf []byte
+	for i := range e.shards {
+		sh := &e.shards[i]
+		shardBuf = shardBuf[:0]
+		sh.mu.Lock()
+		for sig, c := range sh.ctr {
+			if c.last < oldest {
+				continue
+			}
+			b := le64(shardBuf, sig)
+			b = le64(b, uint64(c.last))
+			if c.exact != nil {
+				b = append(b, 1)
+				b = le32(b, uint32(len(c.exact)))
+				for p, at := range c.exact {
+					b = le64(b, uint64(p))
+					b = le64(b, uint64(at))
+				}
+			} else {
+				b = append(b, 2)
+				live := 0
+				for _, hb := range c.hlls {
+					if hb.id >= oldest {
+						live++
+					}
+				}
+				b = append(b, byte(live))
+				for _, hb := range c.hlls {
+					if hb.id >= oldest {
+						b = le64(b, uint64(hb.id))
+						b = append(b, hb.h[:]...)
+					}
+				}
+			}
+			shardBuf = b
+		}
+		sh.mu.Unlock()
+		cw.buf = append(cw.buf, shardBuf...)
+		cw.maybeFlush(chunkCounters)
+	}
+	cw.flush(chunkCounters)
+
+	for i := range e.shards {
+		sh := &e.shards[i]
+		shardBuf = shardBuf[:0]
+		sh.mu.Lock()
+		for _, slot := range sh.fs {
+			if slot.t == nil || slot.id < oldest || slot.t.n == 0 {
+				continue
+			}
+			b := le64(shardBuf, uint64(slot.id))
+			b = le32(b, uint32(slot.t.n))
+			slot.t.each(func(sig uint64, fp uint32) {
+				b = le64(b, sig)
+				b = le32(b, fp)
+			})
+			shardBuf = b
+		}
+		sh.mu.Unlock()
+		cw.buf = append(cw.buf, shardBuf...)
+		cw.maybeFlush(chunkFS)
+	}
+	cw.flush(chunkFS)
+	cw.flush(chunkEnd)
+}
+
+// load reads the state file. A missing file is a fresh start.
+func (e *Embedded) load() error {
+	f, err := os.Open(e.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return e.moveAside(err, "nothing was read")
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	hdr := make([]byte, len(fileMagic)+4+8+4+8+8+4)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return e.moveAside(fmt.Errorf("header: %w", err), "nothing was read")
+	}
+	if string(hdr[:8]) != fileMagic {
+		return e.moveAside(errors.New("not a bulkmilter store file"), "nothing was read")
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != fileVersion {
+		return e.moveAside(fmt.Errorf("file version %d, this build reads %d", v, fileVersion), "nothing was read")
+	}
+	body := hdr[:len(hdr)-4]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(hdr[len(hdr)-4:]) {
+		return e.moveAside(errors.New("header checksum mismatch"), "nothing was read")
+	}
+	bucketMs := int64(binary.LittleEndian.Uint64(hdr[12:]))
+	buckets := int(binary.LittleEndian.Uint32(hdr[20:]))
+	kid := hex.EncodeToString(hdr[24:32])
+	// Counts made with another window or secret would be wrong here; the
+	// votes are kept whatever the parameters.
+	countsOK := bucketMs == e.c.bucketLen.Milliseconds() && buckets == e.c.Buckets && kid == e.c.keyID
+
+	var payload []byte
+	seen := map[byte]bool{}
+	for {
+		var h [5]byte
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+		}
+		n := binary.LittleEndian.Uint32(h[1:])
+		if n > chunkMax {
+			return e.moveAside(fmt.Errorf("chunk of %d bytes", n), lostAfter(seen))
+		}
+		if cap(payload) < int(n) {
+			payload = make([]byte, n)
+		}
+		payload = payload[:n]
+		var c [4]byte
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+		}
+		if _, err := io.ReadFull(r, c[:]); err != nil {
+			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+		}
+		crc := crc32.Update(0, crcTable, h[:])
+		crc = crc32.Update(crc, crcTable, payload)
+		if crc != binary.LittleEndian.Uint32(c[:]) {
+			return e.moveAside(fmt.Errorf("chunk checksum mismatch (kind %d)", h[0]), lostAfter(seen))
+		}
+		seen[h[0]] = true
+		switch h[0] {
+		case chunkVotes:
+			err = e.loadVotes(payload)
+		case chunkVotesEnd:
+		case chunkCounters:
+			if countsOK {
+				err = e.loadCounters(payload)
+			}
+		case chunkFS:
+			if countsOK {
+				err = e.loadFS(payload)
+			}
+		case chunkEnd:
+			e.sweep(e.c.Now())
+			return nil
+		default:
+			err = fmt.Errorf("unknown chunk kind %d", h[0])
+		}
+		if err != nil {
+			return e.moveAside(err, lostAfter(seen))
+		}
+	}
+}
+
+func lostAfter(seen map[byte]bool) string {
+	switch {
+	case seen[chunkVotesEnd]:
+		return "votes were read in full; some counts were lost"
+	case seen[chunkVotes]:
+		return "some votes may be lost (the rest were read); counts were lost"
+	}
+	return "votes and counts were lost"
+}
+
+// moveAside renames the damaged file and returns a CorruptFileError; if it
+// cannot be renamed the store must not start (a later save would overwrite
+// the only copy of the votes).
+func (e *Embedded) moveAside(cause error, lost string) error {
+	to := e.path + ".corrupt-" + strconv.FormatInt(time.Now().Unix(), 10)
+	if err := os.Rename(e.path, to); err != nil {
+		return fmt.Errorf("store file %s is damaged (%v) and cannot be moved aside: %w", e.path, cause, err)
+	}
+	return &CorruptFileError{Path: e.path, MovedTo: to, Lost: lost, Err: cause}
+}
+
+// decoder reads records; any short read marks it failed.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.bad || len(d.b) < n {
+		d.bad = true
+		return make([]byte, n)
+	}
+	s := d.b[:n]
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) u8() byte    { return d.take(1)[0] }
+func (d *decoder) u16() uint16 { return binary.LittleEndian.Uint16(d.take(2)) }
+func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
+func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
+func (d *decoder) pseudonym() pseudonym {
+	p, _ := pseudonymFromBytes(string(d.take(pseudonymLen)))
+	return p
+}
+
+// count reads a record count and checks it against what is left, so a
+// damaged count cannot make a huge allocation.
+func (d *decoder) count(recLen int) int {
+	n := int(d.u32())
+	if n*recLen > len(d.b) {
+		d.bad = true
+		return 0
+	}
+	return n
+}
+
+var errRecord = errors.New("malformed record")
+
+func (e *Embedded) loadVotes(b []byte) error {
+	d := &decoder{b: b}
+	vb := &e.votes
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	for len(d.b) > 0 && !d.bad {
+		k := string(d.take(int(d.u16())))
+		n := d.count(pseudonymLen + 1 + 8)
+		if d.bad {
+			break
+		}
+		sv := vb.bySig[k]
+		if sv == nil {
+			sv = &sigVotes{voters: make(map[pseudonym]voteVal, n)}
+			vb.bySig[k] = sv
+		}
+		for range n {
+			p := d.pseudonym()
+			v := voteVal{kind: d.u8(), at: int64(d.u64())}
+			if v.kind != 'n' && v.kind != 'b' {
+				d.bad = true
+				break
+			}
+			sv.voters[p] = v
+			m := vb.byVoter[p]
+			if m == nil {
+				m = map[string]struct{}{}
+				vb.byVoter[p] = m
+			}
+			m[k] = struct{}{}
+		}
+		vb.rebuild(k, sv, -1<<63)
+	}
+	vb.n.Store(int64(len(vb.bySig)))
+	if d.bad {
+		return fmt.Errorf("votes: %w", errRecord)
+	}
+	return nil
+}
+
+func (e *Embedded) loadCounters(b []byte) error {
+	d := &decoder{b: b}
+	for len(d.b) > 0 && !d.bad {
+		sig := d.u64()
+		c := &ecounter{last: int64(d.u64())}
+		switch d.u8() {
+		case 1:
+			n := d.count(8 + 8)
+			c.exact = make(map[pseudonym]int64, n)
+			for range n {
+				p := pseudonym(d.u64())
+				at := int64(d.u64())
+				if _, ok := c.exact[p]; !ok {
+					c.exact[p] = at
+					c.bump(at, 1)
+				}
+			}
+		case 2:
+			k := int(d.u8())
+			for range k {
+				id := int64(d.u64())
+				h := new(hll)
+				copy(h[:], d.take(hllM))
+				for _, r := range h {
+					if r > hllQ+1 {
+						d.bad = true
+					}
+				}
+				c.hlls = append(c.hlls, hllBucket{id, h})
+			}
+		default:
+			d.bad = true
+		}
+		if d.bad {
+			break
+		}
+		sh := e.shard(sig)
+		sh.mu.Lock()
+		if old := sh.ctr[sig]; old != nil {
+			sh.entries -= old.weight()
+		}
+		sh.ctr[sig] = c
+		sh.entries += c.weight()
+		sh.mu.Unlock()
+	}
+	if d.bad {
+		return fmt.Errorf("counters: %w", errRecord)
+	}
+	return nil
+}
+
+func (e *Embedded) loadFS(b []byte) error {
+	d := &decoder{b: b}
+	nb := int64(e.c.nb)
+	for len(d.b) > 0 && !d.bad {
+		id := int64(d.u64())
+		n := d.count(8 + 4)
+		if d.bad || n == 0 {
+			continue
+		}
+		var sh *eshard
+		var slot *fsBucket
+		for range n {
+			sig := d.u64()
+			fp := d.u32()
+			s := e.shard(sig)
+			if s != sh {
+				if sh != nil {
+					sh.mu.Unlock()
+				}
+				sh = s
+				sh.mu.Lock()
+				slot = &sh.fs[mod(id, nb)]
+				if slot.t == nil || slot.id < id {
+					sh.entries -= slot.size()
+					slot.id, slot.t = id, &fsTable{}
+				}
+			}
+			if slot.id != id {
+				continue
+			}
+			if slot.t.put(sig, fp) {
+				sh.entries++
+			}
+		}
+		if sh != nil {
+			sh.mu.Unlock()
+		}
+	}
+	if d.bad {
+		return fmt.Errorf("first sightings: %w", errRecord)
+	}
+	return nil
+}

@@ -1,0 +1,930 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+//go:embed script.lua
+var scriptSrc string
+
+var script = redis.NewScript(scriptSrc)
+
+// SchemaVersion is the version of the Redis key schema, part of every key
+// name ("bm1:"). A change of layout or semantics bumps it, so a new daemon
+// never misreads an old one's keys.
+const SchemaVersion = 1
+
+// Defaults for RedisOptions.
+const (
+	DefaultRedisTimeout    = time.Second
+	DefaultFirstSightSplit = 2
+	// FirstSightCap is the number of 8-byte records a first-sighting
+	// string holds before new keys skip it (and get an exact set at once).
+	FirstSightCap = 1024
+)
+
+// RedisOptions configures NewRedis. One struct covers a single server,
+// Sentinel and Cluster:
+//
+//   - MasterName set: Sentinel; Addrs are the sentinels.
+//   - Cluster, or more than one address: Cluster; Addrs are seed nodes.
+//   - otherwise: one server at Addrs[0] (host:port, or a Unix socket path
+//     starting with "/").
+type RedisOptions struct {
+	Addrs      []string
+	Cluster    bool   // cluster mode even with one seed address
+	MasterName string // Sentinel master name
+
+	Username, Password string // ACL user (or only a password)
+	// Sentinel's own credentials, when they differ from the data nodes'.
+	SentinelUsername, SentinelPassword string
+
+	DB  int         // single server and Sentinel only
+	TLS *TLSOptions // nil: no TLS
+
+	PoolSize int // connections per node; 0: go-redis default (10 per CPU)
+	// Timeout bounds every store call; a caller's earlier context deadline
+	// wins. Also the socket read and write timeout. Default 1s.
+	Timeout time.Duration
+	// DialTimeout bounds connecting; default Timeout.
+	DialTimeout time.Duration
+	// MaxRetries is how often go-redis retries a call that failed on the
+	// network, within the call's deadline. Retrying is safe because every
+	// write is idempotent (see the package doc). 0 means 1; -1 disables.
+	MaxRetries int
+	// DisableIdentity skips CLIENT SETINFO on connect (for servers without
+	// it, such as some managed services).
+	DisableIdentity bool
+	ClientName      string
+	Protocol        int // RESP version, 2 or 3; 0: go-redis default (3)
+
+	// Namespace is prepended to every key (before "bm1:"), to keep several
+	// independent deployments apart in one database. It must not contain
+	// '{' or '}'.
+	Namespace string
+	// FirstSightSplit is the number of first-sighting strings per hash tag
+	// and time bucket, sized to the traffic (see docs/performance.md):
+	// about messages per bucket × keys per message / (16384 × 400). The
+	// first daemon to use a database records its value in bm1:meta and
+	// every later daemon uses the recorded value, whatever its own
+	// (daemons must agree; Limits reports the value in effect). To change
+	// it: HSET bm1:meta fs_split N, then restart the daemons; first
+	// sightings recorded under the old value are missed for one window.
+	// Default 2.
+	FirstSightSplit int
+
+	Observer Observer // may be nil
+
+	Params
+}
+
+// TLSOptions configures TLS to Redis. Certificates are verified unless
+// InsecureSkipVerify is set.
+type TLSOptions struct {
+	CAFile             string // PEM bundle of the CAs to trust; empty: system roots
+	CertFile, KeyFile  string // client certificate, for servers that require one
+	ServerName         string // name to verify; empty: the host of the address
+	InsecureSkipVerify bool
+}
+
+func (t *TLSOptions) config() (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // explicit admin choice, off by default
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read tls ca file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca file %s: no PEM certificate found", t.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("tls: cert file and key file must be set together")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load tls client certificate: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// Redis is the store on a Redis server, Sentinel or Cluster. It is safe for
+// concurrent use.
+type Redis struct {
+	c        counting
+	client   redis.UniversalClient
+	cluster  bool
+	prefix   string // Namespace + "bm1:"
+	split    uint64 // requested; the value in effect is fsSplit
+	timeout  time.Duration
+	observer Observer
+
+	mu       sync.Mutex // guards the fields below
+	prepared bool
+	fsCap    int    // records allowed in a first-sighting string
+	exact    int    // exact limit after fitting the listpack limit
+	fsSplit  uint64 // first-sighting split recorded in bm1:meta
+}
+
+// NewRedis connects to Redis. It succeeds while Redis is unreachable (mail
+// must keep flowing; calls then fail with ErrUnavailable until Redis
+// answers), but fails on invalid options, refused credentials, or a
+// database already used with a different window or secret.
+func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
+	c, err := o.Params.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("redis store: no address")
+	}
+	if strings.ContainsAny(o.Namespace, "{}") {
+		return nil, fmt.Errorf("redis store: namespace %q must not contain '{' or '}'", o.Namespace)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultRedisTimeout
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = o.Timeout
+	}
+	switch {
+	case o.MaxRetries == 0:
+		o.MaxRetries = 1
+	case o.MaxRetries < 0:
+		o.MaxRetries = -1
+	}
+	if o.FirstSightSplit <= 0 {
+		o.FirstSightSplit = DefaultFirstSightSplit
+	}
+	if o.FirstSightSplit > 256 {
+		return nil, fmt.Errorf("redis store: first-sight split %d: at most 256", o.FirstSightSplit)
+	}
+	tc, err := o.TLS.config()
+	if err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	uo := &redis.UniversalOptions{
+		Addrs:            o.Addrs,
+		IsClusterMode:    o.Cluster,
+		MasterName:       o.MasterName,
+		Username:         o.Username,
+		Password:         o.Password,
+		SentinelUsername: o.SentinelUsername,
+		SentinelPassword: o.SentinelPassword,
+		DB:               o.DB,
+		TLSConfig:        tc,
+		PoolSize:         o.PoolSize,
+		ClientName:       o.ClientName,
+		Protocol:         o.Protocol,
+		DisableIdentity:  o.DisableIdentity,
+		// The caller's deadline must bound an in-flight read (default false
+		// in go-redis: a 300ms context waited for the 5s read timeout).
+		ContextTimeoutEnabled: true,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.Timeout,
+		WriteTimeout:          o.Timeout,
+		PoolTimeout:           o.Timeout,
+		MaxRetries:            o.MaxRetries,
+		MinRetryBackoff:       5 * time.Millisecond,
+		MaxRetryBackoff:       50 * time.Millisecond,
+		// One dial attempt per try: go-redis's default (5 attempts 100ms
+		// apart) spends the whole budget on a server that refuses
+		// connections instead of failing fast.
+		DialerRetries: 1,
+		// Servers without CLIENT MAINT_NOTIFICATIONS log or count errors.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	client := redis.NewUniversalClient(uo)
+	_, isCluster := client.(*redis.ClusterClient)
+	r := &Redis{
+		c:        c,
+		client:   client,
+		cluster:  isCluster,
+		prefix:   o.Namespace + "bm" + strconv.Itoa(SchemaVersion) + ":",
+		split:    uint64(o.FirstSightSplit),
+		timeout:  o.Timeout,
+		observer: o.Observer,
+	}
+	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if err := r.prepare(pctx); err != nil && !errors.Is(err, ErrUnavailable) {
+		client.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// RedisLogTo sends go-redis's own log lines (one per failed dial, for
+// example) to l at debug level instead of stderr. The store already returns
+// every failure to its caller and its Observer, so at the default level
+// these lines would only flood the log during an outage. go-redis's logger
+// is process-wide: call this once, from main. A nil l discards them.
+func RedisLogTo(l *slog.Logger) {
+	redis.SetLogger(redisLogger{l})
+}
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if r.l != nil {
+		r.l.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+	}
+}
+
+// Client returns the underlying go-redis client, for pool metrics
+// (PoolStats) and hooks. Do not write bm1 keys through it.
+func (r *Redis) Client() redis.UniversalClient { return r.client }
+
+// prepare runs once per store when Redis first answers: it checks (or
+// records) the parameters every daemon sharing the database must agree on,
+// and reads the server's listpack limit, which sizes the first-sighting
+// hashes and the exact tier.
+func (r *Redis) prepare(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prepared {
+		return nil
+	}
+	meta := r.prefix + "meta"
+	want := map[string]string{
+		"schema":    strconv.Itoa(SchemaVersion),
+		"bucket_ms": strconv.FormatInt(r.c.bucketLen.Milliseconds(), 10),
+		"buckets":   strconv.Itoa(r.c.Buckets),
+		"key_id":    r.c.keyID,
+	}
+	// HSETNX per field then read back: the first daemon writes, the others
+	// compare, in one round trip.
+	pipe := r.client.Pipeline()
+	for f, v := range want {
+		pipe.HSetNX(ctx, meta, f, v)
+	}
+	pipe.HSetNX(ctx, meta, "fs_split", strconv.FormatUint(r.split, 10))
+	got := pipe.HGetAll(ctx, meta)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redis store: read %s: %w", meta, classify(err))
+	}
+	var diffs []string
+	for _, f := range []string{"schema", "bucket_ms", "buckets", "key_id"} {
+		if g := got.Val()[f]; g != want[f] {
+			diffs = append(diffs, fmt.Sprintf("%s is %q in Redis, %q here", f, g, want[f]))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("redis store: database already used with other parameters (%s): "+
+			"use the same window, buckets and secret on every daemon; to start over, "+
+			"DEL %s (a different secret also orphans all stored votes)", strings.Join(diffs, "; "), meta)
+	}
+	split, err := strconv.ParseUint(got.Val()["fs_split"], 10, 64)
+	if err != nil || split < 1 || split > 256 {
+		return fmt.Errorf("redis store: %s has fs_split %q, want 1 to 256", meta, got.Val()["fs_split"])
+	}
+	r.fsSplit = split
+	r.fsCap = FirstSightCap
+	listpack := 128 // Redis 7.0's default hash-max-listpack-entries
+	if v, err := r.client.ConfigGet(ctx, "hash-max-listpack-entries").Result(); err == nil {
+		if n, err := strconv.Atoi(v["hash-max-listpack-entries"]); err == nil && n > 0 {
+			listpack = n
+		}
+	} else if errors.Is(classify(err), ErrUnavailable) {
+		return fmt.Errorf("redis store: config get: %w", classify(err))
+	} // else CONFIG is disabled (managed services): keep the default
+	// The exact set holds its recipients plus one tally field; keep it in
+	// listpack encoding.
+	r.exact = max(1, min(r.c.ExactLimit, listpack-1))
+	r.prepared = true
+	return nil
+}
+
+// Limits are the sizes in effect for a Redis store.
+type Limits struct {
+	FirstSightCap   int // records per first-sighting string
+	ExactLimit      int // distinct recipients counted exactly (fits hash-max-listpack-entries)
+	FirstSightSplit int // as recorded in bm1:meta
+}
+
+// Limits returns the sizes in effect, and whether they were read from the
+// server yet (they are once Redis has answered).
+func (r *Redis) Limits() (Limits, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Limits{r.fsCap, r.exact, int(r.fsSplit)}, r.prepared
+}
+
+func (r *Redis) limits(ctx context.Context) (Limits, error) {
+	if l, ok := r.Limits(); ok {
+		return l, nil
+	}
+	if err := r.prepare(ctx); err != nil {
+		return Limits{}, err
+	}
+	l, _ := r.Limits()
+	return l, nil
+}
+
+// sigKeys are the names of one signature's keys.
+type sigKeys struct {
+	tag   string
+	slot  int
+	field string // first-sighting field: low 32 bits of the hash
+	keys  []string
+}
+
+func (r *Redis) tagOf(h uint64) string {
+	return fmt.Sprintf("%04x", h>>50)
+}
+
+func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
+	h := sigHash(id)
+	tag := r.tagOf(h)
+	base := r.prefix + "{" + tag + "}:"
+	hexh := strconv.FormatUint(h, 16)
+	sub := strconv.FormatUint((h>>32)%split, 10)
+	nb := r.c.nb
+	keys := make([]string, 0, 2*nb+2)
+	oldest := cb - int64(nb) + 1
+	for i := range nb {
+		keys = append(keys, base+"f:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	keys = append(keys, base+"x:"+hexh)
+	for i := range nb {
+		keys = append(keys, base+"c:"+hexh+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	keys = append(keys, base+"v:"+id)
+	var f [4]byte
+	binary.BigEndian.PutUint32(f[:], uint32(h))
+	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
+}
+
+func (r *Redis) voteKey(id string) string {
+	return r.prefix + "{" + r.tagOf(sigHash(id)) + "}:v:" + id
+}
+
+func (r *Redis) voterKey(p pseudonym) string {
+	return r.prefix + "{" + fmt.Sprintf("%04x", uint64(p)>>34) + "}:u:" + p.String()
+}
+
+func (r *Redis) observe(op string, start time.Time, err error) {
+	if r.observer != nil {
+		r.observer.ObserveRequest(op, time.Since(start), err)
+	}
+}
+
+// Observe records the observation and returns the volumes and votes of its
+// keys in one round trip (one per node on a cluster, in parallel).
+func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err error) {
+	start := time.Now()
+	defer func() { r.observe("observe", start, err) }()
+	if err := checkKeys(o.Keys); err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	rc, err := r.c.recipients(o.Recipients)
+	if err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
+	if len(o.Keys) == 0 {
+		return res, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	lim, err := r.limits(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	t := o.Time
+	if t.IsZero() {
+		t = r.c.Now()
+	}
+	cb := r.c.bucket(t)
+
+	// Distinct keys, grouped so that each script call stays in one slot.
+	type group struct {
+		ids  []string
+		sigs []sigKeys
+	}
+	var groups []*group
+	bySlot := map[int]*group{}
+	seen := map[string]bool{}
+	for _, id := range o.Keys {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		sk := r.sigKeys(id, cb, uint64(lim.FirstSightSplit))
+		slot := 0
+		if r.cluster {
+			slot = sk.slot
+		}
+		g := bySlot[slot]
+		if g == nil {
+			g = &group{}
+			bySlot[slot] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, id)
+		g.sigs = append(g.sigs, sk)
+	}
+
+	head := []any{"o", r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(t, cb).Milliseconds(), cb,
+		lim.FirstSightCap, lim.ExactLimit, t.Unix(), int64(r.c.VoteHorizon.Seconds())}
+	argsOf := func(g *group) ([]string, []any) {
+		keys := make([]string, 0, len(g.sigs)*(2*r.c.nb+2))
+		args := make([]any, 0, len(head)+2+len(rc.ids)+len(g.sigs))
+		args = append(args, head...)
+		args = append(args, len(g.sigs), len(rc.ids))
+		for _, p := range rc.ids {
+			args = append(args, p.bytes())
+		}
+		for _, sk := range g.sigs {
+			keys = append(keys, sk.keys...)
+			args = append(args, sk.field)
+		}
+		return keys, args
+	}
+	cmds := make([]*redis.Cmd, len(groups))
+	err = r.run(ctx, len(groups), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		keys, args := argsOf(groups[i])
+		if eval {
+			cmds[i] = script.Eval(ctx, p, keys, args...)
+		} else {
+			cmds[i] = script.EvalSha(ctx, p, keys, args...)
+		}
+		return cmds[i]
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("observe %d keys: %w", len(seen), err)
+	}
+
+	type sigResult struct {
+		volume int64
+		tally  Tally
+	}
+	results := make(map[string]sigResult, len(seen))
+	when := map[string]int64{}
+	horizon := t.Unix() - int64(r.c.VoteHorizon.Seconds())
+	for i, g := range groups {
+		rows, ok := cmds[i].Val().([]any)
+		if !ok || len(rows) != len(g.ids) {
+			return Result{}, fmt.Errorf("observe: unexpected script reply %T", cmds[i].Val())
+		}
+		for j, row := range rows {
+			f, ok := row.([]any)
+			if !ok || len(f) != 4 {
+				return Result{}, fmt.Errorf("observe: unexpected script row %v", row)
+			}
+			sr := sigResult{volume: asInt(f[0]), tally: Tally{NotBulk: asInt(f[1]), Bulk: asInt(f[2])}}
+			results[g.ids[j]] = sr
+			uv, _ := f[3].([]any)
+			for k := 0; k+1 < len(uv); k += 2 {
+				idx := int(asInt(uv[k])) - 1
+				v, _ := uv[k+1].(string)
+				if idx < 0 || idx >= len(rc.ids) || len(v) < 2 {
+					continue
+				}
+				at, err := strconv.ParseInt(v[1:], 10, 64)
+				if err != nil || at <= horizon {
+					continue
+				}
+				if res.UserVotes == nil {
+					res.UserVotes = map[string]VoteKind{}
+				}
+				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: voteFromCode(v[0]), at: at})
+			}
+		}
+	}
+	for i, id := range o.Keys {
+		sr := results[id]
+		res.Volumes[i] = sr.volume
+		res.Votes[i] = sr.tally
+	}
+	return res, nil
+}
+
+// run sends n script calls in one pipeline. Calls that fail with NOSCRIPT
+// (script cache flushed, server restarted, failover, new cluster node) are
+// sent again with EVAL, which loads the script: go-redis's Script.Run does
+// not fall back inside a pipeline (redis/go-redis#3228).
+func (r *Redis) run(ctx context.Context, n int, add func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) error {
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.Cmd, n)
+	for i := range n {
+		cmds[i] = add(pipe, i, false)
+	}
+	all, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	for _, c := range all {
+		if e := c.Err(); e != nil && !redis.HasErrorPrefix(e, "NOSCRIPT") {
+			return classify(e)
+		}
+	}
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return classify(err)
+	}
+	pipe = r.client.Pipeline()
+	for _, i := range again {
+		cmds[i] = add(pipe, i, true)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// RecordVote stores the vote on each of v.Keys (VoteNone retracts the
+// voter's vote) and indexes it under the voter for the admin commands, in
+// one round trip.
+func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
+	start := time.Now()
+	defer func() { r.observe("vote", start, err) }()
+	if err := checkKeys(v.Keys); err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	code, err := voteCode(v.Kind)
+	if err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	if normalise(v.Voter) == "" {
+		return errors.New("record vote: empty voter")
+	}
+	if len(v.Keys) == 0 {
+		return nil
+	}
+	t := v.Time
+	if t.IsZero() {
+		t = r.c.Now()
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if _, err := r.limits(ctx); err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	err = r.setVotes(ctx, r.c.pseudonym(v.Voter), uniq(v.Keys), code, t)
+	if err != nil {
+		return fmt.Errorf("record vote on %d keys: %w", len(v.Keys), err)
+	}
+	return nil
+}
+
+// setVotes writes (code != 0) or retracts (code == 0) one voter's votes on
+// keys, and the voter's index entries, in one pipeline.
+func (r *Redis) setVotes(ctx context.Context, voter pseudonym, keys []string, code byte, t time.Time) error {
+	kind := "-"
+	if code != 0 {
+		kind = string(code)
+	}
+	hz := int64(r.c.VoteHorizon.Seconds())
+	ttl := r.c.VoteHorizon + time.Hour
+	idx := r.voterKey(voter)
+	cmds := make([]*redis.Cmd, len(keys))
+	err := r.run(ctx, len(keys)+1, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		if i == len(keys) {
+			// The voter's index: signature id -> vote, hash-tagged by voter.
+			if code != 0 {
+				fv := make([]any, 0, 2*len(keys))
+				for _, k := range keys {
+					fv = append(fv, k, kind+strconv.FormatInt(t.Unix(), 10))
+				}
+				p.HSet(ctx, idx, fv...)
+				p.PExpire(ctx, idx, ttl)
+			} else {
+				p.HDel(ctx, idx, keys...)
+			}
+			return redis.NewCmd(ctx) // not a script: nothing to retry
+		}
+		args := []any{"v", voter.bytes(), kind, t.Unix(), hz, ttl.Milliseconds()}
+		if eval {
+			cmds[i] = script.Eval(ctx, p, []string{r.voteKey(keys[i])}, args...)
+		} else {
+			cmds[i] = script.EvalSha(ctx, p, []string{r.voteKey(keys[i])}, args...)
+		}
+		return cmds[i]
+	})
+	return err
+}
+
+func uniq(keys []string) []string {
+	seen := make(map[string]bool, len(keys))
+	out := keys[:0:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Ping reports whether Redis answers (every master, on a cluster).
+func (r *Redis) Ping(ctx context.Context) (err error) {
+	start := time.Now()
+	defer func() { r.observe("ping", start, err) }()
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	} else {
+		err = r.client.Ping(ctx).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("ping redis: %w", classify(err))
+	}
+	if _, err := r.limits(ctx); err != nil {
+		return fmt.Errorf("ping redis: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connections.
+func (r *Redis) Close() error {
+	if err := r.client.Close(); err != nil {
+		return fmt.Errorf("close redis store: %w", err)
+	}
+	return nil
+}
+
+// forEachMaster runs fn on every master (the one server outside a
+// cluster).
+func (r *Redis) forEachMaster(ctx context.Context, fn func(ctx context.Context, c redis.UniversalClient) error) error {
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return fn(ctx, c) })
+	}
+	return fn(ctx, r.client)
+}
+
+// globEscape escapes Redis glob metacharacters.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// voteKeysMatching lists the ids of the signatures with votes, filtered by
+// q's keys and key prefix (SCAN on every master when q names no exact keys).
+func (r *Redis) voteKeysMatching(ctx context.Context, q VoteQuery) ([]string, error) {
+	if len(q.Keys) > 0 {
+		var ids []string
+		for _, k := range uniq(q.Keys) {
+			if strings.HasPrefix(k, q.KeyPrefix) {
+				ids = append(ids, k)
+			}
+		}
+		return ids, nil
+	}
+	pattern := globEscape(r.prefix) + "{*}:v:" + globEscape(q.KeyPrefix) + "*"
+	var mu sync.Mutex
+	var ids []string
+	err := r.forEachMaster(ctx, func(ctx context.Context, c redis.UniversalClient) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			i := strings.Index(k, "}:v:")
+			if i < 0 {
+				continue
+			}
+			mu.Lock()
+			ids = append(ids, k[i+len("}:v:"):])
+			mu.Unlock()
+		}
+		return it.Err()
+	})
+	return ids, err
+}
+
+func (q VoteQuery) voter(c *counting) (pseudonym, bool, error) {
+	switch {
+	case q.Voter != "" && q.VoterID != "":
+		return 0, false, errors.New("vote query: set Voter or VoterID, not both")
+	case q.Voter != "":
+		return c.pseudonym(q.Voter), true, nil
+	case q.VoterID != "":
+		p, err := parsePseudonymHex(q.VoterID)
+		return p, err == nil, err
+	}
+	return 0, false, nil
+}
+
+// ListVotes lists stored votes. By voter it reads the voter's index; by key
+// or key prefix it scans the vote hashes (SCAN, on every master of a
+// cluster), which is slow on a large database but not on the mail path.
+func (r *Redis) ListVotes(ctx context.Context, q VoteQuery) (out []VoteEntry, err error) {
+	start := time.Now()
+	defer func() { r.observe("list_votes", start, err) }()
+	voter, byVoter, err := q.voter(&r.c)
+	if err != nil {
+		return nil, err
+	}
+	horizon := r.c.Now().Unix() - int64(r.c.VoteHorizon.Seconds())
+	add := func(id string, p pseudonym, v string) bool {
+		if len(v) < 2 {
+			return true
+		}
+		at, err := strconv.ParseInt(v[1:], 10, 64)
+		if err != nil || at <= horizon {
+			return true
+		}
+		e := VoteEntry{Key: id, VoterID: p.String(), Kind: voteFromCode(v[0]), Time: time.Unix(at, 0)}
+		if byVoter {
+			e.Voter = q.Voter
+		}
+		out = append(out, e)
+		return q.Limit <= 0 || len(out) < q.Limit
+	}
+	if byVoter {
+		idx, err := r.client.HGetAll(ctx, r.voterKey(voter)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("list votes: %w", classify(err))
+		}
+		var ids []string
+		for id := range idx {
+			if strings.HasPrefix(id, q.KeyPrefix) && (len(q.Keys) == 0 || slices.Contains(q.Keys, id)) {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		// The vote hash is authoritative (the index may outlive a vote).
+		pipe := r.client.Pipeline()
+		cmds := make([]*redis.StringCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.HGet(ctx, r.voteKey(id), voter.bytes())
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("list votes: %w", classify(err))
+		}
+		for i, id := range ids {
+			if v, err := cmds[i].Result(); err == nil && !add(id, voter, v) {
+				break
+			}
+		}
+		return out, nil
+	}
+	ids, err := r.voteKeysMatching(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list votes: %w", classify(err))
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		all, err := r.client.HGetAll(ctx, r.voteKey(id)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("list votes: %w", classify(err))
+		}
+		var fields []string
+		for f := range all {
+			if len(f) == pseudonymLen {
+				fields = append(fields, f)
+			}
+		}
+		slices.Sort(fields)
+		for _, f := range fields {
+			p, _ := pseudonymFromBytes(f)
+			if !add(id, p, all[f]) {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// RemoveVotes deletes the votes q selects; q must name a key, a key prefix
+// or a voter.
+func (r *Redis) RemoveVotes(ctx context.Context, q VoteQuery) (n int, err error) {
+	start := time.Now()
+	defer func() { r.observe("remove_votes", start, err) }()
+	if len(q.Keys) == 0 && q.KeyPrefix == "" && q.Voter == "" && q.VoterID == "" {
+		return 0, errors.New("remove votes: name a key, a key prefix or a voter")
+	}
+	q.Limit = 0
+	entries, err := r.ListVotes(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("remove votes: %w", err)
+	}
+	// Group by voter: one retract per voter covers all their keys.
+	byVoter := map[string][]string{}
+	var order []string
+	for _, e := range entries {
+		if _, ok := byVoter[e.VoterID]; !ok {
+			order = append(order, e.VoterID)
+		}
+		byVoter[e.VoterID] = append(byVoter[e.VoterID], e.Key)
+	}
+	now := r.c.Now()
+	for _, id := range order {
+		p, _ := parsePseudonymHex(id)
+		if err := r.setVotes(ctx, p, byVoter[id], 0, now); err != nil {
+			return n, fmt.Errorf("remove votes of %s: %w", id, err)
+		}
+		n += len(byVoter[id])
+	}
+	return n, nil
+}
+
+// classify wraps errors that mean "Redis cannot answer now" with
+// ErrUnavailable; others are returned as they are.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) {
+		return true // net.Error: timeouts, refused and reset connections
+	}
+	if redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) || redis.IsMaxClientsError(err) ||
+		redis.IsOOMError(err) || redis.IsNoReplicasError(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"BUSY", "NOREPLICAS", "LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	// EOF, connection reset/refused and friends that are not net.Errors.
+	for _, s := range []string{"EOF", "connection refused", "connection reset", "broken pipe", "i/o timeout", "no such host", "use of closed network connection"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// slotOf is the Redis Cluster slot of a hash tag: CRC16 (XMODEM) mod 16384.
+func slotOf(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

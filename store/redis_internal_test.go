@@ -1,0 +1,60 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+)
+
+// A first-sighting string full at FirstSightCap records: later keys of the
+// same tag, split and bucket get an exact set at once, and count the same.
+func TestRedisFirstSightOverflow(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	ctx := context.Background()
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, FirstSightSplit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Signature ids that share one tag (the split is 1).
+	var ids []string
+	want := sigHash("v1:o:0") >> 50
+	for i := 0; len(ids) < FirstSightCap+20; i++ {
+		id := fmt.Sprint("v1:o:", i)
+		if sigHash(id)>>50 == want {
+			ids = append(ids, id)
+		}
+	}
+	at := time.Now()
+	for _, id := range ids {
+		res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{"a@x"}, Time: at})
+		if err != nil || res.Volumes[0] != 1 {
+			t.Fatalf("%s: %v, %v; want volume 1", id, res.Volumes, err)
+		}
+	}
+	sk := s.sigKeys(ids[0], s.c.bucket(at), 1)
+	n, err := s.client.StrLen(ctx, sk.keys[s.c.nb-1]).Result()
+	if err != nil || n != 8*FirstSightCap {
+		t.Errorf("first-sighting string: %d bytes, %v; want %d", n, err, 8*FirstSightCap)
+	}
+	xs, _ := s.client.Keys(ctx, "bm1:{*}:x:*").Result()
+	if len(xs) != 20 {
+		t.Errorf("%d exact sets, want 20 (the overflow)", len(xs))
+	}
+	// Every key still counts right: same recipient 1, a new one 2.
+	for _, id := range []string{ids[0], ids[len(ids)-1]} {
+		for i, rc := range []string{"a@x", "b@x"} {
+			res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{rc}, Time: at})
+			if err != nil || res.Volumes[0] != int64(i+1) {
+				t.Errorf("%s with %s: %v, %v; want %d", id, rc, res.Volumes, err, i+1)
+			}
+		}
+	}
+	// Promotion removed the first sighting of ids[0] from the string.
+	if n2, _ := s.client.StrLen(ctx, sk.keys[s.c.nb-1]).Result(); n2 != n-8 {
+		t.Errorf("after promoting one key the string is %d bytes, want %d", n2, n-8)
+	}
+}

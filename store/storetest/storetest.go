@@ -1,0 +1,648 @@
+// Package storetest is the conformance suite every store.Store
+// implementation passes: distinct counting, windows, many recipients,
+// concurrent writers, idempotent retries, votes and their administration,
+// persistence across restarts.
+//
+// The suite drives time through Observation.Time and Vote.Time (bucket
+// selection follows them), so windows are tested without waiting; one
+// short test uses the real clock for real expiry.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// Harness opens stores for the suite.
+type Harness struct {
+	// Open returns a store with parameters p, closed by the harness at the
+	// end of the test. Stores opened with the same space share their data
+	// when Shared is true; different spaces never share.
+	Open func(t *testing.T, space string, p store.Params) store.Store
+	// Shared: two stores opened on one space at the same time share data
+	// (two daemons on one Redis). False for the embedded store.
+	Shared bool
+	// Restart, if set, restarts the backend (for Redis, redis-server with
+	// persistence on). The suite closes its stores first and reopens them
+	// after. Without it the suite reopens the space (the embedded store
+	// reads its file).
+	Restart func(t *testing.T)
+	// Tolerance is the relative error allowed on counts above the exact
+	// limit (HyperLogLog); default 0.03.
+	Tolerance float64
+}
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	if h.Tolerance == 0 {
+		h.Tolerance = 0.03
+	}
+	s := &suite{h: h}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"DistinctRecipients", s.distinctRecipients},
+		{"SmallCountsExact", s.smallCountsExact},
+		{"ManyRecipients", s.manyRecipients},
+		{"KeysAndDuplicates", s.keysAndDuplicates},
+		{"ReadWithoutRecipients", s.readWithoutRecipients},
+		{"IdempotentRetry", s.idempotentRetry},
+		{"Window", s.window},
+		{"WindowSlides", s.windowSlides},
+		{"WindowHLLTier", s.windowHLL},
+		{"RealClockExpiry", s.realClock},
+		{"ConcurrentWriters", s.concurrent},
+		{"TwoStoresShareCounts", s.twoStores},
+		{"Votes", s.votes},
+		{"VoteHorizon", s.voteHorizon},
+		{"VoteAdmin", s.voteAdmin},
+		{"Persistence", s.persistence},
+		{"BadInput", s.badInput},
+		{"Closed", s.closed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+type suite struct {
+	h Harness
+}
+
+var t0 = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC).Add(10 * time.Minute)
+
+func space(t *testing.T) string {
+	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
+	return r.Replace(t.Name())
+}
+
+func (s *suite) open(t *testing.T, p store.Params) store.Store {
+	t.Helper()
+	return s.h.Open(t, space(t), p)
+}
+
+func rcpts(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d@example.org", prefix, i)
+	}
+	return out
+}
+
+func observe(t *testing.T, st store.Store, at time.Time, keys []string, rs ...string) store.Result {
+	t.Helper()
+	res, err := st.Observe(context.Background(), store.Observation{Keys: keys, Recipients: rs, Time: at})
+	if err != nil {
+		t.Fatalf("Observe(%v, %d recipients): %v", keys, len(rs), err)
+	}
+	if len(res.Volumes) != len(keys) || len(res.Votes) != len(keys) {
+		t.Fatalf("Observe(%v): got %d volumes and %d tallies, want %d", keys, len(res.Volumes), len(res.Votes), len(keys))
+	}
+	return res
+}
+
+func volume(t *testing.T, st store.Store, at time.Time, key string, rs ...string) int64 {
+	t.Helper()
+	return observe(t, st, at, []string{key}, rs...).Volumes[0]
+}
+
+func (s *suite) within(t *testing.T, what string, got int64, want int) {
+	t.Helper()
+	tol := math.Max(2, s.h.Tolerance*float64(want))
+	if math.Abs(float64(got)-float64(want)) > tol {
+		t.Errorf("%s: got volume %d, want %d ± %.0f", what, got, want, tol)
+	}
+}
+
+func (s *suite) distinctRecipients(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := "v1:imatch.0:00000000000000a1"
+	steps := []struct {
+		rs   []string
+		want int64
+	}{
+		{[]string{"alice@example.org"}, 1},
+		{[]string{"alice@example.org"}, 1},           // the same newsletter twice to one person
+		{[]string{"  Alice@Example.ORG "}, 1},        // normalised
+		{[]string{"bob@example.org"}, 2},             // a second person
+		{[]string{"carol@example.org", "dave@x"}, 4}, // two RCPT TO in one message
+		{[]string{"bob@example.org", "alice@example.org"}, 4},
+		{[]string{"erin@x", "erin@x", "erin@x"}, 5}, // one person listed three times
+	}
+	for i, st2 := range steps {
+		if got := volume(t, st, t0.Add(time.Duration(i)*time.Second), k, st2.rs...); got != st2.want {
+			t.Errorf("step %d (%v): got volume %d, want %d", i, st2.rs, got, st2.want)
+		}
+	}
+}
+
+func (s *suite) smallCountsExact(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := "v1:imatch.0:00000000000000b2"
+	for i, r := range rcpts("u", store.DefaultExactLimit) {
+		if got := volume(t, st, t0.Add(time.Duration(i)*time.Second), k, r); got != int64(i+1) {
+			t.Fatalf("after %d distinct recipients: got volume %d, want exactly %d", i+1, got, i+1)
+		}
+	}
+	// Repeats do not move an exact count.
+	for i, r := range rcpts("u", 10) {
+		if got := volume(t, st, t0.Add(time.Hour+time.Duration(i)*time.Second), k, r); got != store.DefaultExactLimit {
+			t.Fatalf("repeat %d: got volume %d, want %d", i, got, store.DefaultExactLimit)
+		}
+	}
+}
+
+func (s *suite) manyRecipients(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k1, k2 := "v1:imatch.0:00000000000000c3", "v1:shingle.1:00000000000000c3"
+	// One message with 200 RCPT TO counts 200.
+	s.within(t, "200 recipients in one message", volume(t, st, t0, k1, rcpts("m", 200)...), 200)
+	// Resending it counts nothing new.
+	s.within(t, "the same 200 again", volume(t, st, t0.Add(time.Minute), k1, rcpts("m", 200)...), 200)
+	// 3000 recipients over 30 messages.
+	var got int64
+	for i := range 30 {
+		got = volume(t, st, t0.Add(time.Duration(i)*time.Second), k2, rcpts(fmt.Sprintf("n%d-", i), 100)...)
+	}
+	s.within(t, "3000 recipients over 30 messages", got, 3000)
+}
+
+func (s *suite) keysAndDuplicates(t *testing.T) {
+	st := s.open(t, store.Params{})
+	a, b, c := "v1:a:0000000000000001", "v1:b:0000000000000002", "v1:c:0000000000000003"
+	observe(t, st, t0, []string{a}, rcpts("x", 3)...)
+	observe(t, st, t0, []string{b}, "y@x")
+	res := observe(t, st, t0.Add(time.Second), []string{a, b, c, a}, "z@x")
+	want := []int64{4, 2, 1, 4}
+	for i := range want {
+		if res.Volumes[i] != want[i] {
+			t.Errorf("volume %d (%s): got %d, want %d", i, []string{a, b, c, a}[i], res.Volumes[i], want[i])
+		}
+	}
+	if res := observe(t, st, t0, nil, "z@x"); len(res.Volumes) != 0 {
+		t.Errorf("no keys: got %d volumes, want 0", len(res.Volumes))
+	}
+}
+
+func (s *suite) readWithoutRecipients(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := "v1:imatch.0:00000000000000d4"
+	for i, want := range []int64{0, 0} {
+		if got := volume(t, st, t0.Add(time.Duration(i)*time.Second), k); got != want {
+			t.Fatalf("unseen key read %d: got %d, want %d", i, got, want)
+		}
+	}
+	volume(t, st, t0, k, "a@x")
+	if got := volume(t, st, t0.Add(time.Second), k); got != 1 {
+		t.Errorf("after one recipient: got %d, want 1", got)
+	}
+	volume(t, st, t0, k, "b@x", "c@x")
+	if got := volume(t, st, t0.Add(time.Second), k); got != 3 {
+		t.Errorf("after three recipients: got %d, want 3", got)
+	}
+}
+
+func (s *suite) idempotentRetry(t *testing.T) {
+	st := s.open(t, store.Params{})
+	keys := []string{"v1:r:0000000000000001", "v1:r:0000000000000002", "v1:r:0000000000000003"}
+	// Bring the keys to the three tiers: first sighting, exact, HLL.
+	observe(t, st, t0, keys[:1], "a@x")
+	observe(t, st, t0, keys[1:2], rcpts("e", 5)...)
+	observe(t, st, t0, keys[2:3], rcpts("h", 300)...)
+	o := store.Observation{Keys: keys, Recipients: []string{"retry@x", "retry2@x"}, Time: t0.Add(time.Minute)}
+	first, err := st.Observe(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		again, err := st.Observe(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range keys {
+			if again.Volumes[j] != first.Volumes[j] {
+				t.Errorf("retry %d, key %d: got volume %d, want %d as on the first call", i, j, again.Volumes[j], first.Volumes[j])
+			}
+		}
+	}
+	if first.Volumes[0] != 3 || first.Volumes[1] != 7 {
+		t.Errorf("volumes %v: want 3 and 7 for the first two keys", first.Volumes)
+	}
+	s.within(t, "HLL key after retry", first.Volumes[2], 302)
+}
+
+// aligned returns the start of the bucket holding t for window w split
+// into n buckets.
+func aligned(t time.Time, w time.Duration, n int) time.Time {
+	l := w / time.Duration(n)
+	return time.UnixMilli(t.UnixMilli() / l.Milliseconds() * l.Milliseconds()).UTC()
+}
+
+func (s *suite) window(t *testing.T) {
+	w := 24 * time.Hour
+	st := s.open(t, store.Params{Window: w, Buckets: 4})
+	base := aligned(t0, w, 4).Add(time.Minute) // 1 min into a 6h bucket
+	k := "v1:w:0000000000000001"
+	volume(t, st, base, k, "a@x")
+	// Anything younger than the window is counted…
+	if got := volume(t, st, base.Add(w-time.Minute), k, "b@x"); got != 2 {
+		t.Errorf("just inside the window: got %d, want 2", got)
+	}
+	// …anything older than window + one bucket is not.
+	later := base.Add(w + w/4)
+	if got := volume(t, st, later, k); got != 1 {
+		t.Errorf("a@x past window+bucket: got %d, want 1 (b@x only)", got)
+	}
+	if got := volume(t, st, later.Add(w+w/4), k); got != 0 {
+		t.Errorf("everything past the window: got %d, want 0", got)
+	}
+	// A first sighting alone also expires.
+	k2 := "v1:w:0000000000000002"
+	volume(t, st, base, k2, "a@x")
+	if got := volume(t, st, later, k2, "a@x"); got != 1 {
+		t.Errorf("first sighting, same recipient after the window: got %d, want 1", got)
+	}
+	if got := volume(t, st, later, k2, "b@x"); got != 2 {
+		t.Errorf("a second recipient after re-sighting: got %d, want 2", got)
+	}
+}
+
+func (s *suite) windowSlides(t *testing.T) {
+	w := 4 * time.Hour
+	st := s.open(t, store.Params{Window: w, Buckets: 4})
+	l := w / 4
+	base := aligned(t0, w, 4).Add(time.Second)
+	k := "v1:w:0000000000000003"
+	// Two recipients per bucket over four buckets.
+	for i := range 4 {
+		volume(t, st, base.Add(time.Duration(i)*l), k, fmt.Sprintf("a%d@x", i), fmt.Sprintf("b%d@x", i))
+	}
+	// At bucket 4 the window holds buckets 0..4; at 5, buckets 1..5; …
+	for i, want := range []int64{8, 6, 4, 2, 0} {
+		at := base.Add(time.Duration(4+i) * l)
+		if got := volume(t, st, at, k); got != want {
+			t.Errorf("%d buckets later: got %d, want %d", 4+i, got, want)
+		}
+	}
+	// A recipient seen again moves with the window.
+	k2 := "v1:w:0000000000000004"
+	volume(t, st, base, k2, "a@x", "b@x")
+	volume(t, st, base.Add(3*l), k2, "a@x")
+	if got := volume(t, st, base.Add(5*l), k2); got != 1 {
+		t.Errorf("recipient refreshed in a later bucket: got %d, want 1", got)
+	}
+}
+
+func (s *suite) windowHLL(t *testing.T) {
+	w := 4 * time.Hour
+	st := s.open(t, store.Params{Window: w, Buckets: 2})
+	l := w / 2
+	base := aligned(t0, w, 2).Add(time.Second)
+	k := "v1:w:0000000000000005"
+	volume(t, st, base, k, rcpts("old", 400)...)
+	s.within(t, "400 in the next bucket", volume(t, st, base.Add(l), k, rcpts("new", 400)...), 800)
+	s.within(t, "old bucket gone", volume(t, st, base.Add(3*l), k), 400)
+	if got := volume(t, st, base.Add(4*l), k); got != 0 {
+		t.Errorf("all buckets gone: got %d, want 0", got)
+	}
+}
+
+func (s *suite) realClock(t *testing.T) {
+	// Real time: a 2s window in 2 buckets, so nothing survives 3s.
+	st := s.open(t, store.Params{Window: 2 * time.Second, Buckets: 2})
+	k := "v1:rt:0000000000000001"
+	if got := volume(t, st, time.Time{}, k, "a@x", "b@x", "c@x"); got != 3 {
+		t.Fatalf("got %d, want 3", got)
+	}
+	time.Sleep(3100 * time.Millisecond)
+	if got := volume(t, st, time.Time{}, k, "d@x"); got != 1 {
+		t.Errorf("after the window passed in real time: got %d, want 1", got)
+	}
+}
+
+func (s *suite) concurrent(t *testing.T) {
+	n := 1
+	if s.h.Shared {
+		n = 2
+	}
+	var stores []store.Store
+	for range n {
+		stores = append(stores, s.open(t, store.Params{}))
+	}
+	exact, hll := "v1:cc:0000000000000001", "v1:cc:0000000000000002"
+	const writers, per = 8, 10 // 80 distinct recipients on exact: below the exact limit
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*2)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := stores[w%n]
+			for i := range per {
+				r := fmt.Sprintf("w%d-%d@x", w, i)
+				// Every recipient twice, through both stores when shared.
+				for _, st := range []store.Store{st, stores[(w+1)%n]} {
+					if _, err := st.Observe(context.Background(), store.Observation{Keys: []string{exact}, Recipients: []string{r}, Time: t0}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				big := rcpts(fmt.Sprintf("w%d-%d-", w, i), 30)
+				if _, err := st.Observe(context.Background(), store.Observation{Keys: []string{hll}, Recipients: big, Time: t0}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, st := range stores {
+		if got := volume(t, st, t0, exact); got != writers*per {
+			t.Errorf("store %d, exact key: got %d, want exactly %d", i, got, writers*per)
+		}
+		s.within(t, fmt.Sprintf("store %d, HLL key", i), volume(t, st, t0, hll), writers*per*30)
+	}
+}
+
+func (s *suite) twoStores(t *testing.T) {
+	if !s.h.Shared {
+		t.Skip("stores of this implementation do not share data")
+	}
+	a := s.open(t, store.Params{})
+	b := s.open(t, store.Params{})
+	k := "v1:two:0000000000000001"
+	volume(t, a, t0, k, "x@x")
+	if got := volume(t, b, t0, k, "x@x"); got != 1 {
+		t.Errorf("same recipient through the second daemon: got %d, want 1", got)
+	}
+	if got := volume(t, b, t0, k, "y@x"); got != 2 {
+		t.Errorf("second recipient through the second daemon: got %d, want 2", got)
+	}
+	if got := volume(t, a, t0, k); got != 2 {
+		t.Errorf("read back through the first daemon: got %d, want 2", got)
+	}
+	if err := a.RecordVote(context.Background(), store.Vote{Keys: []string{k}, Voter: "x@x", Kind: store.VoteNotBulk, Time: t0}); err != nil {
+		t.Fatal(err)
+	}
+	res := observe(t, b, t0, []string{k}, "x@x")
+	if res.Votes[0].NotBulk != 1 || res.UserVotes["x@x"] != store.VoteNotBulk {
+		t.Errorf("vote through the first daemon, seen by the second: tally %+v, user votes %v", res.Votes[0], res.UserVotes)
+	}
+	// A store with another window must refuse to share the database (Redis
+	// checks) or, at least, not crash.
+}
+
+func vote(t *testing.T, st store.Store, at time.Time, voter string, kind store.VoteKind, keys ...string) {
+	t.Helper()
+	if err := st.RecordVote(context.Background(), store.Vote{Keys: keys, Voter: voter, Kind: kind, Time: at}); err != nil {
+		t.Fatalf("RecordVote(%s, %v, %v): %v", voter, kind, keys, err)
+	}
+}
+
+func (s *suite) votes(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k1, k2, k3 := "v1:vote:0000000000000001", "v1:vote:0000000000000002", "v1:vote:0000000000000003"
+	vote(t, st, t0, "alice@example.org", store.VoteNotBulk, k1, k2)
+	vote(t, st, t0, "bob@example.org", store.VoteBulk, k1)
+	vote(t, st, t0, "bob@example.org", store.VoteBulk, k1) // idempotent
+	res := observe(t, st, t0.Add(time.Minute), []string{k1, k2, k3}, "Alice@Example.org", "bob@example.org", "carol@example.org")
+	wantT := []store.Tally{{NotBulk: 1, Bulk: 1}, {NotBulk: 1}, {}}
+	for i, w := range wantT {
+		if res.Votes[i] != w {
+			t.Errorf("tally of key %d: got %+v, want %+v", i, res.Votes[i], w)
+		}
+	}
+	wantU := map[string]store.VoteKind{"Alice@Example.org": store.VoteNotBulk, "bob@example.org": store.VoteBulk}
+	if fmt.Sprint(res.UserVotes) != fmt.Sprint(wantU) {
+		t.Errorf("user votes: got %v, want %v", res.UserVotes, wantU)
+	}
+	// Alice changes her mind on k1: the latest vote wins for her, tallies move.
+	vote(t, st, t0.Add(2*time.Minute), "alice@example.org", store.VoteBulk, k1)
+	res = observe(t, st, t0.Add(3*time.Minute), []string{k1, k2}, "alice@example.org")
+	if res.Votes[0] != (store.Tally{Bulk: 2}) || res.Votes[1] != (store.Tally{NotBulk: 1}) {
+		t.Errorf("after a changed vote: tallies %+v", res.Votes)
+	}
+	if res.UserVotes["alice@example.org"] != store.VoteBulk {
+		t.Errorf("after a changed vote: alice's vote %v, want bulk (the most recent)", res.UserVotes["alice@example.org"])
+	}
+	// Retracting.
+	vote(t, st, t0.Add(4*time.Minute), "bob@example.org", store.VoteNone, k1)
+	res = observe(t, st, t0.Add(5*time.Minute), []string{k1}, "bob@example.org")
+	if res.Votes[0] != (store.Tally{Bulk: 1}) || len(res.UserVotes) != 0 {
+		t.Errorf("after bob retracted: tally %+v, user votes %v", res.Votes[0], res.UserVotes)
+	}
+	// A vote does not count a recipient.
+	k4 := "v1:vote:0000000000000004"
+	vote(t, st, t0, "dave@example.org", store.VoteBulk, k4)
+	if got := volume(t, st, t0.Add(6*time.Minute), k4); got != 0 {
+		t.Errorf("volume of a key with a vote and no message: got %d, want 0", got)
+	}
+}
+
+func (s *suite) voteHorizon(t *testing.T) {
+	hz := 10 * 24 * time.Hour
+	st := s.open(t, store.Params{VoteHorizon: hz})
+	k := "v1:hz:0000000000000001"
+	vote(t, st, t0, "old@x", store.VoteNotBulk, k)
+	vote(t, st, t0.Add(5*24*time.Hour), "new@x", store.VoteBulk, k)
+	res := observe(t, st, t0.Add(hz+time.Hour), []string{k}, "old@x", "new@x")
+	if res.Votes[0] != (store.Tally{Bulk: 1}) {
+		t.Errorf("past the horizon of the first vote: tally %+v, want bulk 1", res.Votes[0])
+	}
+	if _, ok := res.UserVotes["old@x"]; ok || res.UserVotes["new@x"] != store.VoteBulk {
+		t.Errorf("past the horizon of the first vote: user votes %v", res.UserVotes)
+	}
+	res = observe(t, st, t0.Add(16*24*time.Hour), []string{k}, "new@x")
+	if res.Votes[0] != (store.Tally{}) || len(res.UserVotes) != 0 {
+		t.Errorf("past every horizon: tally %+v, user votes %v", res.Votes[0], res.UserVotes)
+	}
+}
+
+func admin(t *testing.T, st store.Store) store.Admin {
+	a, ok := st.(store.Admin)
+	if !ok {
+		t.Fatalf("%T does not implement store.Admin", st)
+	}
+	return a
+}
+
+func keysOf(es []store.VoteEntry) string {
+	var b []string
+	for _, e := range es {
+		b = append(b, fmt.Sprintf("%s/%s/%v", e.Key, e.VoterID[:4], e.Kind))
+	}
+	return strings.Join(b, " ")
+}
+
+func (s *suite) voteAdmin(t *testing.T) {
+	// Votes are cast now: listing filters by the real clock's horizon.
+	st := s.open(t, store.Params{})
+	a := admin(t, st)
+	ctx := context.Background()
+	now := time.Now()
+	vote(t, st, now, "alice@x", store.VoteNotBulk, "v1:imatch.0:aa", "v1:imatch.1:ab", "v1:shingle.0:ac")
+	vote(t, st, now, "bob@x", store.VoteBulk, "v1:imatch.0:aa")
+	vote(t, st, now, "carol@x", store.VoteNotBulk, "v1:shingle.0:ac")
+
+	all, err := a.ListVotes(ctx, store.VoteQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 {
+		t.Errorf("list all: got %d votes (%s), want 5", len(all), keysOf(all))
+	}
+	byAlice, err := a.ListVotes(ctx, store.VoteQuery{Voter: "Alice@X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byAlice) != 3 || byAlice[0].Voter != "Alice@X" || byAlice[0].Kind != store.VoteNotBulk {
+		t.Errorf("list by voter: got %+v", byAlice)
+	}
+	if d := byAlice[0].Time.Sub(now); d > time.Second || d < -time.Second {
+		t.Errorf("vote time %v, want about %v", byAlice[0].Time, now)
+	}
+	imatch, err := a.ListVotes(ctx, store.VoteQuery{KeyPrefix: "v1:imatch."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imatch) != 3 {
+		t.Errorf("list by prefix: got %d (%s), want 3", len(imatch), keysOf(imatch))
+	}
+	// The listed pseudonym works as a query.
+	byID, err := a.ListVotes(ctx, store.VoteQuery{VoterID: byAlice[0].VoterID, Keys: []string{"v1:imatch.0:aa"}})
+	if err != nil || len(byID) != 1 {
+		t.Errorf("list by voter id and key: got %+v, %v", byID, err)
+	}
+	limited, err := a.ListVotes(ctx, store.VoteQuery{Limit: 2})
+	if err != nil || len(limited) != 2 {
+		t.Errorf("list with limit 2: got %d, %v", len(limited), err)
+	}
+
+	if _, err := a.RemoveVotes(ctx, store.VoteQuery{}); err == nil {
+		t.Error("remove with an empty query: no error")
+	}
+	n, err := a.RemoveVotes(ctx, store.VoteQuery{Voter: "alice@x"})
+	if err != nil || n != 3 {
+		t.Errorf("remove alice: removed %d, %v; want 3", n, err)
+	}
+	res := observe(t, st, now, []string{"v1:imatch.0:aa", "v1:shingle.0:ac"}, "alice@x")
+	if res.Votes[0] != (store.Tally{Bulk: 1}) || res.Votes[1] != (store.Tally{NotBulk: 1}) || len(res.UserVotes) != 0 {
+		t.Errorf("after removing alice: tallies %+v, user votes %v", res.Votes, res.UserVotes)
+	}
+	n, err = a.RemoveVotes(ctx, store.VoteQuery{Keys: []string{"v1:imatch.0:aa"}})
+	if err != nil || n != 1 {
+		t.Errorf("remove by key: removed %d, %v; want 1", n, err)
+	}
+	n, err = a.RemoveVotes(ctx, store.VoteQuery{KeyPrefix: "v1:shingle."})
+	if err != nil || n != 1 {
+		t.Errorf("remove by prefix: removed %d, %v; want 1", n, err)
+	}
+	left, err := a.ListVotes(ctx, store.VoteQuery{})
+	if err != nil || len(left) != 0 {
+		t.Errorf("after removing everything: %d left (%s), %v", len(left), keysOf(left), err)
+	}
+	if byBob, _ := a.ListVotes(ctx, store.VoteQuery{Voter: "bob@x"}); len(byBob) != 0 {
+		t.Errorf("bob's index still lists %s", keysOf(byBob))
+	}
+}
+
+func (s *suite) persistence(t *testing.T) {
+	sp := space(t)
+	p := store.Params{}
+	st := s.h.Open(t, sp, p)
+	now := time.Now()
+	k1, k2, k3 := "v1:p:0000000000000001", "v1:p:0000000000000002", "v1:p:0000000000000003"
+	volume(t, st, now, k1, "a@x")
+	volume(t, st, now, k2, rcpts("e", 10)...)
+	volume(t, st, now, k3, rcpts("h", 500)...)
+	vote(t, st, now, "alice@x", store.VoteNotBulk, k1, k2)
+	if err := st.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if s.h.Restart != nil {
+		s.h.Restart(t)
+	}
+	st = s.h.Open(t, sp, p)
+	res := observe(t, st, now.Add(time.Second), []string{k1, k2, k3})
+	if res.Volumes[0] != 1 || res.Volumes[1] != 10 {
+		t.Errorf("after restart: volumes %v, want 1 and 10 for the first two", res.Volumes)
+	}
+	s.within(t, "HLL after restart", res.Volumes[2], 500)
+	// The tiers keep working: a known recipient is not counted again.
+	if got := volume(t, st, now.Add(time.Second), k1, "a@x"); got != 1 {
+		t.Errorf("after restart, first sighting seen again: got %d, want 1", got)
+	}
+	if got := volume(t, st, now.Add(time.Second), k2, "e3@example.org", "new@x"); got != 11 {
+		t.Errorf("after restart, exact key: got %d, want 11", got)
+	}
+	res = observe(t, st, now.Add(time.Second), []string{k1, k2}, "alice@x")
+	if res.Votes[0] != (store.Tally{NotBulk: 1}) || res.UserVotes["alice@x"] != store.VoteNotBulk {
+		t.Errorf("after restart: tallies %+v, user votes %v", res.Votes, res.UserVotes)
+	}
+	if got, err := admin(t, st).ListVotes(context.Background(), store.VoteQuery{Voter: "alice@x"}); err != nil || len(got) != 2 {
+		t.Errorf("after restart, alice's votes: %d, %v; want 2", len(got), err)
+	}
+}
+
+func (s *suite) badInput(t *testing.T) {
+	st := s.open(t, store.Params{})
+	ctx := context.Background()
+	many := make([]string, store.MaxKeys+1)
+	for i := range many {
+		many[i] = fmt.Sprint("k", i)
+	}
+	cases := []struct {
+		name string
+		o    store.Observation
+	}{
+		{"too many keys", store.Observation{Keys: many, Recipients: []string{"a@x"}}},
+		{"empty key", store.Observation{Keys: []string{"k", ""}, Recipients: []string{"a@x"}}},
+		{"huge key", store.Observation{Keys: []string{strings.Repeat("k", store.MaxKeyLen+1)}}},
+		{"too many recipients", store.Observation{Keys: []string{"k"}, Recipients: rcpts("r", store.MaxRecipients+1)}},
+	}
+	for _, c := range cases {
+		_, err := st.Observe(ctx, c.o)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+		} else if errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s: %v wraps ErrUnavailable; bad input is not an outage", c.name, err)
+		}
+	}
+	if err := st.RecordVote(ctx, store.Vote{Keys: []string{"k"}, Voter: " ", Kind: store.VoteBulk}); err == nil {
+		t.Error("vote without voter: no error")
+	}
+	if err := st.RecordVote(ctx, store.Vote{Keys: []string{"k"}, Voter: "a@x", Kind: 7}); err == nil {
+		t.Error("vote of unknown kind: no error")
+	}
+	// Blank recipients are ignored, not counted.
+	if got := volume(t, st, t0, "v1:blank:01", "", "  "); got != 0 {
+		t.Errorf("blank recipients: got %d, want 0", got)
+	}
+}
+
+func (s *suite) closed(t *testing.T) {
+	st := s.open(t, store.Params{})
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	_, err := st.Observe(context.Background(), store.Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("observe after close: got %v, want an error wrapping ErrUnavailable", err)
+	}
+}
