@@ -80,32 +80,7 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v.positive("limits.max_mime_depth", l.MaxMIMEDepth)
 	v.positive("limits.max_mime_parts", l.MaxMIMEParts)
 
-	s := c.Signatures
-	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled {
-		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift", "no signature family enabled")
-	}
-	if s.IMatch.Enabled {
-		v.positive("signatures.imatch.min_terms", s.IMatch.MinTerms)
-		if s.IMatch.Randomized < 0 || s.IMatch.Randomized > 32 {
-			v.add("signatures.imatch.randomized", "use 0 to 32 (the papers use up to 10)", "out of range: %d", s.IMatch.Randomized)
-		}
-		v.fraction("signatures.imatch.drop_rate", s.IMatch.DropRate, 0.01, 0.9)
-		v.fraction("signatures.imatch.min_ratio", s.IMatch.MinRatio, 0, 1)
-		v.positive("signatures.imatch.context_min", s.IMatch.ContextMin)
-	}
-	if s.Shingle.Enabled {
-		v.positive("signatures.shingle.width", s.Shingle.Width)
-		v.positive("signatures.shingle.bands", s.Shingle.Bands)
-	}
-	if s.CharShingle.Enabled {
-		v.positive("signatures.charshingle.width", s.CharShingle.Width)
-		v.positive("signatures.charshingle.bands", s.CharShingle.Bands)
-	}
-	if s.Sift.Enabled {
-		v.positive("signatures.sift.length", s.Sift.Length)
-		v.fraction("signatures.sift.acceptance", s.Sift.Acceptance, 0.01, 1)
-		v.positive("signatures.sift.keys", s.Sift.Keys)
-	}
+	v.validateSignatures(&c.Signatures)
 
 	if c.Store.Window.D() <= 0 {
 		v.add("store.window", `use a duration such as "24h"`, "must be positive")

@@ -1,0 +1,126 @@
+package milter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	gomilter "github.com/d--j/go-milter"
+
+	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/detect"
+)
+
+// apply turns a verdict into modifications of the message. Incoming copies
+// of the verdict and feedback headers go first, so a sender can forge
+// neither.
+func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger) error {
+	cfg := s.state.Config
+	met := s.srv.opt.Metrics
+	var errs []error
+	// Delete from the last copy back, so indexes of earlier copies hold.
+	for i := s.ownHeaders; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, cfg.Actions.Header, ""))
+	}
+	for i := s.fbHeaders; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
+	}
+	if s.ownHeaders+s.fbHeaders > 0 {
+		log.Info("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
+	}
+
+	bulkFor := routedRecipients(v, s.rcpts, &cfg.Actions)
+	value := v.Header(cfg.Actions.RevealKeys)
+	if v.Bulk && len(bulkFor) == 0 {
+		// Every recipient is exempt: for them the message is not bulk.
+		value = "no" + strings.TrimPrefix(value, "yes") + "; exempt"
+	}
+	errs = append(errs, m.AddHeader(cfg.Actions.Header, value))
+	met.Action("header")
+
+	if len(bulkFor) > 0 {
+		if tag := cfg.Actions.SubjectTag; tag != "" {
+			errs = append(errs, s.tagSubject(m, tag))
+			met.Action("subject_tag")
+		}
+		if detail := cfg.Actions.RecipientDetail; detail != "" {
+			for _, r := range bulkFor {
+				routed, ok := withDetail(r, detail)
+				if !ok {
+					continue
+				}
+				errs = append(errs, m.DeleteRecipient(r), m.AddRecipient(routed, ""))
+			}
+			met.Action("recipient_detail")
+		}
+		if cfg.Actions.Quarantine {
+			errs = append(errs, m.Quarantine(fmt.Sprintf("bulk: family=%s volume=%d", v.Family, v.Volume)))
+			met.Action("quarantine")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routedRecipients returns the recipients for whom a message is bulk:
+// all of them for a bulk verdict, minus exceptions and minus those whose
+// own "not bulk" vote exempts them; for a verdict that is not bulk, those
+// whose own "bulk" vote makes it bulk for them.
+func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) []string {
+	var out []string
+	exempt := map[string]bool{}
+	for _, r := range v.NotBulkFor {
+		exempt[r] = true
+	}
+	wanted := map[string]bool{}
+	for _, r := range v.BulkFor {
+		wanted[r] = true
+	}
+	for _, r := range rcpts {
+		n := detect.NormaliseAddress(r)
+		if isException(n, a) {
+			continue
+		}
+		if (v.Bulk && !exempt[n]) || wanted[n] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func isException(addr string, a *config.Actions) bool {
+	for _, r := range a.ExceptRecipients {
+		if strings.EqualFold(r, addr) {
+			return true
+		}
+	}
+	_, domain, _ := strings.Cut(addr, "@")
+	for _, d := range a.ExceptDomains {
+		if strings.EqualFold(d, domain) {
+			return true
+		}
+	}
+	return false
+}
+
+// withDetail returns user+detail@domain. An existing detail is replaced:
+// Postfix and Dovecot split the local part at the first delimiter.
+func withDetail(addr, detail string) (string, bool) {
+	local, domain, ok := strings.Cut(detect.NormaliseAddress(addr), "@")
+	if !ok || local == "" {
+		return "", false
+	}
+	local, _, _ = strings.Cut(local, "+")
+	return local + "+" + detail + "@" + domain, true
+}
+
+func (s *session) tagSubject(m gomilter.Modifier, tag string) error {
+	if s.subject == 0 {
+		return m.AddHeader("Subject", tag)
+	}
+	cur := s.header.Get("Subject")
+	if strings.HasPrefix(strings.TrimSpace(cur), tag) {
+		return nil
+	}
+	return m.ChangeHeader(1, "Subject", tag+" "+strings.TrimSpace(cur))
+}
