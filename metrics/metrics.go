@@ -33,6 +33,7 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	votes           *prometheus.CounterVec
 	feedbackRejects *prometheus.CounterVec
+	overrides       *prometheus.CounterVec
 	sessionsActive  prometheus.Gauge
 	sessions        prometheus.Counter
 	panics          *prometheus.CounterVec
@@ -98,6 +99,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "feedback_rejected_total",
 			Help: "Feedback not recorded, by reason (untrusted, rate_limited, invalid, unsigned, store_error).",
 		}, []string{"reason"}),
+		overrides: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "feedback_overrides_total",
+			Help: "Messages whose verdict feedback votes changed, by scope (global: enough distinct voters; user: the recipient's own vote) and kind (not_bulk, bulk).",
+		}, []string{"scope", "kind"}),
 		sessionsActive: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "sessions_active",
 			Help: "Milter sessions (MTA connections) open now.",
@@ -231,6 +236,14 @@ func (m *Metrics) FeedbackRejected(reason string) {
 	}
 }
 
+// Override counts one message whose verdict feedback changed: scope
+// "global" or "user", kind "not_bulk" or "bulk".
+func (m *Metrics) Override(scope, kind string) {
+	if m != nil {
+		m.overrides.WithLabelValues(scope, kind).Inc()
+	}
+}
+
 // SessionOpened and SessionClosed track milter sessions.
 func (m *Metrics) SessionOpened() {
 	if m != nil {
@@ -271,6 +284,6 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
 		m.defects, m.truncated, m.storeDuration, m.storeErrors, m.votes,
-		m.feedbackRejects, m.sessionsActive, m.sessions, m.panics, m.reloads, m.reloadTime,
+		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.panics, m.reloads, m.reloadTime,
 	}
 }

@@ -29,6 +29,7 @@ func exercise(m *Metrics) {
 	m.ObserveRequest("observe", time.Millisecond, errors.New("x"))
 	m.Vote("not_bulk")
 	m.FeedbackRejected("untrusted")
+	m.Override("user", "not_bulk")
 	m.SessionOpened()
 	m.Panic("EndOfMessage")
 	m.Reload(true)

@@ -63,9 +63,10 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 }
 
 // routedRecipients returns the recipients for whom a message is bulk:
-// all of them for a bulk verdict, minus exceptions and minus those whose
-// own "not bulk" vote exempts them; for a verdict that is not bulk, those
-// whose own "bulk" vote makes it bulk for them.
+// all of them when it is bulk for those without votes of their own (the
+// base verdict), minus those whose own "not bulk" votes exempt them; else
+// those whose own "bulk" votes make it bulk for them. Exceptions never
+// are.
 func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) []string {
 	var out []string
 	exempt := map[string]bool{}
@@ -81,7 +82,7 @@ func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) []str
 		if isException(n, a) {
 			continue
 		}
-		if (v.Bulk && !exempt[n]) || wanted[n] {
+		if (v.Base && !exempt[n]) || wanted[n] {
 			out = append(out, r)
 		}
 	}

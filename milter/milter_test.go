@@ -156,7 +156,7 @@ func TestBulkActions(t *testing.T) {
 		c.Actions.ExceptDomains = []string{"vip.test"}
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilySift, Volume: 42}
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilySift, Volume: 42}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "boss@vip.test", "bob+lists@example.test"}}, plain)
 	want := []string{
@@ -179,7 +179,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 		c.Actions.ExceptRecipients = []string{"boss@vip.test"}
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilyIMatch, Volume: 12}
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 12}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"boss@vip.test"}}, plain)
 	want := []string{`AddHeader "X-Bulk" "no; family=imatch; volume=12; exempt"`}
@@ -191,7 +191,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 func TestUserNotBulkVoteExemptsThatUserOnly(t *testing.T) {
 	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilyIMatch, Volume: 50,
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 50,
 			Override: "user not-bulk", NotBulkFor: []string{"ann@example.test"}}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
@@ -410,4 +410,23 @@ func TestListenUnixSocket(t *testing.T) {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
 	ln.Close()
+}
+
+// A user's own "bulk" vote routes the message for her only: the others
+// get it as the base verdict says, not bulk.
+func TestUserBulkVoteRoutesThatUserOnly(t *testing.T) {
+	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: false, Family: signature.FamilyIMatch, Volume: 2,
+			Override: "user bulk", BulkFor: []string{"ann@example.test"}}
+	}
+	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
+	want := []string{
+		`AddHeader "X-Bulk" "yes; family=imatch; volume=2; feedback=user-bulk"`,
+		`DelRcpt "<ann@example.test>"`,
+		`AddRcpt "<ann+Bulk@example.test>" ""`,
+	}
+	if got := mods(res); !equal(got, want) {
+		t.Errorf("modifications:\n got %q\nwant %q", got, want)
+	}
 }
