@@ -18,17 +18,7 @@ import (
 func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger) error {
 	cfg := s.state.Config
 	met := s.srv.opt.Metrics
-	var errs []error
-	// Delete from the last copy back, so indexes of earlier copies hold.
-	for i := s.ownHeaders; i >= 1; i-- {
-		errs = append(errs, m.ChangeHeader(i, cfg.Actions.Header, ""))
-	}
-	for i := s.fbHeaders; i >= 1; i-- {
-		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
-	}
-	if s.ownHeaders+s.fbHeaders > 0 {
-		log.Info("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
-	}
+	errs := s.removeIncoming(m, log)
 
 	bulkFor := routedRecipients(v, s.rcpts, &cfg.Actions)
 	value := v.Header(cfg.Actions.RevealKeys)
@@ -60,6 +50,26 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeIncoming deletes every incoming copy of the verdict and feedback
+// headers.
+func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error {
+	cfg := s.state.Config
+	var errs []error
+	// Delete from the last copy back, so indexes of earlier copies hold.
+	for i := s.ownHeaders; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, cfg.Actions.Header, ""))
+	}
+	for i := s.fbHeaders; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
+	}
+	if s.ownHeaders+s.fbHeaders > 0 {
+		// Debug: a sender can add these to every message; the feedback
+		// handler reports untrusted feedback, rate-limited.
+		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
+	}
+	return errs
 }
 
 // routedRecipients returns the recipients for whom a message is bulk:

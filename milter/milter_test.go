@@ -49,15 +49,22 @@ func (p *scripted) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 }
 
 type fbRecorder struct {
-	mu  sync.Mutex
-	got []Feedback
+	mu    sync.Mutex
+	got   []Feedback
+	retry bool // answer FeedbackRetry to authenticated senders
 }
 
-func (r *fbRecorder) HandleFeedback(ctx context.Context, fb *Feedback) bool {
+func (r *fbRecorder) HandleFeedback(ctx context.Context, fb *Feedback) FeedbackOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, *fb)
-	return fb.AuthUser != ""
+	switch {
+	case fb.AuthUser == "":
+		return FeedbackIgnored
+	case r.retry:
+		return FeedbackRetry
+	}
+	return FeedbackConsumed
 }
 
 type harness struct {
@@ -428,5 +435,52 @@ func TestUserBulkVoteRoutesThatUserOnly(t *testing.T) {
 	}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
+	}
+}
+
+// What happens to a feedback message: consumed feedback is discarded, or
+// delivered without the feedback header; feedback the handler could not
+// record now is tempfailed; feedback it ignores is checked as normal mail,
+// the header removed.
+func TestFeedbackOutcomes(t *testing.T) {
+	fb := "From: ann@example.test\nX-Bulk-Feedback: not-bulk\nX-Bulk: yes\nSubject: fb\n\nbody\n"
+	auth := mtaclient.Envelope{AuthUser: "ann@example.test", From: "ann@example.test", Rcpts: []string{"ann@example.test"}}
+	tests := []struct {
+		name   string
+		keep   string
+		retry  bool
+		env    mtaclient.Envelope
+		action gomilter.ActionType
+		mods   []string
+		checks int // calls of the pipeline
+	}{
+		{name: "consumed, discard", keep: "discard", env: auth, action: gomilter.ActionDiscard},
+		{name: "consumed, deliver", keep: "deliver", env: auth, action: gomilter.ActionContinue,
+			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`}},
+		{name: "retry", keep: "discard", retry: true, env: auth, action: gomilter.ActionTempFail},
+		{name: "ignored", keep: "discard", env: mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test"}},
+			action: gomilter.ActionContinue, checks: 1,
+			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, func(c *config.Config) { c.Feedback.Keep = tc.keep })
+			h.fb.retry = tc.retry
+			res := h.send(t, tc.env, fb)
+			if got := res.Action.Type; got != tc.action && !(tc.action == gomilter.ActionContinue && accepted(res)) {
+				t.Errorf("action %v, want %v", got, tc.action)
+			}
+			if got := mods(res); !equal(got, tc.mods) {
+				t.Errorf("modifications:\n got %q\nwant %q", got, tc.mods)
+			}
+			if len(h.pipe.seen) != tc.checks {
+				t.Errorf("pipeline called %d times, want %d", len(h.pipe.seen), tc.checks)
+			}
+			// The pipeline counts the messages it checks; the milter
+			// counts feedback.
+			if n := counter(h.reg, "bulkmilter_messages_total"); n != float64(1-tc.checks) {
+				t.Errorf("messages_total = %v, want %d", n, 1-tc.checks)
+			}
+		})
 	}
 }

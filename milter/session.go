@@ -3,6 +3,7 @@ package milter
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -193,14 +194,22 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	defer cancel()
 
 	if s.fbHeaders > 0 {
-		consumed := s.feedback(ctx, m, msg, log)
-		if consumed {
+		switch s.feedback(ctx, msg, log) {
+		case FeedbackConsumed:
 			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
 			if cfg.Feedback.Keep == "discard" {
 				s.srv.opt.Metrics.Action("discard")
 				return gomilter.RespDiscard, nil
 			}
+			if err := errors.Join(s.removeIncoming(m, log)...); err != nil {
+				s.srv.opt.Metrics.Error(metrics.StageAction)
+				log.Error("remove feedback header", "err", err)
+			}
 			return gomilter.RespContinue, nil
+		case FeedbackRetry:
+			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
+			s.srv.opt.Metrics.Action("tempfail")
+			return gomilter.RespTempFail, nil
 		}
 	}
 
@@ -225,9 +234,9 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 
 // feedback hands a message carrying the feedback header to the feedback
 // handler. The header itself is removed from the message in any case.
-func (s *session) feedback(ctx context.Context, m gomilter.Modifier, msg *detect.Message, log *slog.Logger) bool {
+func (s *session) feedback(ctx context.Context, msg *detect.Message, log *slog.Logger) FeedbackOutcome {
 	if s.state.Feedback == nil || !s.state.Config.Feedback.Enabled {
-		return false
+		return FeedbackIgnored
 	}
 	return s.state.Feedback.HandleFeedback(ctx, &Feedback{
 		Value:      s.fbValue,
