@@ -202,6 +202,11 @@ type Feedback struct {
 	// TrustAuthenticated accepts feedback from SASL-authenticated senders;
 	// the voter is the login.
 	TrustAuthenticated bool `yaml:"trust_authenticated"`
+	// LoginDomain completes a voter without a domain (a SASL login such as
+	// "ann", or a bare envelope sender) to ann@LoginDomain, so that it
+	// matches the recipient address the user's mail arrives with. Empty:
+	// voters are taken as they are.
+	LoginDomain string `yaml:"login_domain"`
 	// TrustedNetworks accepts feedback from these client networks; the
 	// voter is the envelope sender.
 	TrustedNetworks []string `yaml:"trusted_networks"`

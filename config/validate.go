@@ -148,6 +148,9 @@ func (c *Config) validate(lines lineIndex) Problems {
 		if strings.EqualFold(f.Header, a.Header) {
 			v.add("feedback.header", "use a different name than actions.header", "same as the verdict header")
 		}
+		if d := f.LoginDomain; d != "" && (strings.ContainsAny(d, "@ \t\r\n") || strings.HasPrefix(d, ".")) {
+			v.add("feedback.login_domain", "use a domain such as example.com", "invalid domain %q", d)
+		}
 		for i, n := range f.TrustedNetworks {
 			if _, err := ParseNetwork(n); err != nil {
 				v.add(fmt.Sprintf("feedback.trusted_networks[%d]", i), "use an address or CIDR such as 192.0.2.0/24", "%v", err)
