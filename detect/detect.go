@@ -229,7 +229,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 		v.Override = "global bulk"
 	}
 
-	// A recipient's own votes beat the global ones on the keys she voted on.
+	// A recipient's own votes beat the global ones for her (see userEffects).
 	if len(res.UserVotes) > 0 {
 		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
 		for _, r := range rcpts {
@@ -237,17 +237,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 			if !voted {
 				continue
 			}
-			eff := make([]effect, len(ids))
-			for i, id := range ids {
-				eff[i] = global[i]
-				switch kinds[id] {
-				case store.VoteNotBulk:
-					eff[i] = effClear
-				case store.VoteBulk:
-					eff[i] = effForce
-				}
-			}
-			mine := e.judge(a.Keys, res.Volumes, eff)
+			mine := e.judge(a.Keys, res.Volumes, userEffects(a.Keys, ids, global, kinds))
 			switch {
 			case base.bulk && !mine.bulk:
 				v.NotBulkFor = append(v.NotBulkFor, r)
@@ -292,6 +282,35 @@ func globalEffect(t store.Tally, quorum int64) effect {
 		return effForce
 	}
 	return effNone
+}
+
+// userEffects layers one recipient's own votes over the global effects.
+// Her "not bulk" on any key of a family clears the whole family for her:
+// sharing a key is what makes two messages near duplicates for a family
+// (Kolcz: overlap on one coordinate), so a later copy of what she rescued
+// is rescued for her even where a randomised copy's other keys differ,
+// while a family in which the message shares nothing with it still counts
+// its volume (a spam that merely quotes a rescued newsletter stays bulk by
+// its own keys). Her "bulk" on a key forces that key. Globally, votes
+// count only on the keys they were cast on (globalEffect): that is the
+// scope a campaign would need to subvert.
+func userEffects(keys []signature.Key, ids []string, global []effect, kinds map[string]store.VoteKind) []effect {
+	eff := slices.Clone(global)
+	rescued := map[signature.Family]bool{}
+	for i, id := range ids {
+		if kinds[id] == store.VoteNotBulk {
+			rescued[keys[i].Family] = true
+		}
+	}
+	for i, id := range ids {
+		switch {
+		case kinds[id] == store.VoteBulk:
+			eff[i] = effForce
+		case rescued[keys[i].Family]:
+			eff[i] = effClear
+		}
+	}
+	return eff
 }
 
 // judgement is the verdict of the threshold policy for one set of effects.

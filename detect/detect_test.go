@@ -100,6 +100,24 @@ func (f *fixture) ids(msg func() *Message, fam ...signature.Family) []string {
 	return out
 }
 
+// onePerFamily returns the first key of each family of a message: a
+// randomised copy that shares one key per family with another.
+func (f *fixture) onePerFamily(msg func() *Message) []string {
+	a := f.e.Analyze(msg())
+	seen := map[signature.Family]bool{}
+	var out []string
+	for _, k := range a.Keys {
+		if !seen[k.Family] {
+			seen[k.Family] = true
+			out = append(out, f.e.StoreID(k))
+		}
+	}
+	if len(seen) != 4 {
+		f.t.Fatalf("message signed by %d families, want 4", len(seen))
+	}
+	return out
+}
+
 func (f *fixture) vote(voter string, kind store.VoteKind, ids []string) {
 	f.t.Helper()
 	if err := f.store.RecordVote(context.Background(), store.Vote{Keys: ids, Voter: voter, Kind: kind}); err != nil {
@@ -168,6 +186,16 @@ func TestGlobalVotes(t *testing.T) {
 			votes: func(f *fixture) {
 				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 					f.vote(v, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
+				}
+			},
+			bulk: true,
+		},
+		{
+			// Globally a vote counts only on the keys it was cast on.
+			name: "votes on one key of each family",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden))
 				}
 			},
 			bulk: true,
@@ -271,6 +299,19 @@ func TestUserVotes(t *testing.T) {
 			rcpts: []string{ann},
 			bulk:  true,
 			base:  true,
+		},
+		{
+			// For her, sharing a key with what she rescued makes the
+			// family's volume not count: a randomised copy that shares
+			// one key per family is rescued.
+			name:       "her vote on one key of each family exempts her",
+			lister:     true,
+			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)) },
+			rcpts:      []string{ann},
+			bulk:       false,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
 		},
 		{
 			// Without a lister the store's answer (her latest vote on any

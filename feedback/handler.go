@@ -201,12 +201,16 @@ func (h *Handler) trust(fb *milter.Feedback) (voter, via string, ok bool) {
 	return "", "", false
 }
 
-// normaliseVoter normalises like recipients and completes a voter without
-// a domain with feedback.login_domain.
-func (h *Handler) normaliseVoter(v string) string {
-	v = detect.NormaliseAddress(v)
-	if v != "" && !strings.Contains(v, "@") && h.fb.LoginDomain != "" {
-		v += "@" + strings.ToLower(h.fb.LoginDomain)
+func (h *Handler) normaliseVoter(v string) string { return Voter(v, h.fb.LoginDomain) }
+
+// Voter normalises a voter's identity like recipients (detect.
+// NormaliseAddress) and completes one without a domain with loginDomain
+// (feedback.login_domain), so that it names the address her mail arrives
+// with. The votes command uses it too.
+func Voter(raw, loginDomain string) string {
+	v := detect.NormaliseAddress(raw)
+	if v != "" && !strings.Contains(v, "@") && loginDomain != "" {
+		v += "@" + strings.ToLower(loginDomain)
 	}
 	return v
 }

@@ -180,8 +180,8 @@ func sameListeners(old, cfg *config.Config) error {
 	return nil
 }
 
-// handler serves /metrics, /healthz (the process answers) and /readyz (the
-// store answers too).
+// handler serves /metrics, /healthz (the process answers), /readyz (the
+// store answers too) and /admin/votes (votes.go).
 func (d *daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
@@ -202,5 +202,6 @@ func (d *daemon) handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	d.adminRoutes(mux)
 	return mux
 }
