@@ -204,17 +204,19 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 		}
 	}
 
-	// Volume alone, then with the global votes: a vote changes the keys it
-	// covers and only those (see effect).
-	none := make([]effect, len(ids))
+	// Volume alone, then the global votes, then each voting recipient's
+	// own (see marks).
 	global := make([]effect, len(ids))
 	for i := range ids {
 		if i < len(res.Votes) {
 			global[i] = globalEffect(res.Votes[i], int64(e.opt.GlobalVoters))
 		}
 	}
-	byVolume := e.judge(a.Keys, res.Volumes, none)
-	base := e.judge(a.Keys, res.Volumes, global)
+	byVolume := e.judge(a.Keys, res.Volumes)
+	base := byVolume
+	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
+		base = j
+	}
 	v.Base = base.bulk
 	switch {
 	case base.bulk:
@@ -228,8 +230,6 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
-
-	// A recipient's own votes beat the global ones for her (see userEffects).
 	if len(res.UserVotes) > 0 {
 		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
 		for _, r := range rcpts {
@@ -237,8 +237,18 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 			if !voted {
 				continue
 			}
-			mine := e.judge(a.Keys, res.Volumes, userEffects(a.Keys, ids, global, kinds))
+			eff := make([]effect, len(ids))
+			for i, id := range ids {
+				switch kinds[id] {
+				case store.VoteNotBulk:
+					eff[i] = effClear
+				case store.VoteBulk:
+					eff[i] = effForce
+				}
+			}
+			mine, ok := e.marked(a.Keys, res.Volumes, eff)
 			switch {
+			case !ok:
 			case base.bulk && !mine.bulk:
 				v.NotBulkFor = append(v.NotBulkFor, r)
 			case !base.bulk && mine.bulk:
@@ -259,9 +269,8 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 	return v
 }
 
-// effect is what feedback does to one key: nothing, clear it (its volume
-// no longer counts: not bulk) or force it (it makes the message bulk
-// whatever its volume).
+// effect is what feedback marks a key with: "not bulk" (clear) or
+// "bulk" (force).
 type effect int8
 
 const (
@@ -270,10 +279,11 @@ const (
 	effForce
 )
 
-// globalEffect applies the global tally of one key: a kind wins when at
-// least quorum distinct users voted it and more voted it than the other kind.
-// A tie leaves the key to its volume. Tallies count distinct voters per
-// key, so one user's vote on all 22 keys of a message counts once on each.
+// globalEffect applies the global tally of one key: a kind marks the key
+// when at least quorum distinct users voted it and more voted it than the
+// other kind; a tie marks nothing. Tallies count distinct voters per key,
+// so one user's vote on all 22 keys of a message counts once on each and
+// never reaches a quorum of 2 or more by itself.
 func globalEffect(t store.Tally, quorum int64) effect {
 	switch {
 	case t.NotBulk >= quorum && t.NotBulk > t.Bulk:
@@ -284,71 +294,68 @@ func globalEffect(t store.Tally, quorum int64) effect {
 	return effNone
 }
 
-// userEffects layers one recipient's own votes over the global effects.
-// Her "not bulk" on any key of a family clears the whole family for her:
-// sharing a key is what makes two messages near duplicates for a family
-// (Kolcz: overlap on one coordinate), so a later copy of what she rescued
-// is rescued for her even where a randomised copy's other keys differ,
-// while a family in which the message shares nothing with it still counts
-// its volume (a spam that merely quotes a rescued newsletter stays bulk by
-// its own keys). Her "bulk" on a key forces that key. Globally, votes
-// count only on the keys they were cast on (globalEffect): that is the
-// scope a campaign would need to subvert.
-func userEffects(keys []signature.Key, ids []string, global []effect, kinds map[string]store.VoteKind) []effect {
-	eff := slices.Clone(global)
-	rescued := map[signature.Family]bool{}
-	for i, id := range ids {
-		if kinds[id] == store.VoteNotBulk {
-			rescued[keys[i].Family] = true
+// marked applies one scope's marks (the global ones, or one recipient's
+// own votes) to a message. Two messages that share a key are near
+// duplicates for that key's family (Kolcz: overlap on one coordinate); a
+// message is a copy of what was voted on when it shares a marked key in
+// more than half of the families that signed it. Then the mark decides:
+// not bulk (cleared) or bulk (forced), whatever the volume. Most families,
+// not all: a copy that varies (personal data, a randomised word) shares
+// some keys in most families, rarely all; and not one: a message that
+// merely quotes a voted one (a shared footer, a paragraph) shares keys in
+// one family at most, and must not inherit its verdict. ok is false when
+// the marks decide nothing (no majority, or a majority for both kinds):
+// the next scope, or the volume, decides.
+func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
+	signed := map[signature.Family]bool{}
+	cleared := map[signature.Family]bool{}
+	forced := map[signature.Family]bool{}
+	var top judgement // the forced key with the highest volume
+	for i, k := range keys {
+		signed[k.Family] = true
+		switch eff[i] {
+		case effClear:
+			cleared[k.Family] = true
+		case effForce:
+			forced[k.Family] = true
+			if !top.bulk || volumes[i] > top.volume {
+				top = judgement{bulk: true, family: k.Family, volume: volumes[i]}
+			}
 		}
 	}
-	for i, id := range ids {
-		switch {
-		case kinds[id] == store.VoteBulk:
-			eff[i] = effForce
-		case rescued[keys[i].Family]:
-			eff[i] = effClear
-		}
+	copyOfCleared := 2*len(cleared) > len(signed)
+	copyOfForced := 2*len(forced) > len(signed)
+	switch {
+	case copyOfForced && !copyOfCleared:
+		return top, true
+	case copyOfCleared && !copyOfForced:
+		return judgement{}, true
 	}
-	return eff
+	return judgement{}, false
 }
 
-// judgement is the verdict of the threshold policy for one set of effects.
+// judgement is a verdict for one scope.
 type judgement struct {
 	bulk   bool
 	family signature.Family
 	volume int64
 }
 
-// judge applies the thresholds: a family's volume is the highest volume of
-// its keys that feedback did not clear; a message is bulk when a family's
-// volume reaches its threshold or feedback forced one of its keys. Family
-// and volume are the deciding family (bulk) or the family closest to its
-// threshold (not bulk), with the keys' recorded volumes.
-func (e *Engine) judge(keys []signature.Key, volumes []int64, eff []effect) judgement {
+// judge applies the thresholds: a family's volume is the highest volume
+// of its keys; a message is bulk when a family's volume reaches its
+// threshold. Family and volume are the deciding family, or the family
+// closest to its threshold.
+func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 	vols := map[signature.Family]int64{}
-	forced := map[signature.Family]int64{}
 	for i, k := range keys {
-		vol := volumes[i]
-		switch eff[i] {
-		case effClear:
-			continue
-		case effForce:
-			if old, ok := forced[k.Family]; !ok || vol > old {
-				forced[k.Family] = vol
-			}
-		}
-		if old, ok := vols[k.Family]; !ok || vol > old {
-			vols[k.Family] = vol
+		if old, ok := vols[k.Family]; !ok || volumes[i] > old {
+			vols[k.Family] = volumes[i]
 		}
 	}
 	var j judgement
 	best := -1.0
 	for _, s := range e.opt.Set.Signers() {
 		f := s.Family()
-		if vol, ok := forced[f]; ok {
-			return judgement{bulk: true, family: f, volume: vol}
-		}
 		vol, ok := vols[f]
 		if !ok {
 			continue

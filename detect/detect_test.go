@@ -102,15 +102,18 @@ func (f *fixture) ids(msg func() *Message, fam ...signature.Family) []string {
 
 // onePerFamily returns the first key of each family of a message: a
 // randomised copy that shares one key per family with another.
-func (f *fixture) onePerFamily(msg func() *Message) []string {
+func (f *fixture) onePerFamily(msg func() *Message) []string { return f.nthPerFamily(msg, 0) }
+
+// nthPerFamily returns the n-th key of each family.
+func (f *fixture) nthPerFamily(msg func() *Message, n int) []string {
 	a := f.e.Analyze(msg())
-	seen := map[signature.Family]bool{}
+	seen := map[signature.Family]int{}
 	var out []string
 	for _, k := range a.Keys {
-		if !seen[k.Family] {
-			seen[k.Family] = true
+		if seen[k.Family] == n {
 			out = append(out, f.e.StoreID(k))
 		}
+		seen[k.Family]++
 	}
 	if len(seen) != 4 {
 		f.t.Fatalf("message signed by %d families, want 4", len(seen))
@@ -179,9 +182,8 @@ func TestGlobalVotes(t *testing.T) {
 			bulk: true,
 		},
 		{
-			// The other families' keys still carry the volume: a vote counts
-			// for the keys it covers, so sharing one key with a rescued
-			// message does not rescue a campaign.
+			// Sharing keys in one family with a rescued message (a quoted
+			// footer) does not rescue a campaign.
 			name: "votes on one family's keys only",
 			votes: func(f *fixture) {
 				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
@@ -191,11 +193,34 @@ func TestGlobalVotes(t *testing.T) {
 			bulk: true,
 		},
 		{
-			// Globally a vote counts only on the keys it was cast on.
+			// Sharing one voted key per family makes a copy that varies a
+			// near duplicate of the rescued one in every family.
 			name: "votes on one key of each family",
 			votes: func(f *fixture) {
 				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden))
+				}
+			},
+			bulk:     false,
+			override: "global not-bulk",
+		},
+		{
+			// Three of four families: still a copy.
+			name: "votes on one key of three families",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden)[1:])
+				}
+			},
+			bulk:     false,
+			override: "global not-bulk",
+		},
+		{
+			// Two of four families is no majority: not a copy.
+			name: "votes on one key of two families",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden)[2:])
 				}
 			},
 			bulk: true,
@@ -208,6 +233,20 @@ func TestGlobalVotes(t *testing.T) {
 				}
 				for _, v := range []string{"d@x.test", "e@x.test", "g@x.test"} {
 					f.vote(v, store.VoteBulk, f.ids(garden))
+				}
+			},
+			bulk: true,
+		},
+		{
+			// Copy of a message voted not bulk and of one voted bulk: the
+			// votes contradict each other and the volume decides.
+			name: "majorities for both kinds",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.nthPerFamily(garden, 0))
+				}
+				for _, v := range []string{"d@x.test", "e@x.test", "g@x.test"} {
+					f.vote(v, store.VoteBulk, f.nthPerFamily(garden, 1))
 				}
 			},
 			bulk: true,
@@ -231,7 +270,7 @@ func TestGlobalVotes(t *testing.T) {
 			f := newFixture(t, true)
 			tc.votes(f)
 			f.check(newsletter("garden", recipients("r", 12)...))
-			v := f.check(newsletter("garden", "last@example.test"))
+			v := f.check(newsletter("garden", "zed@example.test"))
 			if v.Bulk != tc.bulk || v.Base != tc.bulk || v.Override != tc.override {
 				t.Errorf("bulk=%v base=%v override=%q, want bulk=%v override=%q (%s)", v.Bulk, v.Base, v.Override, tc.bulk, tc.override, v.Header(false))
 			}
@@ -301,9 +340,8 @@ func TestUserVotes(t *testing.T) {
 			base:  true,
 		},
 		{
-			// For her, sharing a key with what she rescued makes the
-			// family's volume not count: a randomised copy that shares
-			// one key per family is rescued.
+			// A randomised copy that shares one key per family with what
+			// she rescued is rescued for her.
 			name:       "her vote on one key of each family exempts her",
 			lister:     true,
 			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)) },
@@ -326,6 +364,16 @@ func TestUserVotes(t *testing.T) {
 			base:       true,
 			notBulkFor: []string{ann},
 			override:   "user not-bulk",
+		},
+		{
+			name:   "her vote on two families of the message does not exempt her",
+			lister: true,
+			votes: func(f *fixture) {
+				f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)[2:])
+			},
+			rcpts: []string{ann},
+			bulk:  true,
+			base:  true,
 		},
 		{
 			name:   "her not-bulk beats a global bulk",
