@@ -189,9 +189,16 @@ type Actions struct {
 	Quarantine bool `yaml:"quarantine"`
 	// RevealKeys adds the message's signature keys to the verdict header.
 	RevealKeys bool `yaml:"reveal_keys"`
-	// ExceptRecipients and ExceptDomains are never tagged or routed.
+	// ExceptRecipients and ExceptDomains are never tagged or routed: for
+	// them a bulk message is not bulk. A domain with a leading dot
+	// (".example.com") matches its subdomains.
 	ExceptRecipients []string `yaml:"except_recipients"`
 	ExceptDomains    []string `yaml:"except_domains"`
+	// HeaderOnlyRecipients and HeaderOnlyDomains get the verdict header
+	// but no routing: no Subject tag, recipient detail or quarantine on
+	// their account; their own filters decide.
+	HeaderOnlyRecipients []string `yaml:"header_only_recipients"`
+	HeaderOnlyDomains    []string `yaml:"header_only_domains"`
 }
 
 // Feedback configures users' "bulk" and "not bulk" votes.

@@ -165,19 +165,119 @@ func TestBulkActions(t *testing.T) {
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilySift, Volume: 42}
 	}
-	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "boss@vip.test", "bob+lists@example.test"}}, plain)
+	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "bob+lists@example.test"}}, plain)
 	want := []string{
 		`AddHeader "X-Bulk" "yes; family=sift; volume=42"`,
-		`ChangeHeader 1 "Subject" "[BULK] hello"`,
 		`DelRcpt "<Ann@Example.Test>"`,
 		`AddRcpt "<ann+Bulk@example.test>" ""`,
 		`DelRcpt "<bob+lists@example.test>"`,
 		`AddRcpt "<bob+Bulk@example.test>" ""`,
+		`ChangeHeader 1 "Subject" "[BULK] hello"`,
 		`Quarantine "bulk: family=sift volume=42"`,
 	}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
 	}
+	for _, a := range []string{"header", "recipient_detail", "subject_tag", "quarantine"} {
+		if got := labelled(t, h.reg, "bulkmilter_actions_total", "action", a); got != 1 {
+			t.Errorf("actions_total{action=%q} = %v, want 1", a, got)
+		}
+	}
+}
+
+// Exceptions and header-only recipients, per recipient: the routed ones
+// get their detail; the Subject tag and quarantine, which would change
+// everyone's copy, are skipped unless every recipient is routed.
+func TestRoutingExceptions(t *testing.T) {
+	bulk := func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 30}
+	}
+	edit := func(c *config.Config) {
+		c.Actions.SubjectTag = "[BULK]"
+		c.Actions.RecipientDetail = "Bulk"
+		c.Actions.Quarantine = true
+		c.Actions.ExceptDomains = []string{"vip.test", ".partners.test"}
+		c.Actions.ExceptRecipients = []string{"ceo@example.test"}
+		c.Actions.HeaderOnlyDomains = []string{"lists.test"}
+		c.Actions.HeaderOnlyRecipients = []string{"archive@example.test"}
+	}
+	for _, tc := range []struct {
+		name  string
+		rcpts []string
+		want  []string
+	}{
+		{"mixed: only the routed recipient changes", []string{"ann@example.test", "boss@vip.test", "x@lists.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`DelRcpt "<ann@example.test>"`,
+			`AddRcpt "<ann+Bulk@example.test>" ""`,
+		}},
+		{"header only: the header says yes, nothing is routed", []string{"x@lists.test", "archive+2026@example.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+		}},
+		{"except by subdomain and by address with a detail", []string{"a@eu.partners.test", "ceo+news@example.test"}, []string{
+			`AddHeader "X-Bulk" "no; family=imatch; volume=30; exempt"`,
+		}},
+		{"the parent of a .subdomain rule is not exempt", []string{"a@partners.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`DelRcpt "<a@partners.test>"`,
+			`AddRcpt "<a+Bulk@partners.test>" ""`,
+			`ChangeHeader 1 "Subject" "[BULK] hello"`,
+			`Quarantine "bulk: family=imatch volume=30"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, edit)
+			h.pipe.verdict = bulk
+			res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: tc.rcpts}, plain)
+			if got := mods(res); !equal(got, tc.want) {
+				t.Errorf("modifications:\n got %q\nwant %q", got, tc.want)
+			}
+			if !accepted(res) {
+				t.Errorf("action = %v, want continue", res.Action)
+			}
+		})
+	}
+}
+
+// A message without a Subject gets the tag as its Subject; a Subject that
+// already carries the tag is left alone.
+func TestSubjectTagEdges(t *testing.T) {
+	h := start(t, func(c *config.Config) { c.Actions.SubjectTag = "[BULK]" })
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyShingle, Volume: 11}
+	}
+	env := mtaclient.Envelope{From: "a@b.example", Rcpts: []string{"c@example.test"}}
+	res := h.send(t, env, "From: a@b.example\n\nno subject here\n")
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`, `AddHeader "Subject" "[BULK]"`}; !equal(mods(res), want) {
+		t.Errorf("no Subject: modifications %q, want %q", mods(res), want)
+	}
+	res = h.send(t, env, "From: a@b.example\nSubject: [BULK] again\n\nbody\n")
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`}; !equal(mods(res), want) {
+		t.Errorf("tagged Subject: modifications %q, want %q", mods(res), want)
+	}
+}
+
+// labelled returns the value of one labelled counter in a registry, 0 when
+// it has no such sample.
+func labelled(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestAllRecipientsExempt(t *testing.T) {

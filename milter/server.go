@@ -121,6 +121,23 @@ var macroRequests = map[gomilter.MacroStage][]gomilter.MacroName{
 	gomilter.StageEOM:     {gomilter.MacroQueueId},
 }
 
+// Macros returns the macros the milter asks the MTA for, by stage
+// ("connect", "helo", "mail", "rcpt", "eoh", "eom"); the deploy snippets
+// for Postfix and Sendmail are checked against it.
+func Macros() map[string][]string {
+	names := map[gomilter.MacroStage]string{
+		gomilter.StageConnect: "connect", gomilter.StageHelo: "helo", gomilter.StageMail: "mail",
+		gomilter.StageRcpt: "rcpt", gomilter.StageEOH: "eoh", gomilter.StageEOM: "eom",
+	}
+	out := map[string][]string{}
+	for stage, macros := range macroRequests {
+		for _, m := range macros {
+			out[names[stage]] = append(out[names[stage]], string(m))
+		}
+	}
+	return out
+}
+
 // The actions the milter may take. Postfix and Sendmail offer all of them.
 const actions = gomilter.OptAddHeader | gomilter.OptChangeHeader | gomilter.OptAddRcpt |
 	gomilter.OptRemoveRcpt | gomilter.OptQuarantine

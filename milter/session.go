@@ -93,6 +93,7 @@ func (s *session) MailFrom(from, esmtpArgs string, m gomilter.Modifier) (resp *g
 	s.endMessage()
 	s.inMessage = true
 	s.srv.busy.Add(1)
+	s.srv.opt.Metrics.MessageStarted()
 	s.started = time.Now()
 	s.state = s.srv.opt.State()
 	s.sender = from
@@ -269,6 +270,7 @@ func (s *session) endMessage() {
 	if s.inMessage {
 		s.inMessage = false
 		s.srv.busy.Add(-1)
+		s.srv.opt.Metrics.MessageDone()
 	}
 	s.state = nil
 	s.sender, s.authUser, s.fbValue = "", "", ""

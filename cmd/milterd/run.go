@@ -75,6 +75,8 @@ func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, 
 		return nil, err
 	}
 	d.current.Store(rt)
+	d.met.ConfigLoaded()
+	d.met.SignatureSet(rt.set.Version())
 	d.srv = milter.NewServer(milter.Options{
 		State:   func() *milter.State { return d.current.Load().state },
 		Logger:  d.log,
@@ -155,7 +157,7 @@ func (d *daemon) reload() {
 	}
 	var rt *runtime
 	if err == nil {
-		rt, err = newRuntime(cfg, d.log, d.met)
+		rt, err = newRuntime(cfg, d.log, d.met, old)
 	}
 	if err != nil {
 		d.met.Reload(false)
@@ -164,6 +166,7 @@ func (d *daemon) reload() {
 	}
 	d.current.Store(rt)
 	d.met.Reload(true)
+	d.met.SignatureSet(rt.set.Version())
 	d.log.Info("reloaded", "config", cfg.String(), "store", rt.storeName)
 	// Messages that took the old state finish within the store budget.
 	go func() {

@@ -71,13 +71,17 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 	if rt.limiter == nil {
 		rt.limiter = feedback.NewLimiter(cfg.Feedback.RateLimit, 0)
 	}
+	// The previous runtime's store is borrowed, and only taken over once
+	// this runtime is complete: a failed reload must leave it running.
+	var from *runtime
 	if len(prev) > 0 && prev[0] != nil && prev[0].storeKey == rt.storeKey && prev[0].ownsStore {
-		rt.store, rt.storeName = prev[0].store, prev[0].storeName
-		prev[0].ownsStore = false
+		from = prev[0]
+		rt.store, rt.storeName = from.store, from.storeName
 	} else if rt.store, rt.storeName, err = openStore(cfg, secret, log, met); err != nil {
 		return nil, err
+	} else {
+		rt.ownsStore = true
 	}
-	rt.ownsStore = true
 
 	thresholds := map[signature.Family]int{}
 	for _, s := range set.Signers() {
@@ -110,6 +114,9 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 			return nil, err
 		}
 		rt.state.Feedback = fb
+	}
+	if from != nil {
+		from.ownsStore, rt.ownsStore = false, true
 	}
 	return rt, nil
 }
