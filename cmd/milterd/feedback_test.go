@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/d--j/go-milter"
 
@@ -345,5 +346,23 @@ func TestFeedbackInRedis(t *testing.T) {
 	out := runVotes(t, 0, "list", "-config", cfg, "-data-dir", dir, "-redis", url, "-voter", recipientAddr(12))
 	if n := strings.Count(out, "not-bulk"); n < 10 {
 		t.Errorf("votes list -redis: %d votes, want at least 10:\n%s", n, out)
+	}
+}
+
+// Votes expire after feedback.vote_ttl: the voter's copies are tagged again
+// once her vote is older than that, and the admin no longer lists it.
+func TestVotesExpire(t *testing.T) {
+	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  vote_ttl: 3s\n"))
+	m := newMailer(t, d, 15)
+	for r := 1; r <= 12; r++ {
+		m.verdict(r)
+	}
+	m.report("not-bulk", 12, mtaclient.Envelope{AuthUser: recipientAddr(12)})
+	wantPrefix(t, "copy to the voter within vote_ttl", m.verdict(12), "no; ", "; feedback=user-not-bulk")
+	time.Sleep(4 * time.Second)
+	wantPrefix(t, "copy to the voter after vote_ttl", m.verdict(12), "yes; ", "")
+	out := runVotes(t, 0, "list", "-data-dir", d.dataDir, "-metrics-listen", d.httpAddr, "-voter", recipientAddr(12))
+	if strings.Contains(out, "not-bulk") {
+		t.Errorf("expired votes still listed:\n%s", out)
 	}
 }
