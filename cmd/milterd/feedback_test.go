@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -283,6 +284,13 @@ func TestVotesSurviveRestart(t *testing.T) {
 	m.d, m.cl = d2, mtaclient.New("tcp", d2.milterAddr)
 	wantPrefix(t, "copy to the voter after a restart", m.verdict(12), "no; ", "; feedback=user-not-bulk")
 	wantPrefix(t, "copy to another after a restart", m.verdict(13), "yes; ", "")
+
+	// A second daemon on the same store file refuses to start.
+	out2, err := exec.Command(milterdBinary(t), "run", "-config", cfg, "-data-dir", dir,
+		"-listen", "inet:"+testenv.FreeAddr(t), "-metrics-listen", "off").CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "in use by another process") {
+		t.Errorf("second daemon on the same store: err %v, output:\n%s", err, out2)
+	}
 
 	// While the daemon holds the store, the command refuses to open it
 	// and, without a metrics listener to ask, says what to do.
