@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/metrics"
@@ -462,4 +463,60 @@ func statGID(fi os.FileInfo) int {
 		return int(st.Gid)
 	}
 	return -1
+}
+
+// The docs name only configuration keys that exist: every dotted key path
+// in backquotes in README.md and docs/operations.md whose first part is a
+// top-level key must be in the example configuration, the reference.
+func TestDocsNameRealKeys(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(readFile(t, "bulkmilter.yml")), &root); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, prefix)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := n.Content[i].Value
+				if prefix != "" {
+					p = prefix + "." + p
+				}
+				keys[p] = true
+				walk(n.Content[i+1], p)
+			}
+		}
+	}
+	walk(&root, "")
+	top := map[string]bool{}
+	for k := range keys {
+		if !strings.Contains(k, ".") {
+			top[k] = true
+		}
+	}
+	path := regexp.MustCompile("`([a-z_]+(?:\\.[a-z_*]+)+)")
+	checked := 0
+	for _, doc := range []string{"../README.md", "../docs/operations.md"} {
+		for _, m := range path.FindAllStringSubmatch(readFile(t, doc), -1) {
+			p := m[1]
+			if !top[strings.Split(p, ".")[0]] {
+				continue
+			}
+			checked++
+			if prefix, ok := strings.CutSuffix(p, ".*"); ok {
+				p = prefix
+			}
+			if !keys[p] {
+				t.Errorf("%s names `%s`, which is not a key of deploy/bulkmilter.yml", doc, m[1])
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d key paths found in the docs; is the pattern right?", checked)
+	}
 }

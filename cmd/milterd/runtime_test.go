@@ -357,6 +357,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	if got := d.setVersions(t); len(got) != 1 || got[0] == versions[0] {
 		t.Errorf("signature_set_info after a key change = %q, want one new version (was %q)", got, versions)
 	}
+	if !strings.Contains(d.Logs(), "signature set changed; volumes count again from zero") {
+		t.Errorf("no warning about the new signature set:\n%s", d.Logs())
+	}
 	if v := probe(20); !strings.HasPrefix(v, "no; family=") || !strings.Contains(v, "volume=1") {
 		t.Errorf("first copy after a key change: %q, want not bulk at volume 1", v)
 	}
