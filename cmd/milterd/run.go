@@ -101,7 +101,8 @@ func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, 
 func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 	cfg := d.current.Load().cfg
 	d.log.Info("milterd started", "version", version(), "listen", cfg.Listen,
-		"metrics", cfg.MetricsListen, "config", cfg.String(), "store", d.current.Load().storeName)
+		"metrics", cfg.MetricsListen, "config", cfg.String(), "store", d.current.Load().storeName,
+		"signatures", d.current.Load().set.Version())
 
 	errc := make(chan error, 2)
 	go func() { errc <- d.srv.Serve(d.ln) }()
@@ -167,7 +168,11 @@ func (d *daemon) reload() {
 	d.current.Store(rt)
 	d.met.Reload(true)
 	d.met.SignatureSet(rt.set.Version())
-	d.log.Info("reloaded", "config", cfg.String(), "store", rt.storeName)
+	if v := rt.set.Version(); v != old.set.Version() {
+		// Counts start afresh under a new signature set.
+		d.log.Warn("signature set changed; volumes count again from zero", "old", old.set.Version(), "new", v)
+	}
+	d.log.Info("reloaded", "config", cfg.String(), "store", rt.storeName, "signatures", rt.set.Version())
 	// Messages that took the old state finish within the store budget.
 	go func() {
 		time.Sleep(old.cfg.Policy.StoreTimeout.D() + 2*time.Second)

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
@@ -355,6 +357,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	if got := d.setVersions(t); len(got) != 1 || got[0] == versions[0] {
 		t.Errorf("signature_set_info after a key change = %q, want one new version (was %q)", got, versions)
 	}
+	if !strings.Contains(d.Logs(), "signature set changed; volumes count again from zero") {
+		t.Errorf("no warning about the new signature set:\n%s", d.Logs())
+	}
 	if v := probe(20); !strings.HasPrefix(v, "no; family=") || !strings.Contains(v, "volume=1") {
 		t.Errorf("first copy after a key change: %q, want not bulk at volume 1", v)
 	}
@@ -565,5 +570,51 @@ func TestMetricsScrapePromtool(t *testing.T) {
 	cmd.Stdin = strings.NewReader(page)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// The least-privilege ACL user shipped in deploy/redis/users.acl is
+// enough for the daemon: it starts, counts, tags and answers /readyz; and
+// it is least privilege: it cannot flush the database.
+func TestRedisLeastPrivilegeACL(t *testing.T) {
+	acl := ""
+	for _, l := range strings.Split(readDeploy(t, "redis/users.acl"), "\n") {
+		if strings.HasPrefix(l, "user bulkmilter ") {
+			acl = l
+		}
+	}
+	const pw = "change-me-to-a-long-random-password"
+	if acl == "" || !strings.Contains(acl, ">"+pw+" ") {
+		t.Fatalf("no user line with the placeholder password in deploy/redis/users.acl")
+	}
+	r := testenv.StartRedis(t, testenv.RedisOptions{Config: []string{acl}})
+	cfgPath := filepath.Join(t.TempDir(), "bulkmilter.yml")
+	writeFile(t, cfgPath, "policy:\n  threshold: 3\n")
+	d := startDaemon(t, "-config", cfgPath, "-redis", "redis://bulkmilter:"+pw+"@"+r.Addr()+"/0")
+	cl := mtaclient.New("tcp", d.milterAddr)
+	rng := rand.New(rand.NewPCG(21, 22))
+	var last string
+	for i := 1; i <= 3; i++ {
+		rcpt := recipientAddr(i)
+		res, err := cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, campaign(i, rcpt, recipientName(i), rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = verdictOf(t, res)
+		if strings.Contains(last, "error") {
+			t.Fatalf("copy %d: %q: the ACL user lacks a permission\n%s", i, last, d.Logs())
+		}
+	}
+	if !strings.HasPrefix(last, "yes") {
+		t.Errorf("third copy with threshold 3: %q, want bulk", last)
+	}
+	if got := d.metric(t, `bulkmilter_store_errors_total{op="observe"}`); got != 0 {
+		t.Errorf("store_errors_total{op=observe} = %v as the ACL user", got)
+	}
+	// The same user cannot wipe the database.
+	cl2 := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: "bulkmilter", Password: pw})
+	defer cl2.Close()
+	if err := cl2.FlushAll(context.Background()).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("FLUSHALL as the bulkmilter user: %v, want NOPERM", err)
 	}
 }
