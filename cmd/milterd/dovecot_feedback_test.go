@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"net/mail"
 	"os"
 	"os/exec"
@@ -111,11 +110,10 @@ func TestDovecotIMAPSieveFeedback(t *testing.T) {
 	dc := startFeedbackDovecot(t, users)
 	pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: d.milterAddr, Transport: "lmtp:inet:" + dc.LMTPAddr()})
 	setFeedbackSMTP(t, dc, pf.SMTPAddr())
-	rng := rand.New(rand.NewPCG(21, 22))
 
 	for i := 1; i <= 12; i++ {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), newsletterWords())); err != nil {
 			t.Fatalf("copy %d: %v", i, err)
 		}
 	}
@@ -135,7 +133,7 @@ func TestDovecotIMAPSieveFeedback(t *testing.T) {
 	}
 	for n, i := range []int{12, 11} {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(200+n, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(200+n, rcpt, recipientName(i), newsletterWords())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,10 +232,9 @@ func TestFeedbackScriptSendmail(t *testing.T) {
 	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  trusted_networks: [127.0.0.1/32]\n"))
 	pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: d.milterAddr,
 		Main: map[string]string{"non_smtpd_milters": "inet:" + d.milterAddr}})
-	rng := rand.New(rand.NewPCG(31, 32))
 	for i := 1; i <= 12; i++ {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), newsletterWords())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +268,7 @@ func TestFeedbackScriptSendmail(t *testing.T) {
 	if !strings.Contains(d.Logs(), "trusted_by=network") {
 		t.Errorf("the vote was not trusted by network:\n%s", d.Logs())
 	}
-	if err := pf.Send("news@garden.example", []string{voter}, campaign(300, voter, recipientName(12), rng)); err != nil {
+	if err := pf.Send("news@garden.example", []string{voter}, campaign(300, voter, recipientName(12), newsletterWords())); err != nil {
 		t.Fatal(err)
 	}
 	msgs, err = pf.Sink().WaitFor(13, 30*time.Second)

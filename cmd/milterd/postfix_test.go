@@ -97,12 +97,11 @@ func TestPostfixFeedback(t *testing.T) {
 	testenv.RequireRoot(t, "Postfix runs its daemons as the postfix user")
 	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  trusted_networks: [127.0.0.1/32]\n"))
 	pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: d.milterAddr})
-	rng := rand.New(rand.NewPCG(5, 6))
 
 	const copies, voter = 12, 12
 	for i := 1; i <= copies; i++ {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), newsletterWords())); err != nil {
 			t.Fatalf("copy %d: %v\n%s", i, err, pf.Log())
 		}
 	}
@@ -129,7 +128,7 @@ func TestPostfixFeedback(t *testing.T) {
 	}
 	for _, i := range []int{voter, 13} {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(100+i, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(100+i, rcpt, recipientName(i), newsletterWords())); err != nil {
 			t.Fatalf("later copy to %d: %v", i, err)
 		}
 	}
