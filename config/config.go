@@ -189,9 +189,16 @@ type Actions struct {
 	Quarantine bool `yaml:"quarantine"`
 	// RevealKeys adds the message's signature keys to the verdict header.
 	RevealKeys bool `yaml:"reveal_keys"`
-	// ExceptRecipients and ExceptDomains are never tagged or routed.
+	// ExceptRecipients and ExceptDomains are never tagged or routed: for
+	// them a bulk message is not bulk. A domain with a leading dot
+	// (".example.com") matches its subdomains.
 	ExceptRecipients []string `yaml:"except_recipients"`
 	ExceptDomains    []string `yaml:"except_domains"`
+	// HeaderOnlyRecipients and HeaderOnlyDomains get the verdict header
+	// but no routing: no Subject tag, recipient detail or quarantine on
+	// their account; their own filters decide.
+	HeaderOnlyRecipients []string `yaml:"header_only_recipients"`
+	HeaderOnlyDomains    []string `yaml:"header_only_domains"`
 }
 
 // Feedback configures users' "bulk" and "not bulk" votes.
@@ -202,6 +209,11 @@ type Feedback struct {
 	// TrustAuthenticated accepts feedback from SASL-authenticated senders;
 	// the voter is the login.
 	TrustAuthenticated bool `yaml:"trust_authenticated"`
+	// LoginDomain completes a voter without a domain (a SASL login such as
+	// "ann", or a bare envelope sender) to ann@LoginDomain, so that it
+	// matches the recipient address the user's mail arrives with. Empty:
+	// voters are taken as they are.
+	LoginDomain string `yaml:"login_domain"`
 	// TrustedNetworks accepts feedback from these client networks; the
 	// voter is the envelope sender.
 	TrustedNetworks []string `yaml:"trusted_networks"`

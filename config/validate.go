@@ -37,6 +37,23 @@ func (v *validator) oneOf(path, val string, allowed ...string) {
 	v.add(path, "use one of: "+strings.Join(allowed, ", "), "invalid value %q", val)
 }
 
+func (v *validator) domains(path string, ds []string) {
+	for i, d := range ds {
+		if strings.Trim(d, ".") == "" || strings.ContainsAny(d, "@ \t") || strings.Contains(d, "..") {
+			v.add(fmt.Sprintf("%s[%d]", path, i), `use a domain such as example.com, or .example.com for its subdomains`, "invalid domain %q", d)
+		}
+	}
+}
+
+func (v *validator) addresses(path string, as []string) {
+	for i, a := range as {
+		local, domain, ok := strings.Cut(a, "@")
+		if !ok || local == "" || domain == "" || strings.ContainsAny(a, " \t<>") {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "use an address such as user@example.com", "invalid address %q", a)
+		}
+	}
+}
+
 func (c *Config) validate(lines lineIndex) Problems {
 	v := &validator{file: c.file, lines: lines}
 
@@ -123,16 +140,10 @@ func (c *Config) validate(lines lineIndex) Problems {
 	if strings.ContainsAny(a.SubjectTag, "\r\n") {
 		v.add("actions.subject_tag", "remove line breaks", "invalid tag %q", a.SubjectTag)
 	}
-	for i, d := range a.ExceptDomains {
-		if d == "" || strings.ContainsAny(d, "@ ") {
-			v.add(fmt.Sprintf("actions.except_domains[%d]", i), "use a domain such as example.com", "invalid domain %q", d)
-		}
-	}
-	for i, r := range a.ExceptRecipients {
-		if !strings.Contains(r, "@") {
-			v.add(fmt.Sprintf("actions.except_recipients[%d]", i), "use an address such as user@example.com", "invalid address %q", r)
-		}
-	}
+	v.domains("actions.except_domains", a.ExceptDomains)
+	v.addresses("actions.except_recipients", a.ExceptRecipients)
+	v.domains("actions.header_only_domains", a.HeaderOnlyDomains)
+	v.addresses("actions.header_only_recipients", a.HeaderOnlyRecipients)
 
 	f := c.Feedback
 	if f.Enabled {
@@ -141,6 +152,9 @@ func (c *Config) validate(lines lineIndex) Problems {
 		}
 		if strings.EqualFold(f.Header, a.Header) {
 			v.add("feedback.header", "use a different name than actions.header", "same as the verdict header")
+		}
+		if d := f.LoginDomain; d != "" && (strings.ContainsAny(d, "@ \t\r\n") || strings.HasPrefix(d, ".")) {
+			v.add("feedback.login_domain", "use a domain such as example.com", "invalid domain %q", d)
 		}
 		for i, n := range f.TrustedNetworks {
 			if _, err := ParseNetwork(n); err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,18 @@ type Options struct {
 	// GlobalVoters is the number of distinct voters after which a vote on a
 	// key applies to every recipient.
 	GlobalVoters int
-	Metrics      *metrics.Metrics // may be nil
+	// Votes lists a recipient's votes on a message's keys, so that a vote
+	// counts for the keys it was cast on and no others. Optional: without
+	// it a recipient's latest vote on any key covers all the message's
+	// keys.
+	Votes   VoteLister
+	Metrics *metrics.Metrics // may be nil
+}
+
+// VoteLister is the part of store.Admin the pipeline uses on the rare
+// messages whose recipients voted on one of their keys.
+type VoteLister interface {
+	ListVotes(ctx context.Context, q store.VoteQuery) ([]store.VoteEntry, error)
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
@@ -125,6 +137,9 @@ func (e *Engine) StoreID(k signature.Key) string { return e.opt.Set.StoreID(k) }
 type Verdict struct {
 	// Bulk is true when the message is bulk for at least one recipient.
 	Bulk bool
+	// Base is the verdict for recipients without a vote of their own on
+	// the message's keys: volume and global feedback.
+	Base bool
 	// Family is the family that decided a bulk verdict, or the family with
 	// the highest volume relative to its threshold otherwise.
 	Family signature.Family
@@ -136,9 +151,9 @@ type Verdict struct {
 	// "not-bulk" or "bulk", for everyone ("global") or for some recipients
 	// ("user").
 	Override string
-	// NotBulkFor lists recipients whose own "not bulk" vote exempts them
-	// from a bulk verdict; BulkFor lists those whose "bulk" vote makes a
-	// message bulk for them.
+	// NotBulkFor lists recipients whose own "not bulk" votes exempt them
+	// from a bulk Base verdict; BulkFor lists those whose "bulk" votes make
+	// a message that is not bulk for others bulk for them.
 	NotBulkFor, BulkFor []string
 	// Unsigned is true when no family could sign the message.
 	Unsigned bool
@@ -183,69 +198,216 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 		v.Err = err
 		return v
 	}
-
-	// Volume alone: the highest volume of each family against its threshold.
-	bestRatio := -1.0
-	var globalNotBulk, globalBulk bool
 	for i, k := range a.Keys {
-		vol := res.Volumes[i]
-		if vol > v.Volumes[k.Family] {
+		if vol := res.Volumes[i]; vol > v.Volumes[k.Family] {
 			v.Volumes[k.Family] = vol
 		}
-		if i < len(res.Votes) {
-			if res.Votes[i].NotBulk >= int64(e.opt.GlobalVoters) {
-				globalNotBulk = true
-			}
-			if res.Votes[i].Bulk >= int64(e.opt.GlobalVoters) {
-				globalBulk = true
-			}
-		}
-	}
-	for _, s := range e.opt.Set.Signers() {
-		f := s.Family()
-		vol, ok := v.Volumes[f]
-		if !ok {
-			continue
-		}
-		th := e.opt.Thresholds[f]
-		ratio := float64(vol) / float64(th)
-		if vol >= int64(th) && !v.Bulk {
-			v.Bulk, v.Family, v.Volume, bestRatio = true, f, vol, ratio
-		} else if !v.Bulk && ratio > bestRatio {
-			v.Family, v.Volume, bestRatio = f, vol, ratio
-		}
 	}
 
-	// Feedback: a global vote beats volume; a user's own vote beats both
-	// for that user.
-	switch {
-	case v.Bulk && globalNotBulk && !globalBulk:
-		v.Bulk, v.Override = false, "global not-bulk"
-	case !v.Bulk && globalBulk && !globalNotBulk:
-		v.Bulk, v.Override = true, "global bulk"
+	// Volume alone, then the global votes, then each voting recipient's
+	// own (see marks).
+	global := make([]effect, len(ids))
+	for i := range ids {
+		if i < len(res.Votes) {
+			global[i] = globalEffect(res.Votes[i], int64(e.opt.GlobalVoters))
+		}
 	}
-	for _, r := range rcpts {
-		switch res.UserVotes[r] {
-		case store.VoteNotBulk:
-			if v.Bulk {
-				v.NotBulkFor = append(v.NotBulkFor, r)
+	byVolume := e.judge(a.Keys, res.Volumes)
+	base := byVolume
+	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
+		base = j
+	}
+	v.Base = base.bulk
+	switch {
+	case base.bulk:
+		v.Family, v.Volume = base.family, base.volume
+	default:
+		v.Family, v.Volume = byVolume.family, byVolume.volume
+	}
+	switch {
+	case byVolume.bulk && !base.bulk:
+		v.Override = "global not-bulk"
+	case !byVolume.bulk && base.bulk:
+		v.Override = "global bulk"
+	}
+	if len(res.UserVotes) > 0 {
+		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
+		for _, r := range rcpts {
+			kinds, voted := own[r]
+			if !voted {
+				continue
 			}
-		case store.VoteBulk:
-			if !v.Bulk {
+			eff := make([]effect, len(ids))
+			for i, id := range ids {
+				switch kinds[id] {
+				case store.VoteNotBulk:
+					eff[i] = effClear
+				case store.VoteBulk:
+					eff[i] = effForce
+				}
+			}
+			mine, ok := e.marked(a.Keys, res.Volumes, eff)
+			switch {
+			case !ok:
+			case base.bulk && !mine.bulk:
+				v.NotBulkFor = append(v.NotBulkFor, r)
+			case !base.bulk && mine.bulk:
 				v.BulkFor = append(v.BulkFor, r)
 			}
 		}
 	}
-	if v.Bulk && len(v.NotBulkFor) > 0 {
+	v.Bulk = base.bulk
+	if len(v.NotBulkFor) > 0 {
 		v.Override = "user not-bulk"
 		if len(v.NotBulkFor) == len(rcpts) {
 			v.Bulk = false
 		}
 	}
-	if !v.Bulk && len(v.BulkFor) > 0 {
+	if len(v.BulkFor) > 0 {
 		v.Override, v.Bulk = "user bulk", true
 	}
 	return v
+}
+
+// effect is what feedback marks a key with: "not bulk" (clear) or
+// "bulk" (force).
+type effect int8
+
+const (
+	effNone effect = iota
+	effClear
+	effForce
+)
+
+// globalEffect applies the global tally of one key: a kind marks the key
+// when at least quorum distinct users voted it and more voted it than the
+// other kind; a tie marks nothing. Tallies count distinct voters per key,
+// so one user's vote on all 22 keys of a message counts once on each and
+// never reaches a quorum of 2 or more by itself.
+func globalEffect(t store.Tally, quorum int64) effect {
+	switch {
+	case t.NotBulk >= quorum && t.NotBulk > t.Bulk:
+		return effClear
+	case t.Bulk >= quorum && t.Bulk > t.NotBulk:
+		return effForce
+	}
+	return effNone
+}
+
+// marked applies one scope's marks (the global ones, or one recipient's
+// own votes) to a message. Two messages that share a key are near
+// duplicates for that key's family (Kolcz: overlap on one coordinate); a
+// message is a copy of what was voted on when it shares a marked key in
+// more than half of the families that signed it. Then the mark decides:
+// not bulk (cleared) or bulk (forced), whatever the volume. Most families,
+// not all: a copy that varies (personal data, a randomised word) shares
+// some keys in most families, rarely all; and not one: a message that
+// merely quotes a voted one (a shared footer, a paragraph) shares keys in
+// one family at most, and must not inherit its verdict. ok is false when
+// the marks decide nothing (no majority, or a majority for both kinds):
+// the next scope, or the volume, decides.
+func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
+	signed := map[signature.Family]bool{}
+	cleared := map[signature.Family]bool{}
+	forced := map[signature.Family]bool{}
+	var top judgement // the forced key with the highest volume
+	for i, k := range keys {
+		signed[k.Family] = true
+		switch eff[i] {
+		case effClear:
+			cleared[k.Family] = true
+		case effForce:
+			forced[k.Family] = true
+			if !top.bulk || volumes[i] > top.volume {
+				top = judgement{bulk: true, family: k.Family, volume: volumes[i]}
+			}
+		}
+	}
+	copyOfCleared := 2*len(cleared) > len(signed)
+	copyOfForced := 2*len(forced) > len(signed)
+	switch {
+	case copyOfForced && !copyOfCleared:
+		return top, true
+	case copyOfCleared && !copyOfForced:
+		return judgement{}, true
+	}
+	return judgement{}, false
+}
+
+// judgement is a verdict for one scope.
+type judgement struct {
+	bulk   bool
+	family signature.Family
+	volume int64
+}
+
+// judge applies the thresholds: a family's volume is the highest volume
+// of its keys; a message is bulk when a family's volume reaches its
+// threshold. Family and volume are the deciding family, or the family
+// closest to its threshold.
+func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
+	vols := map[signature.Family]int64{}
+	for i, k := range keys {
+		if old, ok := vols[k.Family]; !ok || volumes[i] > old {
+			vols[k.Family] = volumes[i]
+		}
+	}
+	var j judgement
+	best := -1.0
+	for _, s := range e.opt.Set.Signers() {
+		f := s.Family()
+		vol, ok := vols[f]
+		if !ok {
+			continue
+		}
+		th := e.opt.Thresholds[f]
+		if vol >= int64(th) && !j.bulk {
+			j = judgement{bulk: true, family: f, volume: vol}
+		} else if ratio := float64(vol) / float64(th); !j.bulk && ratio > best {
+			j.family, j.volume, best = f, vol, ratio
+		}
+	}
+	return j
+}
+
+// ownVotes returns, for each recipient the store says voted on one of the
+// keys, that recipient's vote per key. The store's answer says only which
+// recipients voted and their latest kind; which keys they voted on takes
+// one more lookup per such recipient (rare: only mail that shares a key
+// with mail its recipient voted on). Without a lister, or when the lookup
+// fails, the recipient's latest vote is taken to cover every key.
+func (e *Engine) ownVotes(ctx context.Context, ids, rcpts []string, latest map[string]store.VoteKind) map[string]map[string]store.VoteKind {
+	out := make(map[string]map[string]store.VoteKind, len(latest))
+	coarse := func(r string, k store.VoteKind) {
+		m := make(map[string]store.VoteKind, len(ids))
+		for _, id := range ids {
+			m[id] = k
+		}
+		out[r] = m
+	}
+	uniq := slices.Compact(slices.Sorted(slices.Values(ids)))
+	for _, r := range rcpts {
+		k, ok := latest[r]
+		if !ok || k == store.VoteNone {
+			continue
+		}
+		if e.opt.Votes == nil {
+			coarse(r, k)
+			continue
+		}
+		entries, err := e.opt.Votes.ListVotes(ctx, store.VoteQuery{Voter: r, Keys: uniq})
+		if err != nil {
+			e.opt.Metrics.Error(metrics.StageStore)
+			coarse(r, k)
+			continue
+		}
+		m := make(map[string]store.VoteKind, len(entries))
+		for _, en := range entries {
+			m[en.Key] = en.Kind
+		}
+		out[r] = m
+	}
+	return out
 }
 
 func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
@@ -262,6 +424,9 @@ func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
 	}
 	for f, vol := range v.Volumes {
 		m.Volume(f.String(), vol)
+	}
+	if scope, kind, ok := strings.Cut(v.Override, " "); ok {
+		m.Override(scope, strings.ReplaceAll(kind, "-", "_"))
 	}
 	for _, d := range v.Analysis.Text.Defects {
 		m.Defect(string(d.Kind))

@@ -18,6 +18,52 @@ import (
 func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger) error {
 	cfg := s.state.Config
 	met := s.srv.opt.Metrics
+	errs := s.removeIncoming(m, log)
+
+	routed, bulkFor := routedRecipients(v, s.rcpts, &cfg.Actions)
+	value := v.Header(cfg.Actions.RevealKeys)
+	if v.Bulk && bulkFor == 0 {
+		// Every recipient is exempt: for them the message is not bulk.
+		value = "no" + strings.TrimPrefix(value, "yes") + "; exempt"
+	}
+	errs = append(errs, m.AddHeader(cfg.Actions.Header, value))
+	met.Action("header")
+
+	if len(routed) > 0 {
+		if detail := cfg.Actions.RecipientDetail; detail != "" {
+			for _, r := range routed {
+				to, ok := withDetail(r, detail)
+				if !ok {
+					continue
+				}
+				errs = append(errs, m.DeleteRecipient(r), m.AddRecipient(to, ""))
+			}
+			met.Action("recipient_detail")
+		}
+	}
+	// The Subject tag and quarantine change the one copy every recipient
+	// gets, so they apply only when the message is routed for all of them:
+	// an exempt recipient's mail is never tagged or held.
+	if len(routed) > 0 && len(routed) == len(s.rcpts) {
+		if tag := cfg.Actions.SubjectTag; tag != "" {
+			errs = append(errs, s.tagSubject(m, tag))
+			met.Action("subject_tag")
+		}
+		if cfg.Actions.Quarantine {
+			errs = append(errs, m.Quarantine(fmt.Sprintf("bulk: family=%s volume=%d", v.Family, v.Volume)))
+			met.Action("quarantine")
+		}
+	} else if len(routed) > 0 && (cfg.Actions.SubjectTag != "" || cfg.Actions.Quarantine) {
+		log.Debug("bulk for some recipients only; subject tag and quarantine skipped",
+			"routed", len(routed), "recipients", len(s.rcpts))
+	}
+	return errors.Join(errs...)
+}
+
+// removeIncoming deletes every incoming copy of the verdict and feedback
+// headers.
+func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error {
+	cfg := s.state.Config
 	var errs []error
 	// Delete from the last copy back, so indexes of earlier copies hold.
 	for i := s.ownHeaders; i >= 1; i-- {
@@ -27,47 +73,20 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
 	}
 	if s.ownHeaders+s.fbHeaders > 0 {
-		log.Info("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
+		// Debug: a sender can add these to every message; the feedback
+		// handler reports untrusted feedback, rate-limited.
+		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
 	}
-
-	bulkFor := routedRecipients(v, s.rcpts, &cfg.Actions)
-	value := v.Header(cfg.Actions.RevealKeys)
-	if v.Bulk && len(bulkFor) == 0 {
-		// Every recipient is exempt: for them the message is not bulk.
-		value = "no" + strings.TrimPrefix(value, "yes") + "; exempt"
-	}
-	errs = append(errs, m.AddHeader(cfg.Actions.Header, value))
-	met.Action("header")
-
-	if len(bulkFor) > 0 {
-		if tag := cfg.Actions.SubjectTag; tag != "" {
-			errs = append(errs, s.tagSubject(m, tag))
-			met.Action("subject_tag")
-		}
-		if detail := cfg.Actions.RecipientDetail; detail != "" {
-			for _, r := range bulkFor {
-				routed, ok := withDetail(r, detail)
-				if !ok {
-					continue
-				}
-				errs = append(errs, m.DeleteRecipient(r), m.AddRecipient(routed, ""))
-			}
-			met.Action("recipient_detail")
-		}
-		if cfg.Actions.Quarantine {
-			errs = append(errs, m.Quarantine(fmt.Sprintf("bulk: family=%s volume=%d", v.Family, v.Volume)))
-			met.Action("quarantine")
-		}
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
-// routedRecipients returns the recipients for whom a message is bulk:
-// all of them for a bulk verdict, minus exceptions and minus those whose
-// own "not bulk" vote exempts them; for a verdict that is not bulk, those
-// whose own "bulk" vote makes it bulk for them.
-func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) []string {
-	var out []string
+// routedRecipients returns the recipients a message is routed for, and how
+// many recipients it is bulk for (the routed ones plus those that get the
+// verdict header only). It is bulk for every recipient when it is bulk for
+// those without votes of their own (the base verdict), but the exceptions
+// and those whose own "not bulk" votes exempt them; else for those whose
+// own "bulk" votes make it so.
+func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) (routed []string, bulkFor int) {
 	exempt := map[string]bool{}
 	for _, r := range v.NotBulkFor {
 		exempt[r] = true
@@ -78,24 +97,39 @@ func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) []str
 	}
 	for _, r := range rcpts {
 		n := detect.NormaliseAddress(r)
-		if isException(n, a) {
+		if matches(n, a.ExceptRecipients, a.ExceptDomains) {
 			continue
 		}
-		if (v.Bulk && !exempt[n]) || wanted[n] {
-			out = append(out, r)
+		if !(v.Base && !exempt[n]) && !wanted[n] {
+			continue
+		}
+		bulkFor++
+		if !matches(n, a.HeaderOnlyRecipients, a.HeaderOnlyDomains) {
+			routed = append(routed, r)
 		}
 	}
-	return out
+	return routed, bulkFor
 }
 
-func isException(addr string, a *config.Actions) bool {
-	for _, r := range a.ExceptRecipients {
-		if strings.EqualFold(r, addr) {
+// matches reports whether a normalised address is one of addrs or in one of
+// domains; a domain with a leading dot matches its subdomains.
+// An address with a +detail matches its base address too.
+func matches(addr string, addrs, domains []string) bool {
+	local, domain, _ := strings.Cut(addr, "@")
+	base, _, _ := strings.Cut(local, "+")
+	base += "@" + domain
+	for _, r := range addrs {
+		if strings.EqualFold(r, addr) || strings.EqualFold(r, base) {
 			return true
 		}
 	}
-	_, domain, _ := strings.Cut(addr, "@")
-	for _, d := range a.ExceptDomains {
+	for _, d := range domains {
+		if sub, ok := strings.CutPrefix(d, "."); ok {
+			if len(domain) > len(sub) && strings.HasSuffix(strings.ToLower(domain), "."+strings.ToLower(sub)) {
+				return true
+			}
+			continue
+		}
 		if strings.EqualFold(d, domain) {
 			return true
 		}

@@ -49,15 +49,22 @@ func (p *scripted) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 }
 
 type fbRecorder struct {
-	mu  sync.Mutex
-	got []Feedback
+	mu    sync.Mutex
+	got   []Feedback
+	retry bool // answer FeedbackRetry to authenticated senders
 }
 
-func (r *fbRecorder) HandleFeedback(ctx context.Context, fb *Feedback) bool {
+func (r *fbRecorder) HandleFeedback(ctx context.Context, fb *Feedback) FeedbackOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, *fb)
-	return fb.AuthUser != ""
+	switch {
+	case fb.AuthUser == "":
+		return FeedbackIgnored
+	case r.retry:
+		return FeedbackRetry
+	}
+	return FeedbackConsumed
 }
 
 type harness struct {
@@ -156,21 +163,121 @@ func TestBulkActions(t *testing.T) {
 		c.Actions.ExceptDomains = []string{"vip.test"}
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilySift, Volume: 42}
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilySift, Volume: 42}
 	}
-	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "boss@vip.test", "bob+lists@example.test"}}, plain)
+	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "bob+lists@example.test"}}, plain)
 	want := []string{
 		`AddHeader "X-Bulk" "yes; family=sift; volume=42"`,
-		`ChangeHeader 1 "Subject" "[BULK] hello"`,
 		`DelRcpt "<Ann@Example.Test>"`,
 		`AddRcpt "<ann+Bulk@example.test>" ""`,
 		`DelRcpt "<bob+lists@example.test>"`,
 		`AddRcpt "<bob+Bulk@example.test>" ""`,
+		`ChangeHeader 1 "Subject" "[BULK] hello"`,
 		`Quarantine "bulk: family=sift volume=42"`,
 	}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
 	}
+	for _, a := range []string{"header", "recipient_detail", "subject_tag", "quarantine"} {
+		if got := labelled(t, h.reg, "bulkmilter_actions_total", "action", a); got != 1 {
+			t.Errorf("actions_total{action=%q} = %v, want 1", a, got)
+		}
+	}
+}
+
+// Exceptions and header-only recipients, per recipient: the routed ones
+// get their detail; the Subject tag and quarantine, which would change
+// everyone's copy, are skipped unless every recipient is routed.
+func TestRoutingExceptions(t *testing.T) {
+	bulk := func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 30}
+	}
+	edit := func(c *config.Config) {
+		c.Actions.SubjectTag = "[BULK]"
+		c.Actions.RecipientDetail = "Bulk"
+		c.Actions.Quarantine = true
+		c.Actions.ExceptDomains = []string{"vip.test", ".partners.test"}
+		c.Actions.ExceptRecipients = []string{"ceo@example.test"}
+		c.Actions.HeaderOnlyDomains = []string{"lists.test"}
+		c.Actions.HeaderOnlyRecipients = []string{"archive@example.test"}
+	}
+	for _, tc := range []struct {
+		name  string
+		rcpts []string
+		want  []string
+	}{
+		{"mixed: only the routed recipient changes", []string{"ann@example.test", "boss@vip.test", "x@lists.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`DelRcpt "<ann@example.test>"`,
+			`AddRcpt "<ann+Bulk@example.test>" ""`,
+		}},
+		{"header only: the header says yes, nothing is routed", []string{"x@lists.test", "archive+2026@example.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+		}},
+		{"except by subdomain and by address with a detail", []string{"a@eu.partners.test", "ceo+news@example.test"}, []string{
+			`AddHeader "X-Bulk" "no; family=imatch; volume=30; exempt"`,
+		}},
+		{"the parent of a .subdomain rule is not exempt", []string{"a@partners.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`DelRcpt "<a@partners.test>"`,
+			`AddRcpt "<a+Bulk@partners.test>" ""`,
+			`ChangeHeader 1 "Subject" "[BULK] hello"`,
+			`Quarantine "bulk: family=imatch volume=30"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, edit)
+			h.pipe.verdict = bulk
+			res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: tc.rcpts}, plain)
+			if got := mods(res); !equal(got, tc.want) {
+				t.Errorf("modifications:\n got %q\nwant %q", got, tc.want)
+			}
+			if !accepted(res) {
+				t.Errorf("action = %v, want continue", res.Action)
+			}
+		})
+	}
+}
+
+// A message without a Subject gets the tag as its Subject; a Subject that
+// already carries the tag is left alone.
+func TestSubjectTagEdges(t *testing.T) {
+	h := start(t, func(c *config.Config) { c.Actions.SubjectTag = "[BULK]" })
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyShingle, Volume: 11}
+	}
+	env := mtaclient.Envelope{From: "a@b.example", Rcpts: []string{"c@example.test"}}
+	res := h.send(t, env, "From: a@b.example\n\nno subject here\n")
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`, `AddHeader "Subject" "[BULK]"`}; !equal(mods(res), want) {
+		t.Errorf("no Subject: modifications %q, want %q", mods(res), want)
+	}
+	res = h.send(t, env, "From: a@b.example\nSubject: [BULK] again\n\nbody\n")
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`}; !equal(mods(res), want) {
+		t.Errorf("tagged Subject: modifications %q, want %q", mods(res), want)
+	}
+}
+
+// labelled returns the value of one labelled counter in a registry, 0 when
+// it has no such sample.
+func labelled(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestAllRecipientsExempt(t *testing.T) {
@@ -179,7 +286,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 		c.Actions.ExceptRecipients = []string{"boss@vip.test"}
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilyIMatch, Volume: 12}
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 12}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"boss@vip.test"}}, plain)
 	want := []string{`AddHeader "X-Bulk" "no; family=imatch; volume=12; exempt"`}
@@ -191,7 +298,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 func TestUserNotBulkVoteExemptsThatUserOnly(t *testing.T) {
 	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
-		return detect.Verdict{Bulk: true, Family: signature.FamilyIMatch, Volume: 50,
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 50,
 			Override: "user not-bulk", NotBulkFor: []string{"ann@example.test"}}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
@@ -410,4 +517,70 @@ func TestListenUnixSocket(t *testing.T) {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
 	ln.Close()
+}
+
+// A user's own "bulk" vote routes the message for her only: the others
+// get it as the base verdict says, not bulk.
+func TestUserBulkVoteRoutesThatUserOnly(t *testing.T) {
+	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: false, Family: signature.FamilyIMatch, Volume: 2,
+			Override: "user bulk", BulkFor: []string{"ann@example.test"}}
+	}
+	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
+	want := []string{
+		`AddHeader "X-Bulk" "yes; family=imatch; volume=2; feedback=user-bulk"`,
+		`DelRcpt "<ann@example.test>"`,
+		`AddRcpt "<ann+Bulk@example.test>" ""`,
+	}
+	if got := mods(res); !equal(got, want) {
+		t.Errorf("modifications:\n got %q\nwant %q", got, want)
+	}
+}
+
+// What happens to a feedback message: consumed feedback is discarded, or
+// delivered without the feedback header; feedback the handler could not
+// record now is tempfailed; feedback it ignores is checked as normal mail,
+// the header removed.
+func TestFeedbackOutcomes(t *testing.T) {
+	fb := "From: ann@example.test\nX-Bulk-Feedback: not-bulk\nX-Bulk: yes\nSubject: fb\n\nbody\n"
+	auth := mtaclient.Envelope{AuthUser: "ann@example.test", From: "ann@example.test", Rcpts: []string{"ann@example.test"}}
+	tests := []struct {
+		name   string
+		keep   string
+		retry  bool
+		env    mtaclient.Envelope
+		action gomilter.ActionType
+		mods   []string
+		checks int // calls of the pipeline
+	}{
+		{name: "consumed, discard", keep: "discard", env: auth, action: gomilter.ActionDiscard},
+		{name: "consumed, deliver", keep: "deliver", env: auth, action: gomilter.ActionContinue,
+			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`}},
+		{name: "retry", keep: "discard", retry: true, env: auth, action: gomilter.ActionTempFail},
+		{name: "ignored", keep: "discard", env: mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test"}},
+			action: gomilter.ActionContinue, checks: 1,
+			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, func(c *config.Config) { c.Feedback.Keep = tc.keep })
+			h.fb.retry = tc.retry
+			res := h.send(t, tc.env, fb)
+			if got := res.Action.Type; got != tc.action && !(tc.action == gomilter.ActionContinue && accepted(res)) {
+				t.Errorf("action %v, want %v", got, tc.action)
+			}
+			if got := mods(res); !equal(got, tc.mods) {
+				t.Errorf("modifications:\n got %q\nwant %q", got, tc.mods)
+			}
+			if len(h.pipe.seen) != tc.checks {
+				t.Errorf("pipeline called %d times, want %d", len(h.pipe.seen), tc.checks)
+			}
+			// The pipeline counts the messages it checks; the milter
+			// counts feedback.
+			if n := counter(h.reg, "bulkmilter_messages_total"); n != float64(1-tc.checks) {
+				t.Errorf("messages_total = %v, want %d", n, 1-tc.checks)
+			}
+		})
+	}
 }

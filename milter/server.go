@@ -60,10 +60,27 @@ type State struct {
 // FeedbackHandler records a user's vote carried by a message.
 type FeedbackHandler interface {
 	// HandleFeedback is called at end of message for a message carrying
-	// the feedback header. It reports whether the message was consumed as
-	// feedback; a message that was not is checked like any other.
-	HandleFeedback(ctx context.Context, fb *Feedback) (consumed bool)
+	// the feedback header. Its outcome says what happens to the message.
+	HandleFeedback(ctx context.Context, fb *Feedback) FeedbackOutcome
 }
+
+// FeedbackOutcome is what a FeedbackHandler made of a message.
+type FeedbackOutcome int8
+
+const (
+	// FeedbackIgnored: not feedback the handler accepts (an untrusted
+	// sender). The message is checked like any other; the feedback header
+	// is removed.
+	FeedbackIgnored FeedbackOutcome = iota
+	// FeedbackConsumed: feedback from a trusted sender, recorded or
+	// refused (invalid, rate limited). feedback.keep decides whether it
+	// is discarded or delivered (without the feedback header).
+	FeedbackConsumed
+	// FeedbackRetry: trusted feedback whose vote could not be recorded now
+	// (the store failed). The MTA is told to try again later, so the vote
+	// is not lost.
+	FeedbackRetry
+)
 
 // Feedback is a message that carries the feedback header, with the facts
 // needed to decide whether to trust it.
@@ -102,6 +119,23 @@ var macroRequests = map[gomilter.MacroStage][]gomilter.MacroName{
 	gomilter.StageRcpt:    {gomilter.MacroRcptAddr},
 	gomilter.StageEOH:     {gomilter.MacroQueueId},
 	gomilter.StageEOM:     {gomilter.MacroQueueId},
+}
+
+// Macros returns the macros the milter asks the MTA for, by stage
+// ("connect", "helo", "mail", "rcpt", "eoh", "eom"); the deploy snippets
+// for Postfix and Sendmail are checked against it.
+func Macros() map[string][]string {
+	names := map[gomilter.MacroStage]string{
+		gomilter.StageConnect: "connect", gomilter.StageHelo: "helo", gomilter.StageMail: "mail",
+		gomilter.StageRcpt: "rcpt", gomilter.StageEOH: "eoh", gomilter.StageEOM: "eom",
+	}
+	out := map[string][]string{}
+	for stage, macros := range macroRequests {
+		for _, m := range macros {
+			out[names[stage]] = append(out[names[stage]], string(m))
+		}
+	}
+	return out
 }
 
 // The actions the milter may take. Postfix and Sendmail offer all of them.

@@ -3,6 +3,7 @@ package milter
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -92,6 +93,7 @@ func (s *session) MailFrom(from, esmtpArgs string, m gomilter.Modifier) (resp *g
 	s.endMessage()
 	s.inMessage = true
 	s.srv.busy.Add(1)
+	s.srv.opt.Metrics.MessageStarted()
 	s.started = time.Now()
 	s.state = s.srv.opt.State()
 	s.sender = from
@@ -193,14 +195,22 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	defer cancel()
 
 	if s.fbHeaders > 0 {
-		consumed := s.feedback(ctx, m, msg, log)
-		if consumed {
+		switch s.feedback(ctx, msg, log) {
+		case FeedbackConsumed:
 			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
 			if cfg.Feedback.Keep == "discard" {
 				s.srv.opt.Metrics.Action("discard")
 				return gomilter.RespDiscard, nil
 			}
+			if err := errors.Join(s.removeIncoming(m, log)...); err != nil {
+				s.srv.opt.Metrics.Error(metrics.StageAction)
+				log.Error("remove feedback header", "err", err)
+			}
 			return gomilter.RespContinue, nil
+		case FeedbackRetry:
+			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
+			s.srv.opt.Metrics.Action("tempfail")
+			return gomilter.RespTempFail, nil
 		}
 	}
 
@@ -225,9 +235,9 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 
 // feedback hands a message carrying the feedback header to the feedback
 // handler. The header itself is removed from the message in any case.
-func (s *session) feedback(ctx context.Context, m gomilter.Modifier, msg *detect.Message, log *slog.Logger) bool {
+func (s *session) feedback(ctx context.Context, msg *detect.Message, log *slog.Logger) FeedbackOutcome {
 	if s.state.Feedback == nil || !s.state.Config.Feedback.Enabled {
-		return false
+		return FeedbackIgnored
 	}
 	return s.state.Feedback.HandleFeedback(ctx, &Feedback{
 		Value:      s.fbValue,
@@ -260,6 +270,7 @@ func (s *session) endMessage() {
 	if s.inMessage {
 		s.inMessage = false
 		s.srv.busy.Add(-1)
+		s.srv.opt.Metrics.MessageDone()
 	}
 	s.state = nil
 	s.sender, s.authUser, s.fbValue = "", "", ""

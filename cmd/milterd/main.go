@@ -34,15 +34,15 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) error
 }
 
-var commands []command
-
-func init() {
-	commands = []command{
+// allCommands returns the commands. It is built at run time, not in an
+// init function: the files that register offline commands run their init
+// after main.go's when their names sort after it.
+func allCommands() []command {
+	return append([]command{
 		{"run", "run the milter daemon (the default)", runDaemon},
 		{"check-config", "check a configuration file and report every problem", checkConfig},
 		{"version", "print the version", printVersion},
-	}
-	commands = append(commands, offlineCommands...)
+	}, offlineCommands...)
 }
 
 // offlineCommands are registered by the files that implement them.
@@ -64,7 +64,7 @@ func mainExit(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	for _, c := range commands {
+	for _, c := range allCommands() {
 		if c.name == name {
 			err := c.run(rest, stdout, stderr)
 			switch {
@@ -87,7 +87,7 @@ func mainExit(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: milterd [command] [flags]\n\ncommands:")
-	for _, c := range commands {
+	for _, c := range allCommands() {
 		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'milterd COMMAND -h' for a command's flags.")

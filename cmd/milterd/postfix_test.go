@@ -87,3 +87,79 @@ func TestPostfixEndToEnd(t *testing.T) {
 		t.Errorf("%d distinct copies delivered, want %d", len(seen), copies)
 	}
 }
+
+// The feedback loop through a real Postfix: the user's report arrives as a
+// submission from a trusted network (Postfix's mynetworks, 127.0.0.0/8,
+// is what the daemon trusts here), attaching the very copy Postfix
+// delivered to her. The report is discarded; her later copies arrive
+// untagged, everybody else's tagged.
+func TestPostfixFeedback(t *testing.T) {
+	testenv.RequireRoot(t, "Postfix runs its daemons as the postfix user")
+	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  trusted_networks: [127.0.0.1/32]\n"))
+	pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: d.milterAddr})
+
+	const copies, voter = 12, 12
+	for i := 1; i <= copies; i++ {
+		rcpt := recipientAddr(i)
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), newsletterWords())); err != nil {
+			t.Fatalf("copy %d: %v\n%s", i, err, pf.Log())
+		}
+	}
+	msgs, err := pf.Sink().WaitFor(copies, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, pf.Log())
+	}
+	var theirs []byte
+	for _, m := range msgs {
+		if len(m.To) == 1 && m.To[0] == recipientAddr(voter) {
+			theirs = m.Data
+		}
+	}
+	if !bytes.Contains(theirs, []byte("X-Bulk: yes")) {
+		t.Fatalf("the voter's copy was not tagged:\n%s", theirs)
+	}
+
+	report := feedbackReport("not-bulk", recipientAddr(voter), theirs)
+	if err := pf.Send(recipientAddr(voter), []string{"bulk-feedback@example.test"}, report); err != nil {
+		t.Fatalf("report: %v\n%s", err, pf.Log())
+	}
+	if _, err := pf.WaitLog("milter triggers DISCARD action", 30*time.Second); err != nil {
+		t.Fatalf("the report was not discarded: %v\nmilterd log:\n%s", err, d.Logs())
+	}
+	for _, i := range []int{voter, 13} {
+		rcpt := recipientAddr(i)
+		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(100+i, rcpt, recipientName(i), newsletterWords())); err != nil {
+			t.Fatalf("later copy to %d: %v", i, err)
+		}
+	}
+	msgs, err = pf.Sink().WaitFor(copies+2, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, pf.Log())
+	}
+	if err := pf.WaitQueueEmpty(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pf.Sink().Messages()); n != copies+2 {
+		t.Errorf("%d deliveries, want %d: the report must not be delivered", n, copies+2)
+	}
+	for _, m := range msgs[copies:] {
+		parsed, err := mail.ReadMessage(bytes.NewReader(m.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := parsed.Header.Get("X-Bulk")
+		switch m.To[0] {
+		case recipientAddr(voter):
+			if !strings.HasPrefix(v, "no;") || !strings.HasSuffix(v, "feedback=user-not-bulk") {
+				t.Errorf("later copy to the voter: X-Bulk %q, want no; …; feedback=user-not-bulk", v)
+			}
+		default:
+			if !strings.HasPrefix(v, "yes;") {
+				t.Errorf("later copy to %s: X-Bulk %q, want yes", m.To[0], v)
+			}
+		}
+	}
+	if got := d.metric(t, `bulkmilter_feedback_votes_total{kind="not_bulk"}`); got != 1 {
+		t.Errorf("feedback_votes_total{not_bulk} = %v, want 1", got)
+	}
+}

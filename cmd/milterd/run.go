@@ -75,6 +75,8 @@ func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, 
 		return nil, err
 	}
 	d.current.Store(rt)
+	d.met.ConfigLoaded()
+	d.met.SignatureSet(rt.set.Version())
 	d.srv = milter.NewServer(milter.Options{
 		State:   func() *milter.State { return d.current.Load().state },
 		Logger:  d.log,
@@ -99,7 +101,8 @@ func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, 
 func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 	cfg := d.current.Load().cfg
 	d.log.Info("milterd started", "version", version(), "listen", cfg.Listen,
-		"metrics", cfg.MetricsListen, "config", cfg.String(), "store", d.current.Load().storeName)
+		"metrics", cfg.MetricsListen, "config", cfg.String(), "store", d.current.Load().storeName,
+		"signatures", d.current.Load().set.Version())
 
 	errc := make(chan error, 2)
 	go func() { errc <- d.srv.Serve(d.ln) }()
@@ -155,7 +158,7 @@ func (d *daemon) reload() {
 	}
 	var rt *runtime
 	if err == nil {
-		rt, err = newRuntime(cfg, d.log, d.met)
+		rt, err = newRuntime(cfg, d.log, d.met, old)
 	}
 	if err != nil {
 		d.met.Reload(false)
@@ -164,7 +167,12 @@ func (d *daemon) reload() {
 	}
 	d.current.Store(rt)
 	d.met.Reload(true)
-	d.log.Info("reloaded", "config", cfg.String(), "store", rt.storeName)
+	d.met.SignatureSet(rt.set.Version())
+	if v := rt.set.Version(); v != old.set.Version() {
+		// Counts start afresh under a new signature set.
+		d.log.Warn("signature set changed; volumes count again from zero", "old", old.set.Version(), "new", v)
+	}
+	d.log.Info("reloaded", "config", cfg.String(), "store", rt.storeName, "signatures", rt.set.Version())
 	// Messages that took the old state finish within the store budget.
 	go func() {
 		time.Sleep(old.cfg.Policy.StoreTimeout.D() + 2*time.Second)
@@ -180,8 +188,8 @@ func sameListeners(old, cfg *config.Config) error {
 	return nil
 }
 
-// handler serves /metrics, /healthz (the process answers) and /readyz (the
-// store answers too).
+// handler serves /metrics, /healthz (the process answers), /readyz (the
+// store answers too) and /admin/votes (votes.go).
 func (d *daemon) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{
@@ -202,5 +210,6 @@ func (d *daemon) handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	d.adminRoutes(mux)
 	return mux
 }

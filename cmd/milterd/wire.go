@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/bundled"
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
@@ -38,6 +43,10 @@ type runtime struct {
 	storeKey  string // what the store was opened with, to reuse it on reload
 	state     *milter.State
 	ownsStore bool
+	// limiter holds the voters' rate limits; reloads keep it.
+	limiter *feedback.Limiter
+	// adminToken authorises the votes admin endpoint (votes.go).
+	adminToken string
 }
 
 // newRuntime builds a runtime. When prev uses the same store settings its
@@ -55,14 +64,24 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 	if err != nil {
 		return nil, err
 	}
-	rt := &runtime{cfg: cfg, set: set, storeKey: storeKey(cfg, secret)}
+	rt := &runtime{cfg: cfg, set: set, storeKey: storeKey(cfg, secret), adminToken: adminToken(secret)}
+	if len(prev) > 0 && prev[0] != nil {
+		rt.limiter = prev[0].limiter
+	}
+	if rt.limiter == nil {
+		rt.limiter = feedback.NewLimiter(cfg.Feedback.RateLimit, 0)
+	}
+	// The previous runtime's store is borrowed, and only taken over once
+	// this runtime is complete: a failed reload must leave it running.
+	var from *runtime
 	if len(prev) > 0 && prev[0] != nil && prev[0].storeKey == rt.storeKey && prev[0].ownsStore {
-		rt.store, rt.storeName = prev[0].store, prev[0].storeName
-		prev[0].ownsStore = false
+		from = prev[0]
+		rt.store, rt.storeName = from.store, from.storeName
 	} else if rt.store, rt.storeName, err = openStore(cfg, secret, log, met); err != nil {
 		return nil, err
+	} else {
+		rt.ownsStore = true
 	}
-	rt.ownsStore = true
 
 	thresholds := map[signature.Family]int{}
 	for _, s := range set.Signers() {
@@ -80,6 +99,7 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		StoreTimeout:   cfg.Policy.StoreTimeout.D(),
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,
+		Votes:          rt.store,
 		Metrics:        met,
 	})
 	if err != nil {
@@ -87,7 +107,27 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		return nil, err
 	}
 	rt.state = &milter.State{Pipeline: rt.engine, Config: cfg}
+	if cfg.Feedback.Enabled {
+		fb, err := feedback.New(feedback.Options{Config: cfg, Engine: rt.engine, Store: rt.store, Limiter: rt.limiter, Metrics: met})
+		if err != nil {
+			rt.close()
+			return nil, err
+		}
+		rt.state.Feedback = fb
+	}
+	if from != nil {
+		from.ownsStore, rt.ownsStore = false, true
+	}
 	return rt, nil
+}
+
+// adminToken derives the credential of the votes admin endpoint from the
+// secret: whoever can read the secret file may administer votes (and
+// could open the store anyway), and the token does not reveal the secret.
+func adminToken(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("bulkmilter votes admin"))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // close releases the store if this runtime still owns it.
@@ -155,12 +195,81 @@ func storeKey(cfg *config.Config, secret []byte) string {
 		cfg.Store.Window.D(), cfg.Feedback.VoteTTL.D(), sha256.Sum256(secret))
 }
 
+// errStoreBusy means another process holds the embedded store's file.
+var errStoreBusy = errors.New("the embedded store is in use by another process")
+
+// storeLocks are the embedded store files this process holds, each by an
+// exclusive flock on FILE.lock, counted: a reload may briefly open the
+// same file twice in one process, which the lock must not refuse. Another
+// process (a second daemon, "milterd votes") is refused.
+var storeLocks = struct {
+	sync.Mutex
+	held map[string]*heldLock
+}{held: map[string]*heldLock{}}
+
+type heldLock struct {
+	f    *os.File
+	refs int
+}
+
+// lockStore takes the lock of an embedded store file; the returned
+// function releases it.
+func lockStore(path string) (func(), error) {
+	storeLocks.Lock()
+	defer storeLocks.Unlock()
+	name := path + ".lock"
+	l := storeLocks.held[name]
+	if l == nil {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open store lock: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%s (lock %s): %w", path, name, errStoreBusy)
+			}
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		l = &heldLock{f: f}
+		storeLocks.held[name] = l
+	}
+	l.refs++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			storeLocks.Lock()
+			defer storeLocks.Unlock()
+			if l.refs--; l.refs == 0 {
+				delete(storeLocks.held, name)
+				l.f.Close() // releases the flock
+			}
+		})
+	}, nil
+}
+
+// lockedStore is an embedded store that releases its file lock on Close.
+type lockedStore struct {
+	*store.Embedded
+	unlock func()
+}
+
+func (s *lockedStore) Close() error {
+	err := s.Embedded.Close()
+	s.unlock()
+	return err
+}
+
 // openStore opens Redis when configured, else the embedded store.
 func openStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics.Metrics) (backend, string, error) {
 	params := storeParams(cfg, secret)
 	if !cfg.UsesRedis() {
 		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil && cfg.Store.File == "" {
 			return nil, "", fmt.Errorf("create data directory: %w", err)
+		}
+		unlock, err := lockStore(cfg.StoreFile())
+		if err != nil {
+			return nil, "", err
 		}
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{
 			Path:       cfg.StoreFile(),
@@ -175,9 +284,10 @@ func openStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 			err = nil
 		}
 		if err != nil {
+			unlock()
 			return nil, "", fmt.Errorf("open embedded store: %w", err)
 		}
-		return e, "embedded:" + cfg.StoreFile(), nil
+		return &lockedStore{Embedded: e, unlock: unlock}, "embedded:" + cfg.StoreFile(), nil
 	}
 	o, err := redisOptions(cfg)
 	if err != nil {
