@@ -412,7 +412,8 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		rcpt := recipientAddr(i)
 		msg := campaign(i, rcpt, recipientName(i), rng)
 		go func() {
-			res, err := cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, msg)
+			// A client per goroutine: mtaclient.Client is not safe for concurrent use.
+			res, err := mtaclient.New("tcp", d.milterAddr).Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, msg)
 			v, _ := res.Header("X-Bulk")
 			results <- result{v, err}
 		}()
