@@ -28,12 +28,6 @@ func (v *validator) positive(path string, n int) {
 	}
 }
 
-func (v *validator) fraction(path string, f float64, lo, hi float64) {
-	if !(f >= lo && f <= hi) {
-		v.add(path, fmt.Sprintf("use a value between %g and %g", lo, hi), "out of range: %g", f)
-	}
-}
-
 func (v *validator) oneOf(path, val string, allowed ...string) {
 	for _, a := range allowed {
 		if val == a {
