@@ -33,7 +33,7 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 		if detail := cfg.Actions.RecipientDetail; detail != "" {
 			for _, r := range routed {
 				to, ok := withDetail(r, detail)
-				if !ok {
+				if !ok || alreadyRouted(r, to, detail) {
 					continue
 				}
 				errs = append(errs, m.DeleteRecipient(r), m.AddRecipient(to, ""))
@@ -146,6 +146,12 @@ func withDetail(addr, detail string) (string, bool) {
 	}
 	local, _, _ = strings.Cut(local, "+")
 	return local + "+" + detail + "@" + domain, true
+}
+
+// alreadyRouted reports whether rcpt already is to, with the detail in
+// the same case (mailbox names are case-sensitive).
+func alreadyRouted(rcpt, to, detail string) bool {
+	return strings.EqualFold(detect.NormaliseAddress(rcpt), to) && strings.Contains(rcpt, "+"+detail+"@")
 }
 
 func (s *session) tagSubject(m gomilter.Modifier, tag string) error {

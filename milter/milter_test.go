@@ -217,6 +217,13 @@ func TestRoutingExceptions(t *testing.T) {
 		{"except by subdomain and by address with a detail", []string{"a@eu.partners.test", "ceo+news@example.test"}, []string{
 			`AddHeader "X-Bulk" "no; family=imatch; volume=30; exempt"`,
 		}},
+		{"a recipient that already has the detail is left alone", []string{"ann+Bulk@example.test", "bob@example.test"}, []string{
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`DelRcpt "<bob@example.test>"`,
+			`AddRcpt "<bob+Bulk@example.test>" ""`,
+			`ChangeHeader 1 "Subject" "[BULK] hello"`,
+			`Quarantine "bulk: family=imatch volume=30"`,
+		}},
 		{"the parent of a .subdomain rule is not exempt", []string{"a@partners.test"}, []string{
 			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
 			`DelRcpt "<a@partners.test>"`,

@@ -412,7 +412,8 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		rcpt := recipientAddr(i)
 		msg := campaign(i, rcpt, recipientName(i), rng)
 		go func() {
-			res, err := cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, msg)
+			// A client per goroutine: mtaclient.Client is not safe for concurrent use.
+			res, err := mtaclient.New("tcp", d.milterAddr).Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, msg)
 			v, _ := res.Header("X-Bulk")
 			results <- result{v, err}
 		}()
@@ -592,11 +593,10 @@ func TestRedisLeastPrivilegeACL(t *testing.T) {
 	writeFile(t, cfgPath, "policy:\n  threshold: 3\n")
 	d := startDaemon(t, "-config", cfgPath, "-redis", "redis://bulkmilter:"+pw+"@"+r.Addr()+"/0")
 	cl := mtaclient.New("tcp", d.milterAddr)
-	rng := rand.New(rand.NewPCG(21, 22))
 	var last string
 	for i := 1; i <= 3; i++ {
 		rcpt := recipientAddr(i)
-		res, err := cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, campaign(i, rcpt, recipientName(i), rng))
+		res, err := cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: []string{rcpt}}, newsletter(i, rcpt, recipientName(i)))
 		if err != nil {
 			t.Fatal(err)
 		}

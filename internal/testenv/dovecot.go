@@ -482,8 +482,42 @@ func (d *Dovecot) Messages(u, folder string) ([]MaildirMessage, error) {
 			out = append(out, MaildirMessage{Folder: folder, Path: p, Data: data, Flags: flags})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return filepath.Base(out[i].Path) < filepath.Base(out[j].Path) })
+	sort.SliceStable(out, func(i, j int) bool {
+		return deliveredBefore(filepath.Base(out[i].Path), filepath.Base(out[j].Path))
+	})
 	return out, nil
+}
+
+// deliveredBefore orders Dovecot maildir file names,
+// "<seconds>.M<microseconds>P<pid>.<host>…": the microseconds are not
+// zero-padded, so names do not sort as strings.
+func deliveredBefore(a, b string) bool {
+	as, au, aok := maildirTime(a)
+	bs, bu, bok := maildirTime(b)
+	if !aok || !bok {
+		return a < b
+	}
+	if as != bs {
+		return as < bs
+	}
+	if au != bu {
+		return au < bu
+	}
+	return a < b
+}
+
+func maildirTime(name string) (sec, usec int64, ok bool) {
+	secs, rest, found := strings.Cut(name, ".M")
+	if !found {
+		return 0, 0, false
+	}
+	us, _, found := strings.Cut(rest, "P")
+	if !found {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseInt(secs, 10, 64)
+	u, err2 := strconv.ParseInt(us, 10, 64)
+	return s, u, err1 == nil && err2 == nil
 }
 
 // Count returns how many messages each of a user's folders holds.

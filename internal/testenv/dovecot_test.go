@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,15 @@ if header :contains "Subject" "invoice" { fileinto :create "Invoices"; }
 	folders, err := d.Folders("alice@example.test")
 	if err != nil || strings.Join(folders, ",") != "INBOX,Bulk" {
 		t.Errorf("Folders(alice) = %q, %v; want [INBOX Bulk]", folders, err)
+	}
+}
+
+func TestDeliveredBefore(t *testing.T) {
+	names := []string{"1795347851.M99P1.vm,S=1", "1795347851.M677677P1.vm", "1795347850.M900000P1.vm", "1795347851.M100P1.vm:2,S"}
+	sort.Slice(names, func(i, j int) bool { return deliveredBefore(names[i], names[j]) })
+	want := "1795347850.M900000P1.vm 1795347851.M99P1.vm,S=1 1795347851.M100P1.vm:2,S 1795347851.M677677P1.vm"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("got %s\nwant %s", got, want)
 	}
 }
 
