@@ -26,7 +26,7 @@ func TestPostfixEndToEnd(t *testing.T) {
 	const threshold, copies = 10, 25
 	for i := 1; i <= copies; i++ {
 		rcpt := recipientAddr(i)
-		if err := pf.Send("news@garden.example", []string{rcpt}, campaign(i, rcpt, recipientName(i), rng)); err != nil {
+		if err := pf.Send("news@garden.example", []string{rcpt}, hashBusterCopy(i, rcpt, recipientName(i), rng)); err != nil {
 			t.Fatalf("copy %d: %v\n%s", i, err, pf.Log())
 		}
 	}
