@@ -83,37 +83,48 @@ type Signatures struct {
 	Sift        Sift        `yaml:"sift"`
 }
 
-// IMatch tunes the I-Match family.
+// IMatch tunes the I-Match family (Chowdhury et al. 2002; Kolcz &
+// Chowdhury 2008).
 type IMatch struct {
-	Enabled    bool    `yaml:"enabled"`
-	MinTerms   int     `yaml:"min_terms"`   // fewest lexicon terms to sign
-	Randomized int     `yaml:"randomized"`  // K extra randomized lexicons
-	DropRate   float64 `yaml:"drop_rate"`   // p, fraction of terms each randomized lexicon drops
-	MinRatio   float64 `yaml:"min_ratio"`   // |S|/|U| under which the secondary lexicon is used
-	Context    bool    `yaml:"context"`     // context hardening
-	ContextMin int     `yaml:"context_min"` // bigram count θ for a valid context
+	Enabled        bool    `yaml:"enabled"`
+	MinTerms       int     `yaml:"min_terms"`       // fewest lexicon terms to sign
+	MinRatio       float64 `yaml:"min_ratio"`       // |S|/|U| under which the secondary lexicon adds terms
+	Randomized     int     `yaml:"randomized"`      // K extra randomized lexicons
+	RemoveFraction float64 `yaml:"remove_fraction"` // p, share of terms each randomized lexicon drops
+	Hardening      string  `yaml:"hardening"`       // context hardening: off, only, also
 }
 
-// Shingle tunes word shingles and their supershingles.
+// Sample sizes a min-hash sample and its bands (supershingles).
+type Sample struct {
+	Rows     int `yaml:"rows"`      // min-hash values per band key
+	MinBands int `yaml:"min_bands"` // bands of a short message
+	MaxBands int `yaml:"max_bands"` // bands of a long message (log growth)
+	MinUnits int `yaml:"min_units"` // fewest units (words, letters, tokens) to sign
+}
+
+// Shingle tunes word shingles over dictionary words and their
+// supershingles (Broder 1997; Yandex 2003).
 type Shingle struct {
-	Enabled bool `yaml:"enabled"`
-	Width   int  `yaml:"width"` // words per shingle
-	Bands   int  `yaml:"bands"` // supershingles per message
+	Enabled bool   `yaml:"enabled"`
+	Width   int    `yaml:"width"` // dictionary words per shingle
+	Sample  Sample `yaml:"sample"`
 }
 
 // CharShingle tunes character shingles over the letters-only stream.
 type CharShingle struct {
-	Enabled bool `yaml:"enabled"`
-	Width   int  `yaml:"width"` // letters per shingle
-	Bands   int  `yaml:"bands"`
+	Enabled bool   `yaml:"enabled"`
+	Width   int    `yaml:"width"` // letters per shingle
+	Sample  Sample `yaml:"sample"`
 }
 
-// Sift tunes keyed text sifting.
+// Sift tunes keyed text sifting (Malkin & Venkatesan 2005).
 type Sift struct {
-	Enabled    bool    `yaml:"enabled"`
-	Length     int     `yaml:"length"`     // tokens per cluster, l
-	Acceptance float64 `yaml:"acceptance"` // probability a token joins a cluster
-	Keys       int     `yaml:"keys"`       // counting keys per message
+	Enabled       bool    `yaml:"enabled"`
+	Formation     string  `yaml:"formation"`      // skip (random skipping) or window
+	ClusterLength int     `yaml:"cluster_length"` // tokens per cluster, l
+	Acceptance    float64 `yaml:"acceptance"`     // probability a token joins a cluster
+	Partitions    int     `yaml:"partitions"`     // b of random partitioning; 1 disables it
+	Sample        Sample  `yaml:"sample"`
 }
 
 // Store chooses and tunes the volume store.
@@ -178,9 +189,16 @@ type Actions struct {
 	Quarantine bool `yaml:"quarantine"`
 	// RevealKeys adds the message's signature keys to the verdict header.
 	RevealKeys bool `yaml:"reveal_keys"`
-	// ExceptRecipients and ExceptDomains are never tagged or routed.
+	// ExceptRecipients and ExceptDomains are never tagged or routed: for
+	// them a bulk message is not bulk. A domain with a leading dot
+	// (".example.com") matches its subdomains.
 	ExceptRecipients []string `yaml:"except_recipients"`
 	ExceptDomains    []string `yaml:"except_domains"`
+	// HeaderOnlyRecipients and HeaderOnlyDomains get the verdict header
+	// but no routing: no Subject tag, recipient detail or quarantine on
+	// their account; their own filters decide.
+	HeaderOnlyRecipients []string `yaml:"header_only_recipients"`
+	HeaderOnlyDomains    []string `yaml:"header_only_domains"`
 }
 
 // Feedback configures users' "bulk" and "not bulk" votes.
@@ -191,6 +209,11 @@ type Feedback struct {
 	// TrustAuthenticated accepts feedback from SASL-authenticated senders;
 	// the voter is the login.
 	TrustAuthenticated bool `yaml:"trust_authenticated"`
+	// LoginDomain completes a voter without a domain (a SASL login such as
+	// "ann", or a bare envelope sender) to ann@LoginDomain, so that it
+	// matches the recipient address the user's mail arrives with. Empty:
+	// voters are taken as they are.
+	LoginDomain string `yaml:"login_domain"`
 	// TrustedNetworks accepts feedback from these client networks; the
 	// voter is the envelope sender.
 	TrustedNetworks []string `yaml:"trusted_networks"`
@@ -221,15 +244,8 @@ func Default() Config {
 			MaxMIMEDepth:    32,
 			MaxMIMEParts:    256,
 		},
-		Signatures: Signatures{
-			StripRecipient: true,
-			IMatch: IMatch{Enabled: true, MinTerms: 5, Randomized: 10, DropRate: 0.33,
-				MinRatio: 0.1, Context: false, ContextMin: 15},
-			Shingle:     Shingle{Enabled: true, Width: 4, Bands: 4},
-			CharShingle: CharShingle{Enabled: true, Width: 8, Bands: 4},
-			Sift:        Sift{Enabled: true, Length: 6, Acceptance: 0.3, Keys: 4},
-		},
-		Store: Store{Window: Duration(24 * time.Hour), MaxEntries: 2_000_000},
+		Signatures: defaultSignatures(),
+		Store:      Store{Window: Duration(24 * time.Hour), MaxEntries: 2_000_000},
 		Policy: Policy{
 			Threshold:    10,
 			StoreTimeout: Duration(500 * time.Millisecond),

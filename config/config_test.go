@@ -161,6 +161,7 @@ actions:
   header: "X Bulk"
 feedback:
   trusted_networks: [10.0.0.0/33]
+  login_domain: "@example.com"
 `, []string{
 			`b.yml:2: listen: invalid socket "tcp-ish" (use "inet:HOST:PORT" or "unix:/path/to/socket")`,
 			`b.yml:4: log.level: invalid value "loud" (use one of: debug, info, warn, error)`,
@@ -168,7 +169,21 @@ feedback:
 			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift)`,
 			`b.yml:8: policy.on_store_error: invalid value "panic" (use one of: accept, tempfail)`,
 			`b.yml:10: actions.header: invalid header name "X Bulk" (use a header field name such as X-Bulk)`,
+			`b.yml:13: feedback.login_domain: invalid domain "@example.com" (use a domain such as example.com)`,
 			`b.yml:12: feedback.trusted_networks[0]: invalid network "10.0.0.0/33" (use an address or CIDR such as 192.0.2.0/24)`,
+		}},
+		{"routing exceptions", `
+actions:
+  except_domains: [example.com, "", "a..b"]
+  except_recipients: [boss@example.com, nobody]
+  header_only_domains: [.lists.example, "x y"]
+  header_only_recipients: ["@example.com"]
+`, []string{
+			`b.yml:3: actions.except_domains[1]: invalid domain "" (use a domain such as example.com, or .example.com for its subdomains)`,
+			`b.yml:3: actions.except_domains[2]: invalid domain "a..b" (use a domain such as example.com, or .example.com for its subdomains)`,
+			`b.yml:4: actions.except_recipients[1]: invalid address "nobody" (use an address such as user@example.com)`,
+			`b.yml:5: actions.header_only_domains[1]: invalid domain "x y" (use a domain such as example.com, or .example.com for its subdomains)`,
+			`b.yml:6: actions.header_only_recipients[0]: invalid address "@example.com" (use an address such as user@example.com)`,
 		}},
 		{"syntax error", "listen: [\n", []string{
 			`b.yml:1: did not find expected node content (fix the YAML syntax)`,

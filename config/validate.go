@@ -28,12 +28,6 @@ func (v *validator) positive(path string, n int) {
 	}
 }
 
-func (v *validator) fraction(path string, f float64, lo, hi float64) {
-	if !(f >= lo && f <= hi) {
-		v.add(path, fmt.Sprintf("use a value between %g and %g", lo, hi), "out of range: %g", f)
-	}
-}
-
 func (v *validator) oneOf(path, val string, allowed ...string) {
 	for _, a := range allowed {
 		if val == a {
@@ -41,6 +35,23 @@ func (v *validator) oneOf(path, val string, allowed ...string) {
 		}
 	}
 	v.add(path, "use one of: "+strings.Join(allowed, ", "), "invalid value %q", val)
+}
+
+func (v *validator) domains(path string, ds []string) {
+	for i, d := range ds {
+		if strings.Trim(d, ".") == "" || strings.ContainsAny(d, "@ \t") || strings.Contains(d, "..") {
+			v.add(fmt.Sprintf("%s[%d]", path, i), `use a domain such as example.com, or .example.com for its subdomains`, "invalid domain %q", d)
+		}
+	}
+}
+
+func (v *validator) addresses(path string, as []string) {
+	for i, a := range as {
+		local, domain, ok := strings.Cut(a, "@")
+		if !ok || local == "" || domain == "" || strings.ContainsAny(a, " \t<>") {
+			v.add(fmt.Sprintf("%s[%d]", path, i), "use an address such as user@example.com", "invalid address %q", a)
+		}
+	}
 }
 
 func (c *Config) validate(lines lineIndex) Problems {
@@ -80,32 +91,7 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v.positive("limits.max_mime_depth", l.MaxMIMEDepth)
 	v.positive("limits.max_mime_parts", l.MaxMIMEParts)
 
-	s := c.Signatures
-	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled {
-		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift", "no signature family enabled")
-	}
-	if s.IMatch.Enabled {
-		v.positive("signatures.imatch.min_terms", s.IMatch.MinTerms)
-		if s.IMatch.Randomized < 0 || s.IMatch.Randomized > 32 {
-			v.add("signatures.imatch.randomized", "use 0 to 32 (the papers use up to 10)", "out of range: %d", s.IMatch.Randomized)
-		}
-		v.fraction("signatures.imatch.drop_rate", s.IMatch.DropRate, 0.01, 0.9)
-		v.fraction("signatures.imatch.min_ratio", s.IMatch.MinRatio, 0, 1)
-		v.positive("signatures.imatch.context_min", s.IMatch.ContextMin)
-	}
-	if s.Shingle.Enabled {
-		v.positive("signatures.shingle.width", s.Shingle.Width)
-		v.positive("signatures.shingle.bands", s.Shingle.Bands)
-	}
-	if s.CharShingle.Enabled {
-		v.positive("signatures.charshingle.width", s.CharShingle.Width)
-		v.positive("signatures.charshingle.bands", s.CharShingle.Bands)
-	}
-	if s.Sift.Enabled {
-		v.positive("signatures.sift.length", s.Sift.Length)
-		v.fraction("signatures.sift.acceptance", s.Sift.Acceptance, 0.01, 1)
-		v.positive("signatures.sift.keys", s.Sift.Keys)
-	}
+	v.validateSignatures(&c.Signatures)
 
 	if c.Store.Window.D() <= 0 {
 		v.add("store.window", `use a duration such as "24h"`, "must be positive")
@@ -154,16 +140,10 @@ func (c *Config) validate(lines lineIndex) Problems {
 	if strings.ContainsAny(a.SubjectTag, "\r\n") {
 		v.add("actions.subject_tag", "remove line breaks", "invalid tag %q", a.SubjectTag)
 	}
-	for i, d := range a.ExceptDomains {
-		if d == "" || strings.ContainsAny(d, "@ ") {
-			v.add(fmt.Sprintf("actions.except_domains[%d]", i), "use a domain such as example.com", "invalid domain %q", d)
-		}
-	}
-	for i, r := range a.ExceptRecipients {
-		if !strings.Contains(r, "@") {
-			v.add(fmt.Sprintf("actions.except_recipients[%d]", i), "use an address such as user@example.com", "invalid address %q", r)
-		}
-	}
+	v.domains("actions.except_domains", a.ExceptDomains)
+	v.addresses("actions.except_recipients", a.ExceptRecipients)
+	v.domains("actions.header_only_domains", a.HeaderOnlyDomains)
+	v.addresses("actions.header_only_recipients", a.HeaderOnlyRecipients)
 
 	f := c.Feedback
 	if f.Enabled {
@@ -172,6 +152,9 @@ func (c *Config) validate(lines lineIndex) Problems {
 		}
 		if strings.EqualFold(f.Header, a.Header) {
 			v.add("feedback.header", "use a different name than actions.header", "same as the verdict header")
+		}
+		if d := f.LoginDomain; d != "" && (strings.ContainsAny(d, "@ \t\r\n") || strings.HasPrefix(d, ".")) {
+			v.add("feedback.login_domain", "use a domain such as example.com", "invalid domain %q", d)
 		}
 		for i, n := range f.TrustedNetworks {
 			if _, err := ParseNetwork(n); err != nil {

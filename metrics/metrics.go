@@ -33,11 +33,15 @@ type Metrics struct {
 	storeErrors     *prometheus.CounterVec
 	votes           *prometheus.CounterVec
 	feedbackRejects *prometheus.CounterVec
+	overrides       *prometheus.CounterVec
 	sessionsActive  prometheus.Gauge
 	sessions        prometheus.Counter
+	inProgress      prometheus.Gauge
 	panics          *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
 	reloadTime      prometheus.Gauge
+	reloadOK        prometheus.Gauge
+	setInfo         *prometheus.GaugeVec
 }
 
 // New registers bulkmilter's metrics, the Go and process collectors and a
@@ -98,6 +102,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "feedback_rejected_total",
 			Help: "Feedback not recorded, by reason (untrusted, rate_limited, invalid, unsigned, store_error).",
 		}, []string{"reason"}),
+		overrides: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "feedback_overrides_total",
+			Help: "Messages whose verdict feedback votes changed, by scope (global: enough distinct voters; user: the recipient's own vote) and kind (not_bulk, bulk).",
+		}, []string{"scope", "kind"}),
 		sessionsActive: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "sessions_active",
 			Help: "Milter sessions (MTA connections) open now.",
@@ -105,6 +113,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		sessions: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "sessions_total",
 			Help: "Milter sessions opened.",
+		}),
+		inProgress: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "messages_in_progress",
+			Help: "Messages between MAIL FROM and their end-of-message reply; a drain waits for these.",
 		}),
 		panics: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "panics_recovered_total",
@@ -118,6 +130,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration was last loaded successfully.",
 		}),
+		reloadOK: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_last_reload_successful",
+			Help: "Whether the last configuration load succeeded (1) or failed and the previous one still runs (0).",
+		}),
+		setInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "signature_set_info",
+			Help: "Constant 1, labelled by the version of the running signature set; counts start afresh when it changes.",
+		}, []string{"version"}),
 	}
 	version, goVersion := "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -231,6 +251,14 @@ func (m *Metrics) FeedbackRejected(reason string) {
 	}
 }
 
+// Override counts one message whose verdict feedback changed: scope
+// "global" or "user", kind "not_bulk" or "bulk".
+func (m *Metrics) Override(scope, kind string) {
+	if m != nil {
+		m.overrides.WithLabelValues(scope, kind).Inc()
+	}
+}
+
 // SessionOpened and SessionClosed track milter sessions.
 func (m *Metrics) SessionOpened() {
 	if m != nil {
@@ -253,6 +281,29 @@ func (m *Metrics) Panic(callback string) {
 	}
 }
 
+// MessageStarted and MessageDone track messages in progress.
+func (m *Metrics) MessageStarted() {
+	if m != nil {
+		m.inProgress.Inc()
+	}
+}
+
+// MessageDone marks a message as answered or aborted.
+func (m *Metrics) MessageDone() {
+	if m != nil {
+		m.inProgress.Dec()
+	}
+}
+
+// ConfigLoaded records the configuration loaded at start, which is not a
+// reload.
+func (m *Metrics) ConfigLoaded() {
+	if m != nil {
+		m.reloadOK.Set(1)
+		m.reloadTime.SetToCurrentTime()
+	}
+}
+
 // Reload counts one configuration reload.
 func (m *Metrics) Reload(ok bool) {
 	if m == nil {
@@ -260,10 +311,21 @@ func (m *Metrics) Reload(ok bool) {
 	}
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()
+		m.reloadOK.Set(1)
 		m.reloadTime.SetToCurrentTime()
 		return
 	}
 	m.reloads.WithLabelValues("failure").Inc()
+	m.reloadOK.Set(0)
+}
+
+// SignatureSet records the version of the running signature set; only the
+// current version is exported.
+func (m *Metrics) SignatureSet(version string) {
+	if m != nil {
+		m.setInfo.Reset()
+		m.setInfo.WithLabelValues(version).Set(1)
+	}
 }
 
 // collectors returns bulkmilter's own collectors (build_info aside).
@@ -271,6 +333,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
 		m.defects, m.truncated, m.storeDuration, m.storeErrors, m.votes,
-		m.feedbackRejects, m.sessionsActive, m.sessions, m.panics, m.reloads, m.reloadTime,
+		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
+		m.reloadTime, m.reloadOK, m.setInfo,
 	}
 }

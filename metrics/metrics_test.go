@@ -29,9 +29,13 @@ func exercise(m *Metrics) {
 	m.ObserveRequest("observe", time.Millisecond, errors.New("x"))
 	m.Vote("not_bulk")
 	m.FeedbackRejected("untrusted")
+	m.Override("user", "not_bulk")
 	m.SessionOpened()
+	m.MessageStarted()
 	m.Panic("EndOfMessage")
+	m.ConfigLoaded()
 	m.Reload(true)
+	m.SignatureSet("s0123456789")
 }
 
 // TestMetricsDoc keeps docs/metrics.md generated from the registry, so the
@@ -128,4 +132,42 @@ func TestHelpersCount(t *testing.T) {
 	}
 	var nilM *Metrics
 	nilM.Message(VerdictBulk, time.Second) // must not panic
+}
+
+// A failed reload flips config_last_reload_successful without touching
+// the success timestamp; a new signature set replaces the old info series.
+func TestReloadAndSignatureSet(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.ConfigLoaded()
+	m.SignatureSet("s0000000001")
+	m.Reload(true)
+	m.Reload(false)
+	m.SignatureSet("s0000000002")
+	m.MessageStarted()
+	m.MessageStarted()
+	m.MessageDone()
+	want := `
+# HELP bulkmilter_config_last_reload_successful Whether the last configuration load succeeded (1) or failed and the previous one still runs (0).
+# TYPE bulkmilter_config_last_reload_successful gauge
+bulkmilter_config_last_reload_successful 0
+# HELP bulkmilter_config_reloads_total Configuration reloads, by result (success, failure).
+# TYPE bulkmilter_config_reloads_total counter
+bulkmilter_config_reloads_total{result="failure"} 1
+bulkmilter_config_reloads_total{result="success"} 1
+# HELP bulkmilter_messages_in_progress Messages between MAIL FROM and their end-of-message reply; a drain waits for these.
+# TYPE bulkmilter_messages_in_progress gauge
+bulkmilter_messages_in_progress 1
+# HELP bulkmilter_signature_set_info Constant 1, labelled by the version of the running signature set; counts start afresh when it changes.
+# TYPE bulkmilter_signature_set_info gauge
+bulkmilter_signature_set_info{version="s0000000002"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"bulkmilter_config_last_reload_successful", "bulkmilter_config_reloads_total",
+		"bulkmilter_messages_in_progress", "bulkmilter_signature_set_info"); err != nil {
+		t.Error(err)
+	}
+	if ts := testutil.ToFloat64(m.reloadTime); ts < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("config_last_reload_success_timestamp_seconds = %v, want about now", ts)
+	}
 }

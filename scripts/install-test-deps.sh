@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the external programs bulkmilter's integration tests start
 # (see internal/testenv): redis-server and redis-cli, Postfix, swaks,
-# miltertest, Dovecot (LMTP, Sieve, IMAP), promtool, and an unpacked copy of
-# Sendmail for the Sendmail tests.
+# miltertest, Dovecot (LMTP, Sieve, IMAP), promtool, systemd's offline tools,
+# and an unpacked copy of Sendmail for the Sendmail tests.
 #
 # Idempotent: packages already installed are left alone, and apt-get update
 # runs only when something has to be installed. Works as root (CI, no
@@ -26,6 +26,7 @@ PACKAGES=(
 	miltertest
 	dovecot-core dovecot-lmtpd dovecot-sieve dovecot-imapd
 	prometheus # for promtool
+	systemd    # systemd-analyze, -sysusers, -tmpfiles check deploy/systemd (nothing is started)
 	ca-certificates
 )
 # The system service a fresh install of a package may start. The tests run
@@ -126,7 +127,7 @@ install_packages() {
 		log "all packages already installed: ${PACKAGES[*]}"
 	fi
 	local prog
-	for prog in redis-server redis-cli swaks miltertest promtool; do
+	for prog in redis-server redis-cli swaks miltertest promtool systemd-analyze systemd-sysusers systemd-tmpfiles; do
 		command -v "$prog" >/dev/null 2>&1 || die "$prog missing after install"
 	done
 	for prog in /usr/sbin/postfix /usr/lib/postfix/sbin/master /usr/lib/postfix/sbin/smtpd \

@@ -151,24 +151,20 @@ func BenchmarkNewSet(b *testing.B) {
 	lex := testLexicon(b)
 	p := DefaultSetParams()
 	p.Secret, p.Lexicon = testSecret(b), lex
-	var keep *Set
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := NewSet(p)
-		if err != nil {
+		if _, err := NewSet(p); err != nil {
 			b.Fatal(err)
 		}
-		keep = s
 	}
 	b.StopTimer()
-	keep = nil
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	raw, _ := lex.MarshalBinary()
 	l2, _ := LoadLexicon(raw)
 	p.Lexicon = l2
-	keep, _ = NewSet(p)
+	keep, _ := NewSet(p)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-heap(lexicon+set)")

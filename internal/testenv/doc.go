@@ -1,7 +1,10 @@
 // Package testenv owns starting real external programs for integration
 // tests: redis-server (standalone, with password, ACL user or TLS, and as a
-// cluster), Postfix with its own configuration and queue directories, and a
-// small loopback SMTP/LMTP sink that records what Postfix delivers.
+// cluster), Postfix with its own configuration and queue directories,
+// Dovecot (LMTP, IMAP, Sieve and imapsieve) with its own users and
+// maildirs, Sendmail (unpacked by scripts/install-test-deps.sh) with its own
+// m4-built sendmail.cf and queue, a minimal IMAP client, and a small
+// loopback SMTP/LMTP sink that records what an MTA delivers.
 //
 // Every helper takes a testing.TB, runs its program on free loopback ports
 // inside t.TempDir(), and stops it in t.Cleanup. Nothing here uses system

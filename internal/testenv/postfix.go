@@ -369,16 +369,22 @@ func (p *Postfix) QueueDir() string { return p.queueDir }
 // and returns the first error; SMTP replies come back as *textproto.Error,
 // so callers can check the code (e.g. 451 from milter_default_action).
 func (p *Postfix) Send(from string, to []string, msg []byte) error {
-	conn, err := net.DialTimeout("tcp", p.SMTPAddr(), 5*time.Second)
+	return sendSMTP(p.SMTPAddr(), from, to, msg)
+}
+
+// sendSMTP submits one message over SMTP to addr (EHLO
+// client.example.test) and returns the first error.
+func sendSMTP(addr, from string, to []string, msg []byte) error {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("dial postfix %s: %w", p.SMTPAddr(), err)
+		return fmt.Errorf("dial %s: %w", addr, err)
 	}
-	// Generous: covers milter_content_timeout with margin.
+	// Generous: covers a milter's content timeout with margin.
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute))
 	c, err := smtp.NewClient(conn, "127.0.0.1")
 	if err != nil {
 		conn.Close()
-		return fmt.Errorf("smtp greeting from %s: %w", p.SMTPAddr(), err)
+		return fmt.Errorf("smtp greeting from %s: %w", addr, err)
 	}
 	defer c.Close()
 	if err := c.Hello("client.example.test"); err != nil {

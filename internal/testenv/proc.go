@@ -20,7 +20,11 @@ type process struct {
 // killed at once) with a parent-death signal where the OS supports one (so a
 // test binary killed by a timeout does not leave servers behind).
 func startProcess(cmd *exec.Cmd) (*process, error) {
-	cmd.SysProcAttr = sysProcAttr()
+	return startWith(cmd, sysProcAttr())
+}
+
+func startWith(cmd *exec.Cmd, attr *syscall.SysProcAttr) (*process, error) {
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -39,4 +40,12 @@ func groupAlive(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// startProcessUTS starts cmd like startProcess, in a new UTS namespace (its
+// own host name; needs CAP_SYS_ADMIN).
+func startProcessUTS(cmd *exec.Cmd) (*process, error) {
+	attr := sysProcAttr()
+	attr.Cloneflags = syscall.CLONE_NEWUTS
+	return startWith(cmd, attr)
 }

@@ -2,7 +2,11 @@
 
 package testenv
 
-import "syscall"
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
 
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
@@ -10,3 +14,7 @@ func sysProcAttr() *syscall.SysProcAttr {
 
 // groupAlive asks the kernel; zombies count as alive here.
 func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
+
+func startProcessUTS(cmd *exec.Cmd) (*process, error) {
+	return nil, errors.New("UTS namespaces are Linux only")
+}

@@ -330,13 +330,19 @@ func TestRedisCluster(t *testing.T) {
 // nodeForSlot returns the address of the master serving slot.
 func nodeForSlot(t *testing.T, c *RedisCluster, slot int64) string {
 	t.Helper()
-	slots, err := c.Node(0).Client().ClusterSlots(context.Background()).Result()
+	shards, err := c.Node(0).Client().ClusterShards(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return fmt.Sprintf("%s:%d", n.IP, n.Port)
+					}
+				}
+			}
 		}
 	}
 	t.Fatalf("slot %d not served", slot)

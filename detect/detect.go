@@ -1,0 +1,492 @@
+// Package detect is the one pipeline shared by the daemon and the offline
+// commands (scan, eval, bench), so that what is measured offline is exactly
+// what runs online:
+//
+//	raw message → mailtext.Text → signature.Doc → keys → store → verdict
+//
+// It owns the policy that turns volumes and feedback votes into a verdict:
+// a message is bulk when any enabled family's volume (the highest volume
+// over its keys) reaches that family's threshold, unless feedback
+// overrides it.
+package detect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-message/textproto"
+
+	"github.com/bulkmilter/bulkmilter/mailtext"
+	"github.com/bulkmilter/bulkmilter/metrics"
+	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// Store is what the pipeline needs from a volume store.
+type Store interface {
+	Observe(ctx context.Context, o store.Observation) (store.Result, error)
+	RecordVote(ctx context.Context, v store.Vote) error
+}
+
+// Options configure an Engine.
+type Options struct {
+	Limits mailtext.Limits
+	// Set holds the enabled signature families; its version prefixes every
+	// store id, so counts never mix across canonicalisation, lexicon,
+	// secret or parameter changes.
+	Set   *signature.Set
+	Store Store
+	// Thresholds holds the bulk threshold of each enabled family.
+	Thresholds map[signature.Family]int
+	// StoreTimeout bounds the store calls for one message.
+	StoreTimeout time.Duration
+	// StripRecipient removes the recipients' names and addresses from the
+	// text before signing.
+	StripRecipient bool
+	// GlobalVoters is the number of distinct voters after which a vote on a
+	// key applies to every recipient.
+	GlobalVoters int
+	// Votes lists a recipient's votes on a message's keys, so that a vote
+	// counts for the keys it was cast on and no others. Optional: without
+	// it a recipient's latest vote on any key covers all the message's
+	// keys.
+	Votes   VoteLister
+	Metrics *metrics.Metrics // may be nil
+}
+
+// VoteLister is the part of store.Admin the pipeline uses on the rare
+// messages whose recipients voted on one of their keys.
+type VoteLister interface {
+	ListVotes(ctx context.Context, q store.VoteQuery) ([]store.VoteEntry, error)
+}
+
+// Engine runs the pipeline. It is safe for concurrent use.
+type Engine struct {
+	opt Options
+}
+
+// New returns an engine.
+func New(opt Options) (*Engine, error) {
+	if opt.Set == nil || len(opt.Set.Signers()) == 0 {
+		return nil, errors.New("detect: no signature family enabled")
+	}
+	if opt.Store == nil {
+		return nil, errors.New("detect: no store")
+	}
+	for _, s := range opt.Set.Signers() {
+		if opt.Thresholds[s.Family()] <= 0 {
+			return nil, fmt.Errorf("detect: no threshold for family %s", s.Family())
+		}
+	}
+	if opt.StoreTimeout <= 0 {
+		opt.StoreTimeout = 500 * time.Millisecond
+	}
+	if opt.GlobalVoters <= 0 {
+		opt.GlobalVoters = 3
+	}
+	return &Engine{opt: opt}, nil
+}
+
+// Message is one message as the MTA handed it over.
+type Message struct {
+	// Header holds the top-level header fields in order.
+	Header textproto.Header
+	// Body is the (possibly truncated) body.
+	Body io.Reader
+	// Recipients are the envelope recipients.
+	Recipients []string
+	// Truncated reports that Body holds only the first part of the body.
+	Truncated bool
+}
+
+// Analysis is what the pure part of the pipeline made of a message.
+type Analysis struct {
+	Text     *mailtext.Text
+	Doc      *signature.Doc
+	Keys     []signature.Key
+	Explains []signature.Explain
+}
+
+// Analyze extracts, canonicalises and signs a message. It does no I/O
+// beyond reading msg.Body.
+func (e *Engine) Analyze(msg *Message) *Analysis {
+	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits)
+	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
+	for _, p := range text.Parts {
+		src.Parts = append(src.Parts, p.Text)
+	}
+	if e.opt.StripRecipient {
+		src.Strip = personalWords(msg.Header, msg.Recipients)
+	}
+	doc := signature.Canonicalize(src)
+	a := &Analysis{Text: text, Doc: doc}
+	a.Keys, a.Explains = e.opt.Set.Sign(doc, nil, nil)
+	return a
+}
+
+// StoreID returns the id a key is counted under in the store.
+func (e *Engine) StoreID(k signature.Key) string { return e.opt.Set.StoreID(k) }
+
+// Verdict is the pipeline's answer for one message.
+type Verdict struct {
+	// Bulk is true when the message is bulk for at least one recipient.
+	Bulk bool
+	// Base is the verdict for recipients without a vote of their own on
+	// the message's keys: volume and global feedback.
+	Base bool
+	// Family is the family that decided a bulk verdict, or the family with
+	// the highest volume relative to its threshold otherwise.
+	Family signature.Family
+	// Volume is that family's volume.
+	Volume int64
+	// Volumes holds every signing family's volume.
+	Volumes map[signature.Family]int64
+	// Override says when feedback changed what volume alone decided:
+	// "not-bulk" or "bulk", for everyone ("global") or for some recipients
+	// ("user").
+	Override string
+	// NotBulkFor lists recipients whose own "not bulk" votes exempt them
+	// from a bulk Base verdict; BulkFor lists those whose "bulk" votes make
+	// a message that is not bulk for others bulk for them.
+	NotBulkFor, BulkFor []string
+	// Unsigned is true when no family could sign the message.
+	Unsigned bool
+	// Err is set when the store failed; the caller applies its failure
+	// policy. Bulk is false then.
+	Err error
+	// Analysis is what the verdict was computed from.
+	Analysis *Analysis
+	// IDs are the store ids of Analysis.Keys.
+	IDs []string
+}
+
+// Check runs the whole pipeline for one message: analysis, one store round
+// trip and the policy. A store failure is reported in Verdict.Err, never as
+// a panic or a hang: the store calls are bounded by the store timeout.
+func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
+	start := time.Now()
+	a := e.Analyze(msg)
+	v := e.decide(ctx, a, normaliseAll(msg.Recipients))
+	e.record(v, msg, time.Since(start))
+	return v
+}
+
+func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdict {
+	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
+	if len(a.Keys) == 0 {
+		v.Unsigned = true
+		return v
+	}
+	ids := make([]string, len(a.Keys))
+	for i, k := range a.Keys {
+		ids[i] = e.StoreID(k)
+	}
+	v.IDs = ids
+	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
+	defer cancel()
+	res, err := e.opt.Store.Observe(ctx, store.Observation{Keys: ids, Recipients: rcpts})
+	if err == nil && len(res.Volumes) != len(ids) {
+		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
+	}
+	if err != nil {
+		v.Err = err
+		return v
+	}
+	for i, k := range a.Keys {
+		if vol := res.Volumes[i]; vol > v.Volumes[k.Family] {
+			v.Volumes[k.Family] = vol
+		}
+	}
+
+	// Volume alone, then the global votes, then each voting recipient's
+	// own (see marks).
+	global := make([]effect, len(ids))
+	for i := range ids {
+		if i < len(res.Votes) {
+			global[i] = globalEffect(res.Votes[i], int64(e.opt.GlobalVoters))
+		}
+	}
+	byVolume := e.judge(a.Keys, res.Volumes)
+	base := byVolume
+	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
+		base = j
+	}
+	v.Base = base.bulk
+	switch {
+	case base.bulk:
+		v.Family, v.Volume = base.family, base.volume
+	default:
+		v.Family, v.Volume = byVolume.family, byVolume.volume
+	}
+	switch {
+	case byVolume.bulk && !base.bulk:
+		v.Override = "global not-bulk"
+	case !byVolume.bulk && base.bulk:
+		v.Override = "global bulk"
+	}
+	if len(res.UserVotes) > 0 {
+		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
+		for _, r := range rcpts {
+			kinds, voted := own[r]
+			if !voted {
+				continue
+			}
+			eff := make([]effect, len(ids))
+			for i, id := range ids {
+				switch kinds[id] {
+				case store.VoteNotBulk:
+					eff[i] = effClear
+				case store.VoteBulk:
+					eff[i] = effForce
+				}
+			}
+			mine, ok := e.marked(a.Keys, res.Volumes, eff)
+			switch {
+			case !ok:
+			case base.bulk && !mine.bulk:
+				v.NotBulkFor = append(v.NotBulkFor, r)
+			case !base.bulk && mine.bulk:
+				v.BulkFor = append(v.BulkFor, r)
+			}
+		}
+	}
+	v.Bulk = base.bulk
+	if len(v.NotBulkFor) > 0 {
+		v.Override = "user not-bulk"
+		if len(v.NotBulkFor) == len(rcpts) {
+			v.Bulk = false
+		}
+	}
+	if len(v.BulkFor) > 0 {
+		v.Override, v.Bulk = "user bulk", true
+	}
+	return v
+}
+
+// effect is what feedback marks a key with: "not bulk" (clear) or
+// "bulk" (force).
+type effect int8
+
+const (
+	effNone effect = iota
+	effClear
+	effForce
+)
+
+// globalEffect applies the global tally of one key: a kind marks the key
+// when at least quorum distinct users voted it and more voted it than the
+// other kind; a tie marks nothing. Tallies count distinct voters per key,
+// so one user's vote on all 22 keys of a message counts once on each and
+// never reaches a quorum of 2 or more by itself.
+func globalEffect(t store.Tally, quorum int64) effect {
+	switch {
+	case t.NotBulk >= quorum && t.NotBulk > t.Bulk:
+		return effClear
+	case t.Bulk >= quorum && t.Bulk > t.NotBulk:
+		return effForce
+	}
+	return effNone
+}
+
+// marked applies one scope's marks (the global ones, or one recipient's
+// own votes) to a message. Two messages that share a key are near
+// duplicates for that key's family (Kolcz: overlap on one coordinate); a
+// message is a copy of what was voted on when it shares a marked key in
+// more than half of the families that signed it. Then the mark decides:
+// not bulk (cleared) or bulk (forced), whatever the volume. Most families,
+// not all: a copy that varies (personal data, a randomised word) shares
+// some keys in most families, rarely all; and not one: a message that
+// merely quotes a voted one (a shared footer, a paragraph) shares keys in
+// one family at most, and must not inherit its verdict. ok is false when
+// the marks decide nothing (no majority, or a majority for both kinds):
+// the next scope, or the volume, decides.
+func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
+	signed := map[signature.Family]bool{}
+	cleared := map[signature.Family]bool{}
+	forced := map[signature.Family]bool{}
+	var top judgement // the forced key with the highest volume
+	for i, k := range keys {
+		signed[k.Family] = true
+		switch eff[i] {
+		case effClear:
+			cleared[k.Family] = true
+		case effForce:
+			forced[k.Family] = true
+			if !top.bulk || volumes[i] > top.volume {
+				top = judgement{bulk: true, family: k.Family, volume: volumes[i]}
+			}
+		}
+	}
+	copyOfCleared := 2*len(cleared) > len(signed)
+	copyOfForced := 2*len(forced) > len(signed)
+	switch {
+	case copyOfForced && !copyOfCleared:
+		return top, true
+	case copyOfCleared && !copyOfForced:
+		return judgement{}, true
+	}
+	return judgement{}, false
+}
+
+// judgement is a verdict for one scope.
+type judgement struct {
+	bulk   bool
+	family signature.Family
+	volume int64
+}
+
+// judge applies the thresholds: a family's volume is the highest volume
+// of its keys; a message is bulk when a family's volume reaches its
+// threshold. Family and volume are the deciding family, or the family
+// closest to its threshold.
+func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
+	vols := map[signature.Family]int64{}
+	for i, k := range keys {
+		if old, ok := vols[k.Family]; !ok || volumes[i] > old {
+			vols[k.Family] = volumes[i]
+		}
+	}
+	var j judgement
+	best := -1.0
+	for _, s := range e.opt.Set.Signers() {
+		f := s.Family()
+		vol, ok := vols[f]
+		if !ok {
+			continue
+		}
+		th := e.opt.Thresholds[f]
+		if vol >= int64(th) && !j.bulk {
+			j = judgement{bulk: true, family: f, volume: vol}
+		} else if ratio := float64(vol) / float64(th); !j.bulk && ratio > best {
+			j.family, j.volume, best = f, vol, ratio
+		}
+	}
+	return j
+}
+
+// ownVotes returns, for each recipient the store says voted on one of the
+// keys, that recipient's vote per key. The store's answer says only which
+// recipients voted and their latest kind; which keys they voted on takes
+// one more lookup per such recipient (rare: only mail that shares a key
+// with mail its recipient voted on). Without a lister, or when the lookup
+// fails, the recipient's latest vote is taken to cover every key.
+func (e *Engine) ownVotes(ctx context.Context, ids, rcpts []string, latest map[string]store.VoteKind) map[string]map[string]store.VoteKind {
+	out := make(map[string]map[string]store.VoteKind, len(latest))
+	coarse := func(r string, k store.VoteKind) {
+		m := make(map[string]store.VoteKind, len(ids))
+		for _, id := range ids {
+			m[id] = k
+		}
+		out[r] = m
+	}
+	uniq := slices.Compact(slices.Sorted(slices.Values(ids)))
+	for _, r := range rcpts {
+		k, ok := latest[r]
+		if !ok || k == store.VoteNone {
+			continue
+		}
+		if e.opt.Votes == nil {
+			coarse(r, k)
+			continue
+		}
+		entries, err := e.opt.Votes.ListVotes(ctx, store.VoteQuery{Voter: r, Keys: uniq})
+		if err != nil {
+			e.opt.Metrics.Error(metrics.StageStore)
+			coarse(r, k)
+			continue
+		}
+		m := make(map[string]store.VoteKind, len(entries))
+		for _, en := range entries {
+			m[en.Key] = en.Kind
+		}
+		out[r] = m
+	}
+	return out
+}
+
+func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
+	m := e.opt.Metrics
+	if m == nil {
+		return
+	}
+	for _, ex := range v.Analysis.Explains {
+		outcome := "signed"
+		if ex.Keys == 0 {
+			outcome = declineCode(ex.Declined)
+		}
+		m.Signature(ex.Family.String(), outcome)
+	}
+	for f, vol := range v.Volumes {
+		m.Volume(f.String(), vol)
+	}
+	if scope, kind, ok := strings.Cut(v.Override, " "); ok {
+		m.Override(scope, strings.ReplaceAll(kind, "-", "_"))
+	}
+	for _, d := range v.Analysis.Text.Defects {
+		m.Defect(string(d.Kind))
+	}
+	if msg.Truncated || v.Analysis.Text.Stats.TruncatedBytes > 0 {
+		m.Truncated()
+	}
+	switch {
+	case v.Err != nil:
+		m.Error(metrics.StageStore)
+		m.Message(metrics.VerdictError, d)
+	case v.Unsigned:
+		m.Message(metrics.VerdictUnsigned, d)
+	case v.Bulk:
+		m.Message(metrics.VerdictBulk, d)
+	default:
+		m.Message(metrics.VerdictNotBulk, d)
+	}
+}
+
+// declineCode turns a signer's reason into a bounded metric label: the
+// reason's first words up to a colon.
+func declineCode(reason string) string {
+	if reason == "" {
+		return "declined"
+	}
+	if i := strings.IndexAny(reason, ":(0123456789"); i > 0 {
+		reason = reason[:i]
+	}
+	reason = strings.TrimSpace(reason)
+	if len(reason) > 40 {
+		reason = reason[:40]
+	}
+	return strings.ReplaceAll(reason, " ", "_")
+}
+
+// Header formats the verdict header's value: it always starts with "yes"
+// or "no", then says why. Keys are listed only when revealKeys is set:
+// they would tell a sender what to change.
+func (v Verdict) Header(revealKeys bool) string {
+	var b strings.Builder
+	if v.Bulk {
+		b.WriteString("yes")
+	} else {
+		b.WriteString("no")
+	}
+	switch {
+	case v.Err != nil:
+		b.WriteString("; error=store-unavailable")
+	case v.Unsigned:
+		b.WriteString("; unsigned")
+	default:
+		b.WriteString("; family=" + v.Family.String())
+		b.WriteString("; volume=" + strconv.FormatInt(v.Volume, 10))
+	}
+	if v.Override != "" {
+		b.WriteString("; feedback=" + strings.ReplaceAll(v.Override, " ", "-"))
+	}
+	if revealKeys && len(v.IDs) > 0 {
+		b.WriteString("; keys=" + strings.Join(v.IDs, ","))
+	}
+	return b.String()
+}

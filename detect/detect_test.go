@@ -1,0 +1,457 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/emersion/go-message/textproto"
+
+	"github.com/bulkmilter/bulkmilter/bundled"
+	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// The feedback policy is tested against the real embedded store (in
+// memory): a vote changes the verdict only through what the store returns.
+
+const threshold = 10
+
+type fixture struct {
+	t     *testing.T
+	e     *Engine
+	store *store.Embedded
+}
+
+func newFixture(t *testing.T, withLister bool) *fixture {
+	t.Helper()
+	lex, err := bundled.Lexicon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := signature.DefaultSetParams()
+	p.Lexicon = lex
+	if p.Secret, err = signature.NewSecret([]byte("detect test secret, not for production")); err != nil {
+		t.Fatal(err)
+	}
+	set, err := signature.NewSet(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	th := map[signature.Family]int{}
+	for _, s := range set.Signers() {
+		th[s.Family()] = threshold
+	}
+	opt := Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3}
+	if withLister {
+		opt.Votes = st
+	}
+	e, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, e: e, store: st}
+}
+
+// newsletter returns a message long enough for every family to sign it.
+func newsletter(topic string, rcpts ...string) *Message {
+	var h textproto.Header
+	h.Set("Subject", "Your weekly "+topic+" digest")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	body := fmt.Sprintf(`This week in %[1]s: our editors picked the most useful %[1]s stories for you.
+We explain how the %[1]s market changed during the last quarter, which companies
+announced new products, and what experts expect for the coming season. Readers
+asked many questions about prices, delivery times and warranty conditions, and we
+answer the most common ones in a short guide. There is also an interview with a
+well known %[1]s specialist about mistakes beginners make and how to avoid them.
+Visit our website for discounts on subscriptions, books and training courses.
+You receive this newsletter because you subscribed on our website.
+`, topic)
+	return &Message{Header: h, Body: strings.NewReader(body), Recipients: rcpts}
+}
+
+func recipients(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d@example.test", prefix, i)
+	}
+	return out
+}
+
+// ids returns the store ids of a message's keys, and those of one family.
+func (f *fixture) ids(msg func() *Message, fam ...signature.Family) []string {
+	a := f.e.Analyze(msg())
+	var out []string
+	for _, k := range a.Keys {
+		if len(fam) == 0 || slices.Contains(fam, k.Family) {
+			out = append(out, f.e.StoreID(k))
+		}
+	}
+	if len(out) == 0 {
+		f.t.Fatalf("no keys for families %v", fam)
+	}
+	return out
+}
+
+// onePerFamily returns the first key of each family of a message: a
+// randomised copy that shares one key per family with another.
+func (f *fixture) onePerFamily(msg func() *Message) []string { return f.nthPerFamily(msg, 0) }
+
+// nthPerFamily returns the n-th key of each family.
+func (f *fixture) nthPerFamily(msg func() *Message, n int) []string {
+	a := f.e.Analyze(msg())
+	seen := map[signature.Family]int{}
+	var out []string
+	for _, k := range a.Keys {
+		if seen[k.Family] == n {
+			out = append(out, f.e.StoreID(k))
+		}
+		seen[k.Family]++
+	}
+	if len(seen) != 4 {
+		f.t.Fatalf("message signed by %d families, want 4", len(seen))
+	}
+	return out
+}
+
+func (f *fixture) vote(voter string, kind store.VoteKind, ids []string) {
+	f.t.Helper()
+	if err := f.store.RecordVote(context.Background(), store.Vote{Keys: ids, Voter: voter, Kind: kind}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) check(msg *Message) Verdict {
+	f.t.Helper()
+	v := f.e.Check(context.Background(), msg)
+	if v.Err != nil || v.Unsigned {
+		f.t.Fatalf("verdict %+v", v)
+	}
+	return v
+}
+
+func TestGlobalVotes(t *testing.T) {
+	garden := func() *Message { return newsletter("garden") }
+	tests := []struct {
+		name      string
+		votes     func(f *fixture)
+		bulk      bool
+		override  string
+		headerEnd string
+	}{
+		{
+			name:      "no votes: volume decides",
+			votes:     func(f *fixture) {},
+			bulk:      true,
+			headerEnd: "volume=13",
+		},
+		{
+			name: "three voters on every key clear it",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden))
+				}
+			},
+			bulk:      false,
+			override:  "global not-bulk",
+			headerEnd: "volume=13; feedback=global-not-bulk",
+		},
+		{
+			name: "two voters are not enough",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden))
+				}
+			},
+			bulk: true,
+		},
+		{
+			name: "one voter voting three times counts once",
+			votes: func(f *fixture) {
+				for range 3 {
+					f.vote("a@x.test", store.VoteNotBulk, f.ids(garden))
+				}
+			},
+			bulk: true,
+		},
+		{
+			// Sharing keys in one family with a rescued message (a quoted
+			// footer) does not rescue a campaign.
+			name: "votes on one family's keys only",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
+				}
+			},
+			bulk: true,
+		},
+		{
+			// Sharing one voted key per family makes a copy that varies a
+			// near duplicate of the rescued one in every family.
+			name: "votes on one key of each family",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden))
+				}
+			},
+			bulk:     false,
+			override: "global not-bulk",
+		},
+		{
+			// Three of four families: still a copy.
+			name: "votes on one key of three families",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden)[1:])
+				}
+			},
+			bulk:     false,
+			override: "global not-bulk",
+		},
+		{
+			// Two of four families is no majority: not a copy.
+			name: "votes on one key of two families",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.onePerFamily(garden)[2:])
+				}
+			},
+			bulk: true,
+		},
+		{
+			name: "a tie leaves the volume to decide",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden))
+				}
+				for _, v := range []string{"d@x.test", "e@x.test", "g@x.test"} {
+					f.vote(v, store.VoteBulk, f.ids(garden))
+				}
+			},
+			bulk: true,
+		},
+		{
+			// Copy of a message voted not bulk and of one voted bulk: the
+			// votes contradict each other and the volume decides.
+			name: "majorities for both kinds",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.nthPerFamily(garden, 0))
+				}
+				for _, v := range []string{"d@x.test", "e@x.test", "g@x.test"} {
+					f.vote(v, store.VoteBulk, f.nthPerFamily(garden, 1))
+				}
+			},
+			bulk: true,
+		},
+		{
+			name: "more not-bulk than bulk voters clear it",
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test", "h@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden))
+				}
+				for _, v := range []string{"d@x.test", "e@x.test", "g@x.test"} {
+					f.vote(v, store.VoteBulk, f.ids(garden))
+				}
+			},
+			bulk:     false,
+			override: "global not-bulk",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, true)
+			tc.votes(f)
+			f.check(newsletter("garden", recipients("r", 12)...))
+			v := f.check(newsletter("garden", "zed@example.test"))
+			if v.Bulk != tc.bulk || v.Base != tc.bulk || v.Override != tc.override {
+				t.Errorf("bulk=%v base=%v override=%q, want bulk=%v override=%q (%s)", v.Bulk, v.Base, v.Override, tc.bulk, tc.override, v.Header(false))
+			}
+			if h := v.Header(false); tc.headerEnd != "" && !strings.HasSuffix(h, tc.headerEnd) {
+				t.Errorf("header %q, want it to end in %q", h, tc.headerEnd)
+			}
+		})
+	}
+}
+
+// Three "bulk" voters make a message below the threshold bulk for everyone.
+func TestGlobalBulkVotes(t *testing.T) {
+	f := newFixture(t, true)
+	for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+		f.vote(v, store.VoteBulk, f.ids(func() *Message { return newsletter("garden") }))
+	}
+	v := f.check(newsletter("garden", "one@example.test"))
+	if !v.Bulk || !v.Base || v.Override != "global bulk" {
+		t.Errorf("bulk=%v base=%v override=%q, want bulk, global bulk", v.Bulk, v.Base, v.Override)
+	}
+	if h := v.Header(false); !strings.HasPrefix(h, "yes;") || !strings.HasSuffix(h, "volume=1; feedback=global-bulk") {
+		t.Errorf("header %q", h)
+	}
+}
+
+func TestUserVotes(t *testing.T) {
+	garden := func() *Message { return newsletter("garden") }
+	const ann, bob = "ann@example.test", "bob@example.test"
+	tests := []struct {
+		name       string
+		lister     bool
+		votes      func(f *fixture)
+		rcpts      []string
+		bulk, base bool
+		notBulkFor []string
+		bulkFor    []string
+		override   string
+	}{
+		{
+			name:       "her vote exempts her and only her",
+			lister:     true,
+			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.ids(garden)) },
+			rcpts:      []string{ann, bob},
+			bulk:       true,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
+		},
+		{
+			name:       "alone, she gets it untagged",
+			lister:     true,
+			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.ids(garden)) },
+			rcpts:      []string{ann},
+			bulk:       false,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
+		},
+		{
+			name:   "her vote on other keys of the message does not exempt her",
+			lister: true,
+			votes: func(f *fixture) {
+				f.vote(ann, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
+			},
+			rcpts: []string{ann},
+			bulk:  true,
+			base:  true,
+		},
+		{
+			// A randomised copy that shares one key per family with what
+			// she rescued is rescued for her.
+			name:       "her vote on one key of each family exempts her",
+			lister:     true,
+			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)) },
+			rcpts:      []string{ann},
+			bulk:       false,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
+		},
+		{
+			// Without a lister the store's answer (her latest vote on any
+			// key) covers every key: the coarse rule.
+			name:   "without a lister any voted key exempts her",
+			lister: false,
+			votes: func(f *fixture) {
+				f.vote(ann, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
+			},
+			rcpts:      []string{ann},
+			bulk:       false,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
+		},
+		{
+			name:   "her vote on two families of the message does not exempt her",
+			lister: true,
+			votes: func(f *fixture) {
+				f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)[2:])
+			},
+			rcpts: []string{ann},
+			bulk:  true,
+			base:  true,
+		},
+		{
+			name:   "her not-bulk beats a global bulk",
+			lister: true,
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteBulk, f.ids(garden))
+				}
+				f.vote(ann, store.VoteNotBulk, f.ids(garden))
+			},
+			rcpts:      []string{ann, bob},
+			bulk:       true,
+			base:       true,
+			notBulkFor: []string{ann},
+			override:   "user not-bulk",
+		},
+		{
+			name:   "her bulk beats a global not-bulk",
+			lister: true,
+			votes: func(f *fixture) {
+				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+					f.vote(v, store.VoteNotBulk, f.ids(garden))
+				}
+				f.vote(ann, store.VoteBulk, f.ids(garden))
+			},
+			rcpts:    []string{ann, bob},
+			bulk:     true,
+			base:     false,
+			bulkFor:  []string{ann},
+			override: "user bulk",
+		},
+		{
+			name:   "her later vote replaces her earlier one",
+			lister: true,
+			votes: func(f *fixture) {
+				f.vote(ann, store.VoteNotBulk, f.ids(garden))
+				f.vote(ann, store.VoteBulk, f.ids(garden))
+			},
+			rcpts: []string{ann},
+			bulk:  true,
+			base:  true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.lister)
+			tc.votes(f)
+			f.check(newsletter("garden", recipients("r", 12)...))
+			v := f.check(newsletter("garden", tc.rcpts...))
+			if v.Bulk != tc.bulk || v.Base != tc.base || v.Override != tc.override ||
+				!slices.Equal(v.NotBulkFor, tc.notBulkFor) || !slices.Equal(v.BulkFor, tc.bulkFor) {
+				t.Errorf("bulk=%v base=%v override=%q notBulkFor=%v bulkFor=%v\nwant bulk=%v base=%v override=%q notBulkFor=%v bulkFor=%v",
+					v.Bulk, v.Base, v.Override, v.NotBulkFor, v.BulkFor, tc.bulk, tc.base, tc.override, tc.notBulkFor, tc.bulkFor)
+			}
+		})
+	}
+}
+
+// A user's "bulk" vote makes a message below the threshold bulk for her.
+func TestUserBulkVote(t *testing.T) {
+	f := newFixture(t, true)
+	const ann = "ann@example.test"
+	f.vote(ann, store.VoteBulk, f.ids(func() *Message { return newsletter("garden") }))
+	v := f.check(newsletter("garden", ann, "bob@example.test"))
+	if !v.Bulk || v.Base || !slices.Equal(v.BulkFor, []string{ann}) || v.Override != "user bulk" {
+		t.Errorf("bulk=%v base=%v bulkFor=%v override=%q", v.Bulk, v.Base, v.BulkFor, v.Override)
+	}
+	// An unrelated message is not affected by her vote.
+	var h textproto.Header
+	h.Set("Subject", "Minutes of the tenants meeting")
+	other := &Message{Header: h, Recipients: []string{ann}, Body: strings.NewReader(`Dear neighbours,
+the tenants association met on Tuesday evening in the community room. We discussed
+the broken elevator in the north staircase, the new recycling bins in the courtyard,
+and the proposal to plant trees along the parking lot. The landlord promised to repair
+the elevator before the end of the month. Volunteers for the spring cleaning day should
+write to the secretary. The next meeting takes place on the first Tuesday of May.
+`)}
+	if v := f.check(other); v.Bulk || v.Override != "" {
+		t.Errorf("unrelated message: bulk=%v override=%q", v.Bulk, v.Override)
+	}
+}

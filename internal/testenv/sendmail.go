@@ -1,0 +1,307 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SendmailOptions configures StartSendmail. The zero value is a Sendmail with
+// no milter that accepts mail from 127.0.0.1 for any domain and relays all
+// of it over SMTP to a Sink started for it.
+type SendmailOptions struct {
+	// MilterAddr is the "host:port" of the milter (INPUT_MAIL_FILTER with
+	// S=inet:PORT@HOST). Empty means no milter.
+	MilterAddr string
+	// MilterFlags is the filter's F= equate: "T" tempfails a message when
+	// the milter is unavailable, "R" rejects it, "" accepts it untouched.
+	// Empty means "T", so a broken milter shows up as a failed SMTP
+	// transaction.
+	MilterFlags string
+	// MilterTimeouts is the filter's T= equate. Empty means
+	// "C:5s;S:10s;R:10s;E:30s".
+	MilterTimeouts string
+	// RelayAddr is the "host:port" of an SMTP server that gets every
+	// accepted message. Empty means a Sink started for this instance.
+	RelayAddr string
+	// MC holds extra sendmail.mc lines, added before the mailers.
+	MC []string
+}
+
+// Sendmail is a real Sendmail (the binary scripts/install-test-deps.sh
+// unpacks, since its package conflicts with Postfix's) with its own
+// sendmail.cf built by m4 from the unpacked sendmail-cf, its own queue and a
+// daemon on a free 127.0.0.1 port, running in the foreground as a child of
+// the test.
+type Sendmail struct {
+	t        testing.TB
+	dir      string
+	queueDir string
+	port     int
+	relay    string
+	sink     *Sink
+	proc     *process
+	bin      string
+	cf       string
+}
+
+// sendmailHostname is the name Sendmail runs under. Sendmail sleeps 60s
+// at start when the host name is unqualified (myhostname() in daemon.c,
+// before the configuration's $j counts), so it runs in its own UTS
+// namespace with this name where it can.
+const sendmailHostname = "mx.example.test"
+
+// SendmailDir returns where scripts/install-test-deps.sh unpacks Sendmail:
+// $BULKMILTER_SENDMAIL_DIR, default
+// ${XDG_CACHE_HOME:-$HOME/.cache}/bulkmilter/sendmail.
+func SendmailDir() string {
+	if d := os.Getenv("BULKMILTER_SENDMAIL_DIR"); d != "" {
+		return d
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "bulkmilter", "sendmail")
+}
+
+// sendmailPaths returns the unpacked binary and sendmail-cf directory.
+func sendmailPaths() (bin, cfDir string, err error) {
+	root := SendmailDir()
+	for _, b := range []string{"usr/libexec/sendmail/sendmail", "usr/lib/sm.bin/sendmail"} {
+		p := filepath.Join(root, b)
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		return "", "", fmt.Errorf("no sendmail binary under %s", root)
+	}
+	cfDir = filepath.Join(root, "usr/share/sendmail/cf")
+	if _, err := os.Stat(filepath.Join(cfDir, "m4", "cf.m4")); err != nil {
+		return "", "", fmt.Errorf("no sendmail-cf under %s: %w", root, err)
+	}
+	return bin, cfDir, nil
+}
+
+// StartSendmail builds sendmail.cf from a generated .mc with m4, creates the
+// queue, starts `sendmail -bD` (daemon in the foreground) and waits for its
+// SMTP banner, and stops it in t.Cleanup. It needs root.
+func StartSendmail(t testing.TB, opts SendmailOptions) *Sendmail {
+	t.Helper()
+	m4 := Program(t, "m4")
+	bin, cfDir, err := sendmailPaths()
+	if err != nil {
+		unavailable(t, "sendmail: %v", err)
+	}
+	RequireRoot(t, "the Sendmail harness")
+	s := &Sendmail{t: t, dir: t.TempDir(), bin: bin, relay: opts.RelayAddr}
+	s.queueDir = filepath.Join(s.dir, "mqueue")
+	if err := os.Mkdir(s.queueDir, 0o700); err != nil {
+		t.Fatalf("testenv: sendmail: %v", err)
+	}
+	if s.relay == "" {
+		s.sink = StartSink(t)
+		s.relay = s.sink.Addr()
+	}
+	// Name resolution from files only: no DNS lookups in tests.
+	if err := os.WriteFile(filepath.Join(s.dir, "service.switch"), []byte("hosts files\naliases files\n"), 0o644); err != nil {
+		t.Fatalf("testenv: sendmail: %v", err)
+	}
+
+	var lastErr error
+	for range 3 {
+		if s.port, err = freePort(); err != nil {
+			t.Fatalf("testenv: sendmail: %v", err)
+		}
+		if err := s.buildCF(m4, cfDir, opts); err != nil {
+			t.Fatalf("testenv: sendmail: %v", err)
+		}
+		lastErr = s.start()
+		if lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		if !strings.Contains(lastErr.Error(), "Address already in use") {
+			break
+		}
+	}
+	t.Fatalf("testenv: start sendmail: %v", lastErr)
+	return nil
+}
+
+// buildCF writes sendmail.mc and turns it into sendmail.cf with m4.
+func (s *Sendmail) buildCF(m4, cfDir string, opts SendmailOptions) error {
+	relayHost, relayPort, err := net.SplitHostPort(s.relay)
+	if err != nil {
+		return fmt.Errorf("relay address %q: %w", s.relay, err)
+	}
+	def := func(k, v string) string { return fmt.Sprintf("define(`%s', `%s')dnl\n", k, v) }
+	var b strings.Builder
+	b.WriteString("divert(-1)dnl\n# Generated by internal/testenv.\ndivert(0)dnl\n")
+	b.WriteString("VERSIONID(`bulkmilter testenv')dnl\nOSTYPE(`linux')dnl\n")
+	b.WriteString(def("confDOMAIN_NAME", sendmailHostname))
+	b.WriteString(def("confDONT_PROBE_INTERFACES", "True"))
+	b.WriteString(def("QUEUE_DIR", s.queueDir))
+	b.WriteString(def("confPID_FILE", filepath.Join(s.dir, "sendmail.pid")))
+	b.WriteString(def("STATUS_FILE", filepath.Join(s.dir, "statistics")))
+	b.WriteString(def("confSERVICE_SWITCH_FILE", filepath.Join(s.dir, "service.switch")))
+	b.WriteString(def("ALIAS_FILE", ""))
+	b.WriteString(def("confLOG_LEVEL", "9"))
+	// No ident queries, no load-average throttling on a busy test machine.
+	b.WriteString(def("confTO_IDENT", "0"))
+	b.WriteString(def("confQUEUE_LA", "1000"))
+	b.WriteString(def("confREFUSE_LA", "1000"))
+	b.WriteString(def("confDELAY_LA", "0"))
+	b.WriteString(def("confMIN_QUEUE_AGE", "0"))
+	b.WriteString(def("confTO_QUEUERETURN", "1h"))
+	// Every recipient is relayed to the relay address over SMTP.
+	b.WriteString(def("SMART_HOST", "["+relayHost+"]"))
+	for _, m := range []string{"RELAY_MAILER_ARGS", "ESMTP_MAILER_ARGS", "SMTP_MAILER_ARGS", "SMTP8_MAILER_ARGS", "DSMTP_MAILER_ARGS"} {
+		b.WriteString(def(m, "TCP $h "+relayPort))
+	}
+	b.WriteString("FEATURE(`no_default_msa')dnl\n")
+	b.WriteString("FEATURE(`promiscuous_relay')dnl\n") // loopback only
+	b.WriteString("FEATURE(`accept_unresolvable_domains')dnl\n")
+	b.WriteString("FEATURE(`nocanonify')dnl\n")
+	fmt.Fprintf(&b, "DAEMON_OPTIONS(`Port=%d, Addr=127.0.0.1, Name=MTA')dnl\n", s.port)
+	if opts.MilterAddr != "" {
+		host, port, err := net.SplitHostPort(opts.MilterAddr)
+		if err != nil {
+			return fmt.Errorf("milter address %q: %w", opts.MilterAddr, err)
+		}
+		flags := opts.MilterFlags
+		if flags == "" {
+			flags = "T"
+		}
+		timeouts := opts.MilterTimeouts
+		if timeouts == "" {
+			timeouts = "C:5s;S:10s;R:10s;E:30s"
+		}
+		fmt.Fprintf(&b, "INPUT_MAIL_FILTER(`bulkmilter', `S=inet:%s@%s, F=%s, T=%s')dnl\n", port, host, flags, timeouts)
+		b.WriteString(def("confMILTER_LOG_LEVEL", "9"))
+	}
+	for _, l := range opts.MC {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("MAILER(`smtp')dnl\n")
+	mc := filepath.Join(s.dir, "sendmail.mc")
+	if err := os.WriteFile(mc, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	out, err := exec.Command(m4, "-D_CF_DIR_="+cfDir+"/", filepath.Join(cfDir, "m4", "cf.m4"), mc).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("m4 %s: %w: %s", mc, err, ee.Stderr)
+		}
+		return fmt.Errorf("m4 %s: %w", mc, err)
+	}
+	s.cf = filepath.Join(s.dir, "sendmail.cf")
+	return os.WriteFile(s.cf, out, 0o644)
+}
+
+// start runs the daemon in the foreground (-bD, queue runs every second)
+// and waits for its banner.
+func (s *Sendmail) start() error {
+	args := []string{"-C" + s.cf, "-bD", "-q1s", "-X", s.trafficPath()}
+	outPath := filepath.Join(s.dir, "sendmail.out")
+	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	// In a UTS namespace of its own, Sendmail gets a qualified host name
+	// and starts at once; without one (no CAP_SYS_ADMIN) it sleeps 60s.
+	const setName = `echo "$0" 2>/dev/null >/proc/sys/kernel/hostname || echo "testenv: cannot set the host name" >&2; exec "$@"`
+	cmd := exec.Command("/bin/sh", append([]string{"-c", setName, sendmailHostname, s.bin}, args...)...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = out, out
+	proc, err := startProcessUTS(cmd)
+	if err != nil {
+		s.t.Logf("testenv: sendmail: no UTS namespace (%v); it will sleep 60s on the unqualified host name", err)
+		cmd = exec.Command(s.bin, args...)
+		cmd.Dir = s.dir
+		cmd.Stdout, cmd.Stderr = out, out
+		if proc, err = startProcess(cmd); err != nil {
+			return err
+		}
+	}
+	const startTimeout = 90 * time.Second
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if proc.exited() {
+			return fmt.Errorf("sendmail exited during start-up: %v\n--- output ---\n%s", proc.err, readTail(outPath, 4000))
+		}
+		err := probeBanner(s.SMTPAddr(), "220 ")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			proc.stop(5 * time.Second)
+			return fmt.Errorf("no SMTP banner on %s within %v: %v\n--- output ---\n%s", s.SMTPAddr(), startTimeout, err, readTail(outPath, 4000))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.proc = proc
+	return nil
+}
+
+func (s *Sendmail) trafficPath() string { return filepath.Join(s.dir, "traffic.log") }
+
+// SMTPAddr returns the daemon's "127.0.0.1:PORT".
+func (s *Sendmail) SMTPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Sink returns the sink receiving all mail, or nil if RelayAddr was set.
+func (s *Sendmail) Sink() *Sink { return s.sink }
+
+// QueueDir returns the queue directory.
+func (s *Sendmail) QueueDir() string { return s.queueDir }
+
+// CF returns the generated sendmail.cf.
+func (s *Sendmail) CF() string { return s.cf }
+
+// Log returns the SMTP traffic log (-X): Sendmail logs everything else to
+// syslog, which tests do not have.
+func (s *Sendmail) Log() string { return readTail(s.trafficPath(), 1<<20) }
+
+// Send submits one message over SMTP (EHLO client.example.test) and
+// returns the first error; replies come back as *textproto.Error.
+func (s *Sendmail) Send(from string, to []string, msg []byte) error {
+	return sendSMTP(s.SMTPAddr(), from, to, msg)
+}
+
+// QueueLen returns how many queue files (qf) are waiting.
+func (s *Sendmail) QueueLen() (int, error) {
+	entries, err := os.ReadDir(s.queueDir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "qf") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Running reports whether the daemon is still running.
+func (s *Sendmail) Running() bool { return s.proc != nil && !s.proc.exited() }
+
+// Stop terminates the daemon and its children and waits. It runs in
+// t.Cleanup; calling it earlier is fine.
+func (s *Sendmail) Stop() {
+	if s.proc != nil && !s.proc.stop(10*time.Second) {
+		s.t.Logf("testenv: sendmail ignored SIGTERM for 10s and was killed")
+	}
+}

@@ -1,0 +1,111 @@
+package mailtext
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// fuzzLimits are small, so that the fuzzer reaches them.
+var fuzzLimits = Limits{MaxDepth: 8, MaxParts: 32, MaxTextBytes: 4096}
+
+func addGoldenSeeds(f *testing.F) {
+	files, _ := filepath.Glob("testdata/golden/*.eml")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(nested(12, "deep")))
+}
+
+// checkText asserts the invariants every Text keeps: valid UTF-8,
+// limits respected.
+func checkText(t *testing.T, tx *Text, lim Limits) {
+	t.Helper()
+	if !utf8.ValidString(tx.Subject) {
+		t.Errorf("subject not UTF-8: %q", tx.Subject)
+	}
+	total := 0
+	for _, p := range tx.Parts {
+		if !utf8.ValidString(p.Text) {
+			t.Errorf("part not UTF-8: %q", p.Text)
+		}
+		switch p.ContentType {
+		case "text/plain", "text/html", "message/rfc822":
+		default:
+			t.Errorf("unexpected part type %q", p.ContentType)
+		}
+		total += len(p.Text)
+	}
+	if total != tx.Stats.TextBytes {
+		t.Errorf("TextBytes=%d, parts hold %d", tx.Stats.TextBytes, total)
+	}
+	if tx.Stats.TextBytes > lim.MaxTextBytes {
+		t.Errorf("kept %d bytes of text, limit %d", tx.Stats.TextBytes, lim.MaxTextBytes)
+	}
+	if tx.Stats.Parts > lim.MaxParts {
+		t.Errorf("visited %d parts, limit %d", tx.Stats.Parts, lim.MaxParts)
+	}
+	if tx.Stats.MaxDepth > lim.MaxDepth {
+		t.Errorf("depth %d, limit %d", tx.Stats.MaxDepth, lim.MaxDepth)
+	}
+	if len(tx.Domains) > maxDomains {
+		t.Errorf("%d domains", len(tx.Domains))
+	}
+	for _, d := range tx.Domains {
+		if d == "" || !utf8.ValidString(d) || strings.ContainsAny(d, " /\\@") {
+			t.Errorf("bad domain %q", d)
+		}
+	}
+	seen := map[DefectKind]bool{}
+	for _, d := range tx.Defects {
+		if seen[d.Kind] {
+			t.Errorf("defect %s recorded twice", d.Kind)
+		}
+		seen[d.Kind] = true
+	}
+}
+
+// FuzzExtract fuzzes the MIME walk.
+func FuzzExtract(f *testing.F) {
+	addGoldenSeeds(f)
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		tx := Extract(bytes.NewReader(msg), fuzzLimits)
+		checkText(t, tx, fuzzLimits)
+	})
+}
+
+// FuzzHTML fuzzes the visible-text extractor.
+func FuzzHTML(f *testing.F) {
+	for _, s := range []string{
+		`<p style="display:none">x</p>y`,
+		`<style>.a{color:#fff}</style><b class=a>x</b>`,
+		`<table><tr><td bgcolor=black><font color=black>x`,
+		`<div style="font:0/0 a;background:url(x);clip:rect(0 0 0 0)">`,
+		`<a href="http://a@b.example.com:80/">x</a>&#x10FFFF;&amp`,
+		`<span style="color:hsla(120,100%,50%,.01);transform:scale(0,1)">`,
+		strings.Repeat("<div>", 300) + "x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		var x htmlExtractor
+		r := x.extract(src)
+		if !utf8.ValidString(r.text) && utf8.ValidString(src) {
+			t.Errorf("visible text not UTF-8: %q", r.text)
+		}
+		if len(r.text) > len(src)+len(src)/2+4 {
+			t.Errorf("visible text (%d bytes) longer than its source (%d)", len(r.text), len(src))
+		}
+		if len(x.stack) > maxHTMLDepth {
+			t.Errorf("style stack %d frames", len(x.stack))
+		}
+		if r.visible < 0 || r.hidden < 0 || r.comment < 0 {
+			t.Errorf("negative counts %+v", r)
+		}
+	})
+}

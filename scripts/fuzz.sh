@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the repository for the given time each
+# (default 10s). Crashers are written under the package's testdata/fuzz and
+# fail the run; commit them with the fix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime="${1:-10s}"
+# Each line of `grep` is FILE:func FuzzName(.
+git grep -h -l '^func Fuzz' -- '*_test.go' | while read -r file; do
+	pkg="./$(dirname "$file")"
+	for target in $(grep -o '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //'); do
+		echo "fuzz $pkg $target ($fuzztime)"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/fuzz.$$.log 2>&1 || {
+			cat /tmp/fuzz.$$.log; rm -f /tmp/fuzz.$$.log; exit 1; }
+	done
+done
+rm -f /tmp/fuzz.$$.log

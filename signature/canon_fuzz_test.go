@@ -1,0 +1,44 @@
+package signature
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// FuzzCanonicalize checks the form of the canonical output on any input:
+// non-empty tokens of valid UTF-8 without spaces, a letters stream without
+// spaces, consistent stats, and the same result twice.
+func FuzzCanonicalize(f *testing.F) {
+	for _, s := range []string{
+		"Buy V1@GR@ now", "V i a g r a", "Рaypal ве\u200bрификация", "東京都に住んで", "\u202Eargaiv",
+		"|<|\\/|()", "$1.99 US$5 100mg", "ΑΘΗΝΑ σας", "a\u0301\u0302\u0303", "www.x.com a@b.c http://x",
+	} {
+		f.Add(s, "name")
+	}
+	f.Fuzz(func(t *testing.T, text, strip string) {
+		src := Source{Subject: text, Parts: []string{text, strings.ToUpper(text)}, Strip: []string{strip}, Domains: []string{text}}
+		d := Canonicalize(src)
+		for _, tok := range d.Tokens {
+			if tok == "" || !utf8.ValidString(tok) || strings.ContainsFunc(tok, unicode.IsSpace) {
+				t.Errorf("bad token %q", tok)
+			}
+		}
+		if !utf8.ValidString(d.Letters) || strings.ContainsFunc(d.Letters, unicode.IsSpace) {
+			t.Errorf("bad letters %q", d.Letters)
+		}
+		if d.Stats.Words != len(d.Tokens) {
+			t.Errorf("Words=%d for %d tokens", d.Stats.Words, len(d.Tokens))
+		}
+		for _, dom := range d.Domains {
+			if dom == "" || !utf8.ValidString(dom) {
+				t.Errorf("bad domain %q", dom)
+			}
+		}
+		again := Canonicalize(src)
+		if strings.Join(again.Tokens, " ") != strings.Join(d.Tokens, " ") || again.Letters != d.Letters || again.Stats != d.Stats {
+			t.Errorf("not deterministic: %q vs %q", again.Tokens, d.Tokens)
+		}
+	})
+}
