@@ -21,6 +21,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
+	"github.com/bulkmilter/bulkmilter/store"
 )
 
 // runDaemon is "milterd run", the default command.
@@ -69,6 +70,9 @@ type daemon struct {
 func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, error) {
 	d := &daemon{flags: cf, log: newLogger(cfg, logOut), reg: prometheus.NewRegistry(), logOut: logOut}
 	slog.SetDefault(d.log)
+	// go-redis logs every failed dial; during an outage that belongs in
+	// debug, the store error metric and one warning per message count it.
+	store.RedisLogTo(d.log)
 	d.met = metrics.New(d.reg)
 	rt, err := newRuntime(cfg, d.log, d.met)
 	if err != nil {

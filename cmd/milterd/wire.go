@@ -279,8 +279,10 @@ func openStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 		})
 		var corrupt *store.CorruptFileError
 		if errors.As(err, &corrupt) {
-			// The damaged file was set aside; the store starts empty.
-			log.Error("embedded store file was damaged and has been set aside; starting with empty counts", "err", err)
+			// The damaged file was moved aside and what could be read
+			// was kept; the admin learns what was lost.
+			log.Error("embedded store file was damaged; it was moved aside and what could be read was kept",
+				"file", corrupt.Path, "moved_to", corrupt.MovedTo, "lost", corrupt.Lost, "err", corrupt.Err)
 			err = nil
 		}
 		if err != nil {
@@ -295,7 +297,11 @@ func openStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 	}
 	o.Params = params
 	o.Observer = met
-	o.Timeout = cfg.Policy.StoreTimeout.D()
+	// A timeout in the URL may be tighter; never looser than the
+	// per-message budget.
+	if budget := cfg.Policy.StoreTimeout.D(); o.Timeout == 0 || o.Timeout > budget {
+		o.Timeout = budget
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := store.NewRedis(ctx, o)
