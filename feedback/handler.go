@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/internal/ratelog"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
 	"github.com/bulkmilter/bulkmilter/signature"
@@ -70,7 +70,7 @@ type Handler struct {
 	limiter    *Limiter
 	met        *metrics.Metrics
 	now        func() time.Time
-	untrusted  sampler
+	untrusted  ratelog.Sampler
 }
 
 // New returns a handler.
@@ -87,7 +87,7 @@ func New(o Options) (*Handler, error) {
 		limiter:    o.Limiter,
 		met:        o.Metrics,
 		now:        o.Now,
-		untrusted:  sampler{every: time.Minute},
+		untrusted:  ratelog.Sampler{Every: time.Minute},
 	}
 	for i, n := range h.fb.TrustedNetworks {
 		p, err := config.ParseNetwork(n)
@@ -131,7 +131,7 @@ func (h *Handler) HandleFeedback(ctx context.Context, fb *milter.Feedback) milte
 	voter, via, trusted := h.trust(fb)
 	if !trusted {
 		h.met.FeedbackRejected(ReasonUntrusted)
-		if n, ok := h.untrusted.take(h.now()); ok {
+		if n, ok := h.untrusted.Allow(h.now()); ok {
 			log.Warn("feedback header from an untrusted sender; removed, message checked as usual",
 				"client_addr", fb.ClientAddr, "authenticated", fb.AuthUser != "", "since_last_report", n)
 		}
@@ -260,27 +260,4 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// sampler lets one log line through per period and counts the others, so
-// that a sender adding the header to every message cannot flood the log.
-type sampler struct {
-	mu     sync.Mutex
-	every  time.Duration
-	last   time.Time
-	missed int
-}
-
-// take reports whether to log now, and how many were skipped since the
-// last line.
-func (s *sampler) take(now time.Time) (int, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.last.IsZero() && now.Sub(s.last) < s.every {
-		s.missed++
-		return 0, false
-	}
-	n := s.missed
-	s.last, s.missed = now, 0
-	return n, true
 }

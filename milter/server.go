@@ -38,6 +38,7 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/internal/ratelog"
 	"github.com/bulkmilter/bulkmilter/metrics"
 )
 
@@ -108,6 +109,9 @@ type Server struct {
 	opt  Options
 	ms   *gomilter.Server
 	busy atomic.Int64 // sessions between MAIL and the end-of-message reply
+	// storeFailures samples the warning logged when the store fails, so an
+	// outage gives one line a minute rather than one per message.
+	storeFailures ratelog.Sampler
 }
 
 // The macros the milter uses, requested for every stage: Postfix sends only
@@ -159,7 +163,7 @@ func NewServer(opt Options) *Server {
 	if opt.ReadTimeout == 0 {
 		opt.ReadTimeout = 15 * time.Minute
 	}
-	s := &Server{opt: opt}
+	s := &Server{opt: opt, storeFailures: ratelog.Sampler{Every: time.Minute}}
 	o := []gomilter.Option{
 		gomilter.WithMilter(func() gomilter.Milter { return newSession(s) }),
 		gomilter.WithActions(actions),

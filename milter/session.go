@@ -216,7 +216,10 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 
 	v := s.state.Pipeline.Check(ctx, msg)
 	if v.Err != nil {
-		log.Warn("store failed; failure policy applied", "policy", cfg.Policy.OnStoreError, "err", v.Err)
+		if skipped, ok := s.srv.storeFailures.Allow(time.Now()); ok {
+			log.Warn("store failed; failure policy applied", "policy", cfg.Policy.OnStoreError,
+				"err", v.Err, "similar_failures_not_logged", skipped)
+		}
 		if cfg.Policy.OnStoreError == "tempfail" {
 			s.srv.opt.Metrics.Action("tempfail")
 			return gomilter.RespTempFail, nil
