@@ -224,9 +224,7 @@ func parseRedisURL(raw string) (RedisOptions, error) {
 	if len(hosts) == 0 {
 		return RedisOptions{}, errors.New("no host")
 	}
-	for _, a := range extra {
-		hosts = append(hosts, a)
-	}
+	hosts = append(hosts, extra...)
 	gr := "redis"
 	if tlsOn {
 		gr = "rediss"
