@@ -32,7 +32,10 @@ type Copy struct {
 	*Mail
 	Rng *rand.Rand
 	Res *Resources
-	doc *htmlDoc
+	// Campaign seeds what a sender fixes for the whole campaign (the
+	// personalisation template), as opposed to what varies per copy.
+	Campaign uint64
+	doc      *htmlDoc
 }
 
 // Resources are the word lists and texts attacks draw from.
@@ -254,7 +257,7 @@ func AttackByName(name string) (*Attack, error) {
 
 func tricks() []*Attack {
 	return []*Attack{
-		{Name: "personalise", Class: "trick", Doc: "recipient's name and address in the Subject, greeting, body and footer", apply: personalise},
+		{Name: "personalise", Class: "trick", Doc: "recipient's name and address in the Subject, greeting, body and footer (the template fixed per campaign)", apply: personalise},
 		{Name: "hashbuster", Class: "trick", Doc: "3–10 random strings (letters and digits, hex ids, pseudo-words, reference codes) in the Subject and body", apply: hashbuster},
 		{Name: "hidden-text", Class: "trick", phase: 1, Doc: "1–3 blocks of invisible HTML text (random words, real text or hash-busters) hidden by one of 20 CSS/HTML techniques", apply: hiddenText},
 		{Name: "spaces-in-words", Class: "trick", Doc: "spaces (or no-break spaces) inserted inside 10–25 % of words; spaces removed between 5 % of word pairs", apply: spacesInWords},
@@ -276,6 +279,7 @@ func extras() []*Attack {
 		{Name: "truncate", Class: "extra", Doc: "each copy ends after a random 70–95 % of the words", apply: truncate},
 		{Name: "subject-spin", Class: "extra", Doc: "Subject varied per copy: Re:/Fwd: prefixes, case, punctuation, an extra word", apply: subjectSpin},
 		{Name: "url-noise", Class: "extra", Doc: "per-copy tracking links with random hosts and paths in the text", apply: urlNoise},
+		{Name: "spin", Class: "extra", Doc: "greeting, call to action and sign-off drawn per copy from small sets (spintax)", apply: spin},
 	}
 }
 
@@ -329,12 +333,15 @@ func personalise(c *Copy) {
 	p := c.To
 	first, last := p.First, p.Last
 	local, _, _ := strings.Cut(p.Address, "@")
+	// The template is the campaign's: where the name goes and how the
+	// greeting reads do not change from copy to copy, the recipient does.
+	tpl := rand.New(rand.NewPCG(c.Campaign, 0x9e3779b9))
 	greetings := []string{
 		"Dear " + first + ",", "Hi " + first + " " + last + ",", "Hello " + strings.ToUpper(first) + "!",
 		first + ", good news for you.", "Dear Mr./Ms. " + last + ",", "Attention " + p.Name + " (" + p.Address + ")",
 	}
-	c.addParagraph(pick(c.Rng, greetings), atStart)
-	switch c.Rng.IntN(4) {
+	c.addParagraph(greetings[tpl.IntN(len(greetings))], atStart)
+	switch tpl.IntN(4) {
 	case 0:
 		c.Subject = first + ", " + c.Subject
 	case 1:
@@ -342,18 +349,30 @@ func personalise(c *Copy) {
 	case 2:
 		c.Subject = c.Subject + " for " + strings.ToLower(first)
 	}
-	if c.Rng.IntN(10) < 7 {
+	if tpl.IntN(10) < 7 {
 		footers := []string{
 			"This message was sent to " + p.Address + ".",
 			"You are receiving this e-mail because " + p.Address + " subscribed.",
 			"To unsubscribe " + p.Address + " visit http://unsub.example.com/?e=" + p.Address,
 			"Account: " + local + " / " + p.Name,
 		}
-		c.addParagraph(pick(c.Rng, footers), atEnd)
+		c.addParagraph(footers[tpl.IntN(len(footers))], atEnd)
 	}
-	if c.Rng.IntN(2) == 0 {
-		c.insertWords(1+c.Rng.IntN(2), func() string { return pick(c.Rng, []string{first, p.Name, last, local}) })
+	if tpl.IntN(2) == 0 {
+		what := []string{first, p.Name, last, local}[tpl.IntN(4)]
+		c.insertWords(1+tpl.IntN(2), func() string { return what })
 	}
+}
+
+// spin varies the boilerplate per copy, as spintax templates do: the
+// greeting, the sign-off and a call to action drawn from small sets.
+func spin(c *Copy) {
+	greetings := []string{"Hello,", "Hi there,", "Dear friend,", "Greetings,", "Good day,", "Dear customer,", "Hey,", "Attention please,"}
+	actions := []string{"Act now!", "Do not miss out.", "Reply today.", "Order while stocks last.", "Click below to learn more.", "This offer ends soon.", "Call us now.", "See for yourself."}
+	closings := []string{"Best regards,", "Sincerely,", "Thank you,", "Kind regards,", "Cheers,", "Yours truly,", "All the best,", "Warm wishes,"}
+	c.addParagraph(pick(c.Rng, greetings), atStart)
+	c.addParagraph(pick(c.Rng, actions), atRandom)
+	c.addParagraph(pick(c.Rng, closings)+" "+pick(c.Rng, []string{"The Team", "Customer Service", "Sales Department", "Your Support Team"}), atEnd)
 }
 
 const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -117,7 +117,9 @@ func scoreReal(ctx context.Context, cfg *Config, set *RealSet) (*RealResult, err
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		v := p.Check(ctx, it.Raw, []string{fmt.Sprintf("reader%d@eval.invalid", i)})
+		// One window for the whole corpus: each message stands for one
+		// recipient of its campaign, whenever it came.
+		v := p.Check(ctx, it.Raw, []string{fmt.Sprintf("reader%d@eval.invalid", i)}, time.Time{})
 		if v.Err != nil {
 			return nil, fmt.Errorf("%s %s: %w", set.Name, it.Name, v.Err)
 		}

@@ -16,19 +16,22 @@ const (
 
 // Report is the evaluation's result, written as JSON and Markdown.
 type Report struct {
-	Seed       uint64          `json:"seed"`
-	Mode       string          `json:"mode"`
-	Version    string          `json:"signature_version"`
-	Thresholds map[string]int  `json:"thresholds"`
-	After      int             `json:"after"` // T: recall counts the copies after the first T of a campaign
-	Seconds    float64         `json:"seconds"`
-	Data       DataSummary     `json:"data"`
-	HamSharing *HamSharing     `json:"ham_sharing,omitempty"`
-	Attacks    []*AttackResult `json:"attacks,omitempty"`
-	Summary    *Summary        `json:"summary,omitempty"`
-	Real       []*RealResult   `json:"real,omitempty"`
-	Kolcz      []*KolczResult  `json:"kolcz,omitempty"`
-	Malkin     *MalkinResult   `json:"malkin,omitempty"`
+	Seed       uint64         `json:"seed"`
+	Mode       string         `json:"mode"`
+	Version    string         `json:"signature_version"`
+	Thresholds map[string]int `json:"thresholds"`
+	After      int            `json:"after"` // T: recall counts the copies after the first T of a campaign
+	Seconds    float64        `json:"seconds"`
+	Data       DataSummary    `json:"data"`
+	HamSharing *HamSharing    `json:"ham_sharing,omitempty"`
+	// HamOneWindow is the ham stream alone with every message in one store
+	// window: the conservative false-positive figure.
+	HamOneWindow *HamWindow      `json:"ham_one_window,omitempty"`
+	Attacks      []*AttackResult `json:"attacks,omitempty"`
+	Summary      *Summary        `json:"summary,omitempty"`
+	Real         []*RealResult   `json:"real,omitempty"`
+	Kolcz        []*KolczResult  `json:"kolcz,omitempty"`
+	Malkin       *MalkinResult   `json:"malkin,omitempty"`
 }
 
 // DataSummary says what the run was made of.
@@ -47,6 +50,18 @@ type HamSharing struct {
 	Messages int            `json:"messages"`
 	ByFamily map[string]int `json:"by_family"`
 	Any      int            `json:"any"`
+}
+
+// HamWindow is the ham stream replayed in one store window.
+type HamWindow struct {
+	Messages int `json:"messages"`
+	// Personal counts messages without mailing-list or newsletter headers
+	// (List-Id, List-Unsubscribe, Precedence: list/bulk, …).
+	Personal         int            `json:"personal"`
+	Tagged           int            `json:"tagged"`
+	TaggedList       int            `json:"tagged_list"`
+	ByFamily         map[string]int `json:"tagged_by_family"`
+	PersonalExamples []string       `json:"personal_tagged,omitempty"`
 }
 
 // AttackResult is one attack's world: its campaigns among the ham stream.
@@ -71,7 +86,9 @@ type AttackResult struct {
 	HardeningReduction *Reduction         `json:"hardening_reduction,omitempty"`
 	Ham                int                `json:"ham"`
 	HamTagged          int                `json:"ham_tagged"`
+	HamTaggedList      int                `json:"ham_tagged_list"` // of those, list mail and newsletters
 	HamFP              float64            `json:"ham_fp"`
+	HamFPPersonal      float64            `json:"ham_fp_personal"` // tagged personal ham over personal ham
 	HamTaggedBy        map[string]int     `json:"ham_tagged_by_family"`
 	Worst              []CampaignMiss     `json:"worst_campaigns,omitempty"`
 	hamTaggedNames     []string
@@ -100,6 +117,9 @@ type Summary struct {
 	MinRecallAttack string             `json:"min_recall_attack"`
 	HamFPMax        float64            `json:"ham_fp_max"`
 	HamTaggedMax    int                `json:"ham_tagged_max"`
+	// HamFPPersonalMax is the largest share of personal ham (no list or
+	// newsletter headers) tagged in a world.
+	HamFPPersonalMax float64 `json:"ham_fp_personal_max"`
 	// HamTaggedAny counts ham messages tagged in at least one world.
 	HamTaggedAny int      `json:"ham_tagged_any"`
 	HamFPAny     float64  `json:"ham_fp_any"`
@@ -127,6 +147,7 @@ func (rep *Report) summarise(cfg *Config) {
 		if a.HamTagged > s.HamTaggedMax {
 			s.HamTaggedMax, s.HamFPMax = a.HamTagged, a.HamFP
 		}
+		s.HamFPPersonalMax = max(s.HamFPPersonalMax, a.HamFPPersonal)
 		for _, n := range a.hamTaggedNames {
 			any[n] = true
 		}
@@ -172,16 +193,16 @@ func (rep *Report) Markdown(w io.Writer) {
 		rep.Mode, rep.Seed, rep.Version, rep.Thresholds, rep.After, rep.Seconds)
 	if len(rep.Attacks) > 0 {
 		d := rep.Data
-		fmt.Fprintf(w, "### Generated campaigns\n\n%d spam and %d ham base messages × %d copies, each copy to its own recipient, shuffled among %d ham messages; one world (fresh store) per attack.\n\n",
-			d.SpamBases, d.HamBases, d.Copies, d.Ham)
-		fmt.Fprintf(w, "| attack | class | %s | **combined** | ham tagged |\n|---|---|%s---|---|\n",
+		fmt.Fprintf(w, "### Generated campaigns\n\n%d spam and %d ham base messages × %d copies, each copy to its own recipient; each campaign sent within %s at a random moment of the ham stream's period (%d messages at their own dates); one world (fresh store) per attack.\n\n",
+			d.SpamBases, d.HamBases, d.Copies, burst, d.Ham)
+		fmt.Fprintf(w, "| attack | class | %s | **combined** | ham tagged (of which list/newsletter) |\n|---|---|%s---|---|\n",
 			strings.Join(fams, " | "), strings.Repeat("---|", len(fams)))
 		for _, a := range rep.Attacks {
 			row := []string{}
 			for _, f := range fams {
 				row = append(row, fmt.Sprintf("%.3f", a.Recall[f]))
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | **%.3f** | %d (%s) |\n", a.Name, a.Class, strings.Join(row, " | "), a.Recall[Combined], a.HamTagged, pct(a.HamFP))
+			fmt.Fprintf(w, "| %s | %s | %s | **%.3f** | %d (%d) |\n", a.Name, a.Class, strings.Join(row, " | "), a.Recall[Combined], a.HamTagged, a.HamTaggedList)
 		}
 		if s := rep.Summary; s != nil {
 			row := []string{}
@@ -189,8 +210,8 @@ func (rep *Report) Markdown(w io.Writer) {
 				row = append(row, fmt.Sprintf("%.3f", s.MeanRecall[f]))
 			}
 			fmt.Fprintf(w, "| **mean** | | %s | **%.3f** | max %d (%s) |\n\n", strings.Join(row, " | "), s.MeanRecall[Combined], s.HamTaggedMax, pct(s.HamFPMax))
-			fmt.Fprintf(w, "Lowest combined recall: %.3f (%s). Ham tagged in at least one world: %d of %d (%s). Target (recall ≥ %.2f under every attack, ham FP ≤ %s): %s.\n\n",
-				s.MinRecall, s.MinRecallAttack, s.HamTaggedAny, rep.Data.Ham, pct(s.HamFPAny), s.TargetRecall, pct(s.TargetHamFP), met(s.TargetMet))
+			fmt.Fprintf(w, "Lowest combined recall: %.3f (%s). Ham tagged in at least one world: %d of %d (%s); most in one world %s, of personal (non-list) ham %s. Target (recall ≥ %.2f under every attack, ham FP ≤ %s): %s.\n\n",
+				s.MinRecall, s.MinRecallAttack, s.HamTaggedAny, rep.Data.Ham, pct(s.HamFPAny), pct(s.HamFPMax), pct(s.HamFPPersonalMax), s.TargetRecall, pct(s.TargetHamFP), met(s.TargetMet))
 		}
 		fmt.Fprintf(w, "Signed share and fragmentation (distinct values per key coordinate per campaign; 1 = stable):\n\n| attack | %s | I-Match hardening reduction (median / max) |\n|---|%s---|\n",
 			strings.Join(fams, " | "), strings.Repeat("---|", len(fams)))
@@ -206,6 +227,11 @@ func (rep *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", a.Name, strings.Join(row, " | "), red)
 		}
 		fmt.Fprintln(w)
+	}
+	if h := rep.HamOneWindow; h != nil {
+		fmt.Fprintf(w, "Ham alone in one store window (conservative: a daily newsletter's issues add up as if sent on one day): %d of %d tagged (%s), %d of them list mail or newsletters; personal ham: %d of %d (%s). By deciding family: %v.\n\n",
+			h.Tagged, h.Messages, pct(float64(h.Tagged)/float64(max(1, h.Messages))), h.TaggedList,
+			h.Tagged-h.TaggedList, h.Personal, pct(float64(h.Tagged-h.TaggedList)/float64(max(1, h.Personal))), h.ByFamily)
 	}
 	if h := rep.HamSharing; h != nil {
 		row := []string{}

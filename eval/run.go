@@ -1,12 +1,14 @@
 package eval
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"net/mail"
 	"runtime"
 	"slices"
 	"sort"
@@ -21,8 +23,9 @@ import (
 // Pipeline is the detection pipeline as the daemon runs it, fed with raw
 // messages the way the milter receives them.
 type Pipeline interface {
-	// Check runs the whole pipeline: analysis, store, policy.
-	Check(ctx context.Context, raw []byte, recipients []string) detect.Verdict
+	// Check runs the whole pipeline: analysis, store, policy, for a
+	// message arriving at at (zero: now, one window for everything).
+	Check(ctx context.Context, raw []byte, recipients []string, at time.Time) detect.Verdict
 	// Analyze runs the pure part: extraction, canonicalisation, signing.
 	Analyze(raw []byte, recipients []string) *detect.Analysis
 	Close() error
@@ -146,7 +149,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if rep.HamSharing, err = hamSharing(&cfg, ham); err != nil {
 			return nil, err
 		}
-		if err := runCampaigns(ctx, &cfg, ham, res, rep); err != nil {
+		hs := newHamStream(ham)
+		if rep.HamOneWindow, err = hamOneWindow(ctx, &cfg, hs); err != nil {
+			return nil, err
+		}
+		if err := runCampaigns(ctx, &cfg, hs, res, rep); err != nil {
 			return nil, err
 		}
 	}
@@ -206,6 +213,73 @@ func hamSharing(cfg *Config, ham []Item) (*HamSharing, error) {
 	}
 	h.Any = len(any)
 	return h, nil
+}
+
+// hamOneWindow streams the ham alone, every message in one window of the
+// store (time zero): the conservative figure, in which issues of a daily
+// newsletter or posts of a mailing list add up as if sent on one day.
+func hamOneWindow(ctx context.Context, cfg *Config, hs *hamStream) (*HamWindow, error) {
+	p, err := cfg.NewPipeline()
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	w := &HamWindow{Messages: len(hs.items), Personal: hs.personal, ByFamily: map[string]int{}}
+	for i, it := range hs.items {
+		v := p.Check(ctx, it.Raw, []string{hamRecipient(i)}, time.Time{})
+		if v.Err != nil {
+			return nil, fmt.Errorf("ham %s: %w", it.Name, v.Err)
+		}
+		if !v.Bulk {
+			continue
+		}
+		w.Tagged++
+		if hs.list[i] {
+			w.TaggedList++
+		} else if len(w.PersonalExamples) < 20 {
+			w.PersonalExamples = append(w.PersonalExamples, it.Name+" "+trimTo(v.Analysis.Text.Subject, 50))
+		}
+		w.ByFamily[v.Family.String()]++
+	}
+	return w, nil
+}
+
+// isListMail reports a message sent through a mailing list or as a
+// newsletter, by its header: legitimate bulk.
+func isListMail(raw []byte) bool {
+	m, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return false
+	}
+	for _, k := range []string{"List-Id", "List-Unsubscribe", "List-Post", "Mailing-List", "X-Mailing-List", "X-BeenThere", "List-Subscribe"} {
+		if m.Header.Get(k) != "" {
+			return true
+		}
+	}
+	switch strings.ToLower(strings.TrimSpace(m.Header.Get("Precedence"))) {
+	case "list", "bulk", "junk":
+		return true
+	}
+	return false
+}
+
+// hamStream is the ham with what every world needs of it.
+type hamStream struct {
+	items    []Item
+	times    []time.Time // arrival times (hamTimes)
+	list     []bool      // list mail or newsletter (isListMail)
+	personal int         // messages that are not
+}
+
+func newHamStream(items []Item) *hamStream {
+	h := &hamStream{items: items, times: hamTimes(items), list: make([]bool, len(items))}
+	for i, it := range items {
+		h.list[i] = isListMail(it.Raw)
+		if !h.list[i] {
+			h.personal++
+		}
+	}
+	return h
 }
 
 // base is a message campaigns are made from.
@@ -270,7 +344,7 @@ func seedOf(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-func runCampaigns(ctx context.Context, cfg *Config, ham []Item, res *Resources, rep *Report) error {
+func runCampaigns(ctx context.Context, cfg *Config, hs *hamStream, res *Resources, rep *Report) error {
 	start := time.Now()
 	spamItems, err := SpamBases(cfg.Corpora)
 	if err != nil {
@@ -317,7 +391,7 @@ func runCampaigns(ctx context.Context, cfg *Config, ham []Item, res *Resources, 
 			defer wg.Done()
 			for i := range next {
 				t := time.Now()
-				results[i], errs[i] = runWorld(ctx, cfg, attacks[i], ham, bases, res)
+				results[i], errs[i] = runWorld(ctx, cfg, attacks[i], hs, bases, res)
 				if errs[i] == nil {
 					cfg.logf("attack %-28s recall %.3f  ham tagged %d  (%s)", attacks[i].Name,
 						results[i].Recall[Combined], results[i].HamTagged, time.Since(t).Round(time.Millisecond))
@@ -343,7 +417,8 @@ func runCampaigns(ctx context.Context, cfg *Config, ham []Item, res *Resources, 
 type entry struct {
 	ham      int // index into the ham stream, or -1
 	campaign int
-	at       float64
+	at       time.Time
+	tie      float64
 }
 
 // copyRecord is what a world keeps of one campaign copy.
@@ -358,24 +433,73 @@ type copyRecord struct {
 // hamRecipient is the synthesised recipient of the i-th ham message.
 func hamRecipient(i int) string { return fmt.Sprintf("rcpt%d@eval.invalid", i) }
 
-func runWorld(ctx context.Context, cfg *Config, atk *Attack, ham []Item, bases []*base, res *Resources) (*AttackResult, error) {
+// burst is how long a campaign takes to send all its copies.
+const burst = 6 * time.Hour
+
+// hamTimes returns each ham message's arrival time: its Date header,
+// clamped to the 1st–99th percentile of the stream's dates (a few are
+// years off); an undated message takes the previous one's.
+func hamTimes(ham []Item) []time.Time {
+	out := make([]time.Time, len(ham))
+	var sorted []time.Time
+	for i, it := range ham {
+		if m, err := mail.ReadMessage(bytes.NewReader(it.Raw)); err == nil {
+			if d, err := mail.ParseDate(m.Header.Get("Date")); err == nil {
+				out[i] = d.UTC()
+				sorted = append(sorted, out[i])
+			}
+		}
+	}
+	if len(sorted) == 0 {
+		return out
+	}
+	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+	lo, hi := sorted[len(sorted)/100], sorted[len(sorted)-1-len(sorted)/100]
+	prev := lo
+	for i, t := range out {
+		switch {
+		case t.IsZero():
+			t = prev
+		case t.Before(lo):
+			t = lo
+		case t.After(hi):
+			t = hi
+		}
+		out[i], prev = t, t
+	}
+	return out
+}
+
+func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, bases []*base, res *Resources) (*AttackResult, error) {
+	ham, times := hs.items, hs.times
 	p, err := cfg.NewPipeline()
 	if err != nil {
 		return nil, err
 	}
 	defer p.Close()
 	fams := cfg.families()
+	// Ham arrives at its own dates; each campaign sends its copies within
+	// a burst starting at a random moment of the ham's period, so that the
+	// store's window applies as in the daemon.
 	rng := rand.New(rand.NewPCG(cfg.Seed, seedOf("schedule", atk.Name)))
 	entries := make([]entry, 0, len(ham)+len(bases)*cfg.Copies)
+	t0, t1 := slices.MinFunc(times, time.Time.Compare), slices.MaxFunc(times, time.Time.Compare)
 	for i := range ham {
-		entries = append(entries, entry{ham: i, at: rng.Float64()})
+		entries = append(entries, entry{ham: i, at: times[i], tie: rng.Float64()})
 	}
 	for c := range bases {
+		start := t0.Add(time.Duration(rng.Float64() * float64(t1.Sub(t0))))
 		for range cfg.Copies {
-			entries = append(entries, entry{ham: -1, campaign: c, at: rng.Float64()})
+			at := start.Add(time.Duration(rng.Float64() * float64(burst)))
+			entries = append(entries, entry{ham: -1, campaign: c, at: at, tie: rng.Float64()})
 		}
 	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].at < entries[j].at })
+	sort.SliceStable(entries, func(i, j int) bool {
+		if c := entries[i].at.Compare(entries[j].at); c != 0 {
+			return c < 0
+		}
+		return entries[i].tie < entries[j].tie
+	})
 
 	r := &AttackResult{Name: atk.Name, Class: atk.Class, Doc: atk.Doc, Campaigns: len(bases)}
 	r.HamTaggedBy = map[string]int{}
@@ -386,12 +510,15 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, ham []Item, bases [
 			return nil, err
 		}
 		if e.ham >= 0 {
-			v := p.Check(ctx, ham[e.ham].Raw, []string{hamRecipient(e.ham)})
+			v := p.Check(ctx, ham[e.ham].Raw, []string{hamRecipient(e.ham)}, e.at)
 			if v.Err != nil {
 				return nil, fmt.Errorf("%s: ham %s: %w", atk.Name, ham[e.ham].Name, v.Err)
 			}
 			if v.Bulk {
 				r.HamTagged++
+				if hs.list[e.ham] {
+					r.HamTaggedList++
+				}
 				r.hamTaggedNames = append(r.hamTaggedNames, ham[e.ham].Name)
 			}
 			for _, f := range fams {
@@ -407,10 +534,11 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, ham []Item, bases [
 		crng := rand.New(rand.NewPCG(cfg.Seed^seedOf("copy", atk.Name), uint64(e.campaign)<<24|uint64(k)))
 		to := person(e.campaign*cfg.Copies+k, crng)
 		c := NewCopy(b.mail, to, crng, res)
+		c.Campaign = seedOf("campaign", b.Name)
 		c.MsgID = fmt.Sprintf("%s.%d.%d@campaign.example", atk.Name, e.campaign, k)
 		c.Boundary = "=_" + randString(crng, alnum, 24)
 		raw := c.Apply(atk)
-		v := p.Check(ctx, raw, []string{to.Address})
+		v := p.Check(ctx, raw, []string{to.Address}, e.at)
 		if v.Err != nil {
 			return nil, fmt.Errorf("%s: copy %d of %s: %w", atk.Name, k, b.Name, v.Err)
 		}
@@ -429,6 +557,9 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, ham []Item, bases [
 	r.Ham = len(ham)
 	if len(ham) > 0 {
 		r.HamFP = float64(r.HamTagged) / float64(len(ham))
+	}
+	if hs.personal > 0 {
+		r.HamFPPersonal = float64(r.HamTagged-r.HamTaggedList) / float64(hs.personal)
 	}
 	r.score(cfg, fams, bases, copies)
 	return r, nil

@@ -33,25 +33,27 @@ type replay struct {
 	dir string // temporary data directory to remove on Close, if any
 }
 
-// message splits a raw message as an MTA hands it over.
-func (r *replay) message(raw []byte, rcpts []string) *detect.Message {
+// message splits a raw message as an MTA hands it over, arriving at at
+// (zero: now).
+func (r *replay) message(raw []byte, rcpts []string, at time.Time) *detect.Message {
 	cfg := r.rt.cfg
 	h, body := splitHeader(raw, cfg)
 	truncated := false
 	if limit := int(cfg.Limits.MaxMessageBytes); limit > 0 && len(body) > limit {
 		body, truncated = body[:limit], true
 	}
-	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts, Truncated: truncated}
+	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts, Truncated: truncated, Time: at}
 }
 
-// Check runs the whole pipeline for one message.
-func (r *replay) Check(ctx context.Context, raw []byte, rcpts []string) detect.Verdict {
-	return r.rt.engine.Check(ctx, r.message(raw, rcpts))
+// Check runs the whole pipeline for one message arriving at at (zero:
+// now).
+func (r *replay) Check(ctx context.Context, raw []byte, rcpts []string, at time.Time) detect.Verdict {
+	return r.rt.engine.Check(ctx, r.message(raw, rcpts, at))
 }
 
 // Analyze runs the pure part of the pipeline for one message.
 func (r *replay) Analyze(raw []byte, rcpts []string) *detect.Analysis {
-	return r.rt.engine.Analyze(r.message(raw, rcpts))
+	return r.rt.engine.Analyze(r.message(raw, rcpts, time.Time{}))
 }
 
 // Close releases the store and the temporary data directory.
@@ -129,6 +131,7 @@ type scanRecord struct {
 	Name       string            `json:"name"`
 	MessageID  string            `json:"message_id,omitempty"`
 	Subject    string            `json:"subject,omitempty"`
+	Time       string            `json:"time,omitempty"` // arrival time used for the store's window
 	Recipients int               `json:"recipients"`
 	Bulk       bool              `json:"bulk"`
 	Verdict    string            `json:"verdict"`
@@ -172,6 +175,7 @@ func scanCommand(args []string, stdout, stderr io.Writer) error {
 	var rcpts stringList
 	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
 	top := fs.Int("top", 10, "clusters to list in the summary")
+	clock := fs.String("time", "date", "arrival time of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's) or now")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: milterd scan [flags] MAILBOX...
@@ -204,6 +208,10 @@ that state (and count every message scanned).`)
 		fmt.Fprintf(stderr, "milterd scan: -rcpt-from %q: want flag, headers or synth\n", *rcptFrom)
 		return errUsage
 	}
+	if *clock != "date" && *clock != "now" {
+		fmt.Fprintf(stderr, "milterd scan: -time %q: want date or now\n", *clock)
+		return errUsage
+	}
 	cfg, err := cf.load()
 	if err != nil {
 		return err
@@ -229,7 +237,7 @@ that state (and count every message scanned).`)
 	rp := &replay{rt: rt}
 	defer rp.Close()
 
-	s := &scanner{rp: rp, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now()}
+	s := &scanner{rp: rp, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
 	s.out.SetEscapeHTML(false)
 	if !*quiet {
 		s.progress = stderr
@@ -262,6 +270,8 @@ type scanner struct {
 	progress io.Writer
 	from     string
 	rcpts    []string
+	dated    bool
+	last     time.Time // the previous message's arrival time
 	start    time.Time
 	lastTick time.Time
 
@@ -305,10 +315,24 @@ func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
 	}
 	s.n++
 	rcpts := s.recipients(m.Data)
-	v := s.rp.Check(ctx, m.Data, rcpts)
+	hm, herr := mail.ReadMessage(bytes.NewReader(m.Data))
+	var at time.Time
+	if s.dated {
+		at = s.last
+		if herr == nil {
+			if d, err := mail.ParseDate(hm.Header.Get("Date")); err == nil {
+				at = d
+			}
+		}
+		s.last = at
+	}
+	v := s.rp.Check(ctx, m.Data, rcpts, at)
 	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
-	if hm, err := mail.ReadMessage(bytes.NewReader(m.Data)); err == nil {
+	if herr == nil {
 		rec.MessageID = strings.TrimSpace(hm.Header.Get("Message-Id"))
+		if !at.IsZero() {
+			rec.Time = at.UTC().Format(time.RFC3339)
+		}
 	}
 	if a := v.Analysis; a != nil {
 		rec.Subject = a.Text.Subject

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkmilter/bulkmilter/config"
 )
@@ -183,5 +184,31 @@ func TestSplitHeader(t *testing.T) {
 		if h.Has("X-Bulk") {
 			t.Errorf("%q: the verdict header reached the pipeline", tc.raw)
 		}
+	}
+}
+
+// TestScanTime replays copies dated two days apart: with their dates each
+// is alone in the store's window; with -time now they add up.
+func TestScanTime(t *testing.T) {
+	var b strings.Builder
+	for i := range 12 {
+		d := time.Date(2024, 3, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(i) * 48 * time.Hour)
+		fmt.Fprintf(&b, "From x Mon Apr  1 10:00:00 2024\nFrom: club@example.org\nTo: m%d@example.net\nDate: %s\nSubject: Club news\n\n%s\n\n",
+			i, d.Format(time.RFC1123Z), strings.Repeat("The chess club meets on Tuesday evenings in the library; new players are welcome and boards are provided. ", 4))
+	}
+	path := filepath.Join(t.TempDir(), "dated.mbox")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dated := runScan(t, "-q", path)
+	if s := dated.summary.Summary; s.Tagged != 0 {
+		t.Errorf("-time date: %d tagged, want 0 (each copy alone in its window)", s.Tagged)
+	}
+	if got := dated.records[3].Time; got != "2024-03-07T09:00:00Z" {
+		t.Errorf("fourth message's time %q", got)
+	}
+	now := runScan(t, "-q", "-time", "now", path)
+	if s := now.summary.Summary; s.Tagged != 3 {
+		t.Errorf("-time now: %d tagged, want 3", s.Tagged)
 	}
 }
