@@ -36,6 +36,7 @@ type Copy struct {
 	// personalisation template), as opposed to what varies per copy.
 	Campaign uint64
 	doc      *htmlDoc
+	post     []func(string) string // rewrites of the rendered HTML
 }
 
 // Resources are the word lists and texts attacks draw from.
@@ -88,7 +89,31 @@ func (c *Copy) finish() {
 		c.HTML = c.doc.String()
 		c.doc = nil
 	}
+	for _, f := range c.post {
+		c.HTML = f(c.HTML)
+	}
+	c.post = nil
 }
+
+// htmlWords rewrites a share of the words of the HTML body's text only.
+func (c *Copy) htmlWords(rate float64, fn func(w string) string) {
+	d := c.needHTML()
+	for _, t := range d.textNodes() {
+		t.Data = mapWords(t.Data, func(w string) string {
+			if c.Rng.Float64() < rate {
+				return fn(w)
+			}
+			return w
+		})
+	}
+}
+
+// Markers left in HTML text by word edits and turned into markup after
+// rendering (the renderer would escape markup put in text).
+const (
+	markTag    = '\uE000'
+	markEntity = '\uE001'
+)
 
 // editWords rewrites the words of the plain body and of the HTML body's
 // text, each as its own stream.
@@ -280,6 +305,8 @@ func extras() []*Attack {
 		{Name: "subject-spin", Class: "extra", Doc: "Subject varied per copy: Re:/Fwd: prefixes, case, punctuation, an extra word", apply: subjectSpin},
 		{Name: "url-noise", Class: "extra", Doc: "per-copy tracking links with random hosts and paths in the text", apply: urlNoise},
 		{Name: "spin", Class: "extra", Doc: "greeting, call to action and sign-off drawn per copy from small sets (spintax)", apply: spin},
+		{Name: "tags-in-words", Class: "extra", Doc: "empty inline elements and comments inside 20–40 % of the HTML words (vi<b></b>ag<!-- -->ra)", apply: tagsInWords},
+		{Name: "entities", Class: "extra", Doc: "letters of 20–40 % of the HTML words written as numeric character references (&#118;iagra)", apply: entities},
 	}
 }
 
@@ -891,6 +918,61 @@ func subjectSpin(c *Copy) {
 		s = strings.ToLower(s)
 	}
 	c.Subject = s
+}
+
+func tagsInWords(c *Copy) {
+	tags := []string{"<b></b>", "<span></span>", "<!-- -->", "<font></font>", "<i></i>", `<span style="">`, "</span>", "<u></u>"}
+	c.htmlWords(0.2+0.2*c.Rng.Float64(), func(w string) string {
+		for range 1 + c.Rng.IntN(2) {
+			w = insertInside(c.Rng, w, func() string { return string(markTag) })
+		}
+		return w
+	})
+	rng := c.Rng
+	c.post = append(c.post, func(h string) string {
+		var b strings.Builder
+		for _, r := range h {
+			if r == markTag {
+				b.WriteString(pick(rng, tags))
+				continue
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	})
+}
+
+func entities(c *Copy) {
+	c.htmlWords(0.2+0.2*c.Rng.Float64(), func(w string) string {
+		var b strings.Builder
+		for _, r := range w {
+			if unicode.IsLetter(r) && c.Rng.IntN(2) == 0 {
+				b.WriteRune(markEntity)
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	})
+	hex := c.Rng.IntN(2) == 0
+	c.post = append(c.post, func(h string) string {
+		var b strings.Builder
+		marked := false
+		for _, r := range h {
+			switch {
+			case r == markEntity:
+				marked = true
+			case marked && hex:
+				fmt.Fprintf(&b, "&#x%x;", r)
+				marked = false
+			case marked:
+				fmt.Fprintf(&b, "&#%d;", r)
+				marked = false
+			default:
+				b.WriteRune(r)
+			}
+		}
+		return b.String()
+	})
 }
 
 func urlNoise(c *Copy) {
