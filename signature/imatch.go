@@ -231,43 +231,6 @@ type imatchScratch struct {
 
 var imatchPool = sync.Pool{New: func() any { return new(imatchScratch) }}
 
-// contextReach is how far (in I-Match terms) a trained context may sit
-// from a term. Kolcz & Chowdhury check the adjacent terms only; then one
-// noise word inserted beside a term takes away its only valid context, and
-// "good word" insertions (5–15 % of words) cost a campaign's hardened
-// signatures the original terms next to them, not just the noise. A reach
-// of 2 lets a trained pair count across one inserted term.
-const contextReach = 2
-
-// inContext reports whether the term at position k of seq (hash h) has a
-// trained (previous, term) or (term, next) pair with a term at most
-// contextReach terms away, the document boundary counting as a term.
-func (m *IMatch) inContext(p *prepared, seq []int32, k int, h uint64) bool {
-	for d := 1; d <= contextReach; d++ {
-		switch {
-		case k-d >= 0:
-			if m.ctx.has(m.pairHash(p.th[seq[k-d]], h)) {
-				return true
-			}
-		case k-d == -1:
-			if m.ctx.has(m.pairHash(m.th.boundary, h)) {
-				return true
-			}
-		}
-		switch {
-		case k+d < len(seq):
-			if m.ctx.has(m.pairHash(h, p.th[seq[k+d]])) {
-				return true
-			}
-		case k+d == len(seq):
-			if m.ctx.has(m.pairHash(h, m.th.boundary)) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMatchReport) {
 	e := Explain{Family: FamilyIMatch}
 	var rep IMatchReport
@@ -307,7 +270,14 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		if !harden || s.idx < 0 || s.class == classDict || s.inCtx {
 			continue
 		}
-		s.inCtx = m.inContext(p, sc.seq, k, h)
+		prev, next := m.th.boundary, m.th.boundary
+		if k > 0 {
+			prev = p.th[sc.seq[k-1]]
+		}
+		if k+1 < len(sc.seq) {
+			next = p.th[sc.seq[k+1]]
+		}
+		s.inCtx = m.ctx.has(m.pairHash(prev, h)) || m.ctx.has(m.pairHash(h, next))
 	}
 	if unique == 0 {
 		e.Declined = "no I-Match terms"

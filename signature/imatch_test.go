@@ -247,17 +247,6 @@ func TestIMatchHandLexicon(t *testing.T) {
 		{name: "too few terms", doc: "alpha bravo charlie delta", wantDeclined: "too few lexicon terms: 4 < 5"},
 		{name: "in context", doc: "green alpha bravo charlie delta echo", wantKeys: 2},
 		{
-			// One unknown word between every two trained neighbours: each
-			// term still has a trained pair within contextReach.
-			name: "in context across insertions", doc: "green kilo alpha kilo bravo kilo charlie kilo delta kilo echo",
-			wantKeys: 2, wantOut: []string{},
-		},
-		{
-			// Two words in between are too many.
-			name: "out of reach", doc: "green kilo lima alpha kilo lima bravo kilo lima charlie kilo lima delta kilo lima echo",
-			wantKeys: 1, wantOut: []string{"alpha", "bravo", "charlie", "delta", "echo", "green"},
-		},
-		{
 			// U = 6 primary + tres, cuatro, cinco: 6/9 ≥ 0.5 holds. The
 			// scrambled order puts every primary word out of context.
 			name: "out of context", doc: "alpha charlie echo golf india bravo uno dos tres cuatro cinco",
@@ -292,7 +281,7 @@ func TestIMatchHandLexicon(t *testing.T) {
 			if !slices.Equal(r.Secondary, tt.wantSecondary) {
 				t.Errorf("secondary = %q, want %q", r.Secondary, tt.wantSecondary)
 			}
-			if tt.wantOut != nil && !slices.Equal(r.OutOfContext, tt.wantOut) && (len(tt.wantOut) > 0 || len(r.OutOfContext) > 0) {
+			if tt.wantOut != nil && !slices.Equal(r.OutOfContext, tt.wantOut) {
 				t.Errorf("out of context = %q, want %q", r.OutOfContext, tt.wantOut)
 			}
 		})
@@ -356,33 +345,20 @@ func TestContextHardening(t *testing.T) {
 				continue
 			}
 			pos := rng.IntN(len(toks) + 1)
-			// The I-Match terms within contextReach of the insertion on
-			// each side, "" standing for the document boundary.
-			var prev, next []string
-			for i := pos - 1; i >= 0 && len(prev) < contextReach; i-- {
+			prev, next := "", ""
+			for i := pos - 1; i >= 0; i-- {
 				if IMatchTerm(toks[i]) {
-					prev = append(prev, toks[i])
+					prev = toks[i]
+					break
 				}
 			}
-			if len(prev) < contextReach {
-				prev = append(prev, "")
-			}
-			for i := pos; i < len(toks) && len(next) < contextReach; i++ {
+			for i := pos; i < len(toks); i++ {
 				if IMatchTerm(toks[i]) {
-					next = append(next, toks[i])
+					next = toks[i]
+					break
 				}
 			}
-			if len(next) < contextReach {
-				next = append(next, "")
-			}
-			valid := false
-			for _, p := range prev {
-				valid = valid || validPair(p, w)
-			}
-			for _, n := range next {
-				valid = valid || validPair(w, n)
-			}
-			if valid {
+			if validPair(prev, w) || validPair(w, next) {
 				continue
 			}
 			cand := slices.Insert(slices.Clone(toks), pos, w)
@@ -422,16 +398,9 @@ func TestContextHardening(t *testing.T) {
 			if slices.Contains(r.OutOfContext, c.term) || !slices.Contains(r.Primary, c.term) {
 				t.Fatalf("%q after its context %q is not counted in context", c.term, c.before)
 			}
-			// Keep only insertions that leave the other terms' context as
-			// it was: appending moves the document's end away from the
-			// last terms, whose only context may have been the boundary.
-			others := slices.DeleteFunc(slices.Clone(r.OutOfContext), func(s string) bool { return s == c.before })
-			if !slices.Equal(others, base.OutOfContext) {
-				continue
-			}
 			h := hardened(r.Keys)
 			if len(h) == 0 || h[0] == hardened(base.Keys)[0] {
-				t.Fatalf("%q inserted in context did not change the hardened primary key: %v → %v (%s → %s)", c.term, hardened(base.Keys), h, base.Explain.Detail, r.Explain.Detail)
+				t.Fatalf("%q inserted in context did not change the hardened primary key", c.term)
 			}
 			kept++
 			break
