@@ -235,7 +235,7 @@ func scoreGroups(cfg *Config, set *RealSet, recs []realRec, group func(*realRec)
 			}
 		}
 		total := 0.0
-		for g := range sums {
+		for _, g := range sortedKeys(sums) { // a fixed order: the same sum every run
 			total += sums[g] / float64(counts[g])
 		}
 		if len(sums) > 0 {
