@@ -284,7 +284,7 @@ func tricks() []*Attack {
 	return []*Attack{
 		{Name: "personalise", Class: "trick", Doc: "recipient's name and address in the Subject, greeting, body and footer (the template fixed per campaign)", apply: personalise},
 		{Name: "hashbuster", Class: "trick", Doc: "3–10 random strings (letters and digits, hex ids, pseudo-words, reference codes) in the Subject and body", apply: hashbuster},
-		{Name: "hidden-text", Class: "trick", phase: 1, Doc: "1–3 blocks of invisible HTML text (random words, real text or hash-busters) hidden by one of 20 CSS/HTML techniques", apply: hiddenText},
+		{Name: "hidden-text", Class: "trick", phase: 1, Doc: fmt.Sprintf("1–3 blocks of invisible HTML text (random words, real text or hash-busters) hidden by one of %d CSS/HTML techniques", len(hideTechniques)), apply: hiddenText},
 		{Name: "spaces-in-words", Class: "trick", Doc: "spaces (or no-break spaces) inserted inside 10–25 % of words; spaces removed between 5 % of word pairs", apply: spacesInWords},
 		{Name: "homoglyphs", Class: "trick", Doc: "letters swapped for lookalikes of another script (Cyrillic/Greek for Latin and back), fullwidth or mathematical letters, added accents", apply: homoglyphs},
 		{Name: "zero-width", Class: "trick", Doc: "zero-width and other invisible format characters inside 20–60 % of words", apply: zeroWidth},

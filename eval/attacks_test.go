@@ -30,12 +30,9 @@ func fixture(t *testing.T, name string) *Mail {
 
 // testResources are small word lists: the real ones come from corpora.
 func testResources() *Resources {
-	res := &Resources{}
-	for _, w := range strings.Fields(`meeting project report budget schedule review team office
+	res := &Resources{Vocab: strings.Fields(`meeting project report budget schedule review team office
 		quarter contract client market analysis system network server update version release
-		garden weather holiday family dinner weekend travel music football library`) {
-		res.Vocab = append(res.Vocab, w)
-	}
+		garden weather holiday family dinner weekend travel music football library`)}
 	res.Noise = []string{
 		"The central bank said it would keep interest rates unchanged for the third month in a row, citing stable inflation.",
 		"Crude oil prices rose sharply on Tuesday after producers agreed to cut output by two percent next quarter.",

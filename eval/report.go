@@ -62,6 +62,7 @@ type HamWindow struct {
 	TaggedList       int            `json:"tagged_list"`
 	ByFamily         map[string]int `json:"tagged_by_family"`
 	PersonalExamples []string       `json:"personal_tagged,omitempty"`
+	Examples         []string       `json:"tagged_examples,omitempty"` // the first 50`
 }
 
 // AttackResult is one attack's world: its campaigns among the ham stream.

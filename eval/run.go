@@ -234,10 +234,14 @@ func hamOneWindow(ctx context.Context, cfg *Config, hs *hamStream) (*HamWindow, 
 			continue
 		}
 		w.Tagged++
+		what := it.Name + " " + trimTo(v.Analysis.Text.Subject, 50)
 		if hs.list[i] {
 			w.TaggedList++
-		} else if len(w.PersonalExamples) < 20 {
-			w.PersonalExamples = append(w.PersonalExamples, it.Name+" "+trimTo(v.Analysis.Text.Subject, 50))
+		} else {
+			w.PersonalExamples = append(w.PersonalExamples, what)
+		}
+		if len(w.Examples) < 50 {
+			w.Examples = append(w.Examples, what)
 		}
 		w.ByFamily[v.Family.String()]++
 	}
