@@ -103,6 +103,10 @@ type Message struct {
 	Recipients []string
 	// Truncated reports that Body holds only the first part of the body.
 	Truncated bool
+	// Time is when the message arrived; zero means now. Offline replays
+	// (scan, eval) set it so that the store's window applies as it would
+	// have.
+	Time time.Time
 }
 
 // Analysis is what the pure part of the pipeline made of a message.
@@ -172,12 +176,12 @@ type Verdict struct {
 func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	start := time.Now()
 	a := e.Analyze(msg)
-	v := e.decide(ctx, a, normaliseAll(msg.Recipients))
+	v := e.decide(ctx, a, normaliseAll(msg.Recipients), msg.Time)
 	e.record(v, msg, time.Since(start))
 	return v
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdict {
+func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time) Verdict {
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
 		v.Unsigned = true
@@ -190,7 +194,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string) Verdic
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
-	res, err := e.opt.Store.Observe(ctx, store.Observation{Keys: ids, Recipients: rcpts})
+	res, err := e.opt.Store.Observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
 	if err == nil && len(res.Volumes) != len(ids) {
 		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
 	}

@@ -1,0 +1,485 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/mail"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-message/textproto"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/corpus"
+	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/metrics"
+	"github.com/bulkmilter/bulkmilter/signature"
+)
+
+// replay feeds raw messages to a runtime's pipeline the way the milter
+// session does: header fields one by one (the verdict and feedback headers
+// left out), the body as it follows, both cut at the configured limits.
+type replay struct {
+	rt  *runtime
+	dir string // temporary data directory to remove on Close, if any
+}
+
+// message splits a raw message as an MTA hands it over, arriving at at
+// (zero: now).
+func (r *replay) message(raw []byte, rcpts []string, at time.Time) *detect.Message {
+	cfg := r.rt.cfg
+	h, body := splitHeader(raw, cfg)
+	truncated := false
+	if limit := int(cfg.Limits.MaxMessageBytes); limit > 0 && len(body) > limit {
+		body, truncated = body[:limit], true
+	}
+	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts, Truncated: truncated, Time: at}
+}
+
+// Check runs the whole pipeline for one message arriving at at (zero:
+// now).
+func (r *replay) Check(ctx context.Context, raw []byte, rcpts []string, at time.Time) detect.Verdict {
+	return r.rt.engine.Check(ctx, r.message(raw, rcpts, at))
+}
+
+// Analyze runs the pure part of the pipeline for one message.
+func (r *replay) Analyze(raw []byte, rcpts []string) *detect.Analysis {
+	return r.rt.engine.Analyze(r.message(raw, rcpts, time.Time{}))
+}
+
+// Close releases the store and the temporary data directory.
+func (r *replay) Close() error {
+	r.rt.close()
+	if r.dir != "" {
+		return os.RemoveAll(r.dir)
+	}
+	return nil
+}
+
+// maxHeaderValue matches the milter session's cap on one field.
+const maxHeaderValue = 16 << 10
+
+// splitHeader reads the top-level header fields the way Postfix passes
+// them to a milter: a line that is not a field (no colon) ends the header
+// and starts the body. Folded values are unfolded; the verdict and
+// feedback headers are dropped, as the milter does.
+func splitHeader(raw []byte, cfg *config.Config) (textproto.Header, []byte) {
+	var h textproto.Header
+	var name, value string
+	count := 0
+	flush := func() {
+		if name == "" {
+			return
+		}
+		if !strings.EqualFold(name, cfg.Actions.Header) && !strings.EqualFold(name, cfg.Feedback.Header) && count < cfg.Limits.MaxHeaders {
+			if len(value) > maxHeaderValue {
+				value = value[:maxHeaderValue]
+			}
+			h.Add(name, value)
+			count++
+		}
+		name, value = "", ""
+	}
+	rest := raw
+	if bytes.HasPrefix(rest, []byte("From ")) { // an mbox postmark
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			rest = rest[i+1:]
+		}
+	}
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		line, next := rest, []byte(nil)
+		if i >= 0 {
+			line, next = rest[:i], rest[i+1:]
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		switch {
+		case len(line) == 0:
+			flush()
+			return h, next
+		case line[0] == ' ' || line[0] == '\t':
+			if name != "" {
+				value += " " + strings.TrimSpace(string(line))
+			}
+		default:
+			colon := bytes.IndexByte(line, ':')
+			if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
+				flush()
+				return h, rest
+			}
+			flush()
+			name, value = string(line[:colon]), strings.TrimSpace(string(line[colon+1:]))
+		}
+		rest = next
+	}
+	flush()
+	return h, nil
+}
+
+// scanRecord is the JSON line printed per message.
+type scanRecord struct {
+	N          int               `json:"n"`
+	Name       string            `json:"name"`
+	MessageID  string            `json:"message_id,omitempty"`
+	Subject    string            `json:"subject,omitempty"`
+	Time       string            `json:"time,omitempty"` // arrival time used for the store's window
+	Recipients int               `json:"recipients"`
+	Bulk       bool              `json:"bulk"`
+	Verdict    string            `json:"verdict"`
+	Family     string            `json:"family,omitempty"`
+	Volume     int64             `json:"volume"`
+	Volumes    map[string]int64  `json:"volumes,omitempty"`
+	Keys       map[string]string `json:"keys,omitempty"` // family → space-separated short ids "index:hash8"
+	Declined   map[string]string `json:"declined,omitempty"`
+	Defects    []string          `json:"defects,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// scanSummary is the last line.
+type scanSummary struct {
+	Summary struct {
+		Messages int            `json:"messages"`
+		Tagged   int            `json:"tagged"`
+		Unsigned int            `json:"unsigned"`
+		Errors   int            `json:"errors"`
+		ByFamily map[string]int `json:"tagged_by_family"`
+		Clusters []scanCluster  `json:"top_clusters"`
+		Store    string         `json:"store"`
+		Version  string         `json:"signature_version"`
+		Seconds  float64        `json:"seconds"`
+	} `json:"summary"`
+}
+
+// scanCluster is a group of messages connected by shared keys.
+type scanCluster struct {
+	Size    int    `json:"size"`
+	Tagged  int    `json:"tagged"`
+	First   string `json:"first"`
+	Subject string `json:"subject,omitempty"`
+}
+
+func scanCommand(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("scan", stderr)
+	cf := configFlags{}
+	cf.register(fs)
+	rcptFrom := fs.String("rcpt-from", "synth", "recipients: `flag` (-rcpt), headers (To/Cc), or synth (one new recipient per message)")
+	var rcpts stringList
+	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
+	top := fs.Int("top", 10, "clusters to list in the summary")
+	clock := fs.String("time", "date", "arrival time of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's) or now")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: milterd scan [flags] MAILBOX...
+
+Replays mailboxes (mbox, maildir, directory of messages, tar archive) in order
+through the daemon's pipeline and prints one JSON line per message, then a
+summary line. By default the store is embedded in a temporary directory with a
+new secret, so the daemon's state is never touched; -data-dir or -redis use
+that state (and count every message scanned).`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	if len(rcpts) > 0 && *rcptFrom == "synth" {
+		*rcptFrom = "flag"
+	}
+	switch *rcptFrom {
+	case "flag":
+		if len(rcpts) == 0 {
+			fmt.Fprintln(stderr, "milterd scan: -rcpt-from flag needs -rcpt ADDR")
+			return errUsage
+		}
+	case "headers", "synth":
+	default:
+		fmt.Fprintf(stderr, "milterd scan: -rcpt-from %q: want flag, headers or synth\n", *rcptFrom)
+		return errUsage
+	}
+	if *clock != "date" && *clock != "now" {
+		fmt.Fprintf(stderr, "milterd scan: -time %q: want date or now\n", *clock)
+		return errUsage
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		return err
+	}
+	temp := ""
+	if cf.dataDir == "" && cf.redis == "" {
+		// A dry run: nothing of the daemon's state is read or written.
+		if temp, err = os.MkdirTemp("", "milterd-scan-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(temp)
+		cfg.DataDir, cfg.Store.File, cfg.SecretKeyFile = temp, "", ""
+		cfg.Store.Redis = config.Redis{}
+	}
+	log := newLogger(cfg, stderr)
+	if temp != "" {
+		log = discardLogger // "created a new secret key" is about the temporary one
+	}
+	rt, err := newRuntime(cfg, log, metrics.New(prometheus.NewRegistry()))
+	if err != nil {
+		return err
+	}
+	rp := &replay{rt: rt}
+	defer rp.Close()
+
+	s := &scanner{rp: rp, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
+	s.out.SetEscapeHTML(false)
+	if !*quiet {
+		s.progress = stderr
+	}
+	ctx := context.Background()
+	for _, path := range fs.Args() {
+		opts := corpus.Options{
+			MaxSize: 64 << 20,
+			OnSkip: func(name string, reason error) error {
+				if errors.Is(reason, corpus.ErrTooLarge) {
+					fmt.Fprintf(stderr, "milterd scan: skipped %s: %v\n", name, reason)
+				}
+				return nil
+			},
+		}
+		err := opts.Walk(path, func(m *corpus.Message) error {
+			return s.scan(ctx, m)
+		})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	return s.finish(*top)
+}
+
+// scanner holds the state of one scan.
+type scanner struct {
+	rp       *replay
+	out      *json.Encoder
+	progress io.Writer
+	from     string
+	rcpts    []string
+	dated    bool
+	last     time.Time // the previous message's arrival time
+	start    time.Time
+	lastTick time.Time
+
+	n, tagged, unsigned, errs int
+	byFamily                  map[string]int
+	// Cluster bookkeeping: messages joined by shared keys (union-find).
+	parent   []int
+	keyOwner map[signature.Key]int
+	bulk     []bool
+	names    []string
+	subjects []string
+}
+
+func (s *scanner) recipients(raw []byte) []string {
+	switch s.from {
+	case "flag":
+		return s.rcpts
+	case "headers":
+		if m, err := mail.ReadMessage(bytes.NewReader(raw)); err == nil {
+			var out []string
+			for _, k := range []string{"To", "Cc"} {
+				if l, err := m.Header.AddressList(k); err == nil {
+					for _, a := range l {
+						out = append(out, a.Address)
+					}
+				}
+			}
+			if len(out) > 0 {
+				return out
+			}
+		}
+	}
+	// One new recipient per message: counts become numbers of messages,
+	// which is what a corpus with one recipient per message can say.
+	return []string{fmt.Sprintf("scan-recipient-%d@scan.invalid", s.n)}
+}
+
+func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
+	if s.byFamily == nil {
+		s.byFamily, s.keyOwner = map[string]int{}, map[signature.Key]int{}
+	}
+	s.n++
+	rcpts := s.recipients(m.Data)
+	hm, herr := mail.ReadMessage(bytes.NewReader(m.Data))
+	var at time.Time
+	if s.dated {
+		at = s.last
+		if herr == nil {
+			if d, err := mail.ParseDate(hm.Header.Get("Date")); err == nil {
+				at = d
+			}
+		}
+		s.last = at
+	}
+	v := s.rp.Check(ctx, m.Data, rcpts, at)
+	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
+	if herr == nil {
+		rec.MessageID = strings.TrimSpace(hm.Header.Get("Message-Id"))
+		if !at.IsZero() {
+			rec.Time = at.UTC().Format(time.RFC3339)
+		}
+	}
+	if a := v.Analysis; a != nil {
+		rec.Subject = a.Text.Subject
+		if len(rec.Subject) > 120 {
+			rec.Subject = strings.ToValidUTF8(rec.Subject[:120], "") + "…"
+		}
+		for _, d := range a.Text.Defects {
+			rec.Defects = append(rec.Defects, string(d.Kind))
+		}
+		rec.Keys = map[string]string{}
+		for _, k := range a.Keys {
+			f := k.Family.String()
+			id := fmt.Sprintf("%d:%08x", k.Index, k.Hash>>32)
+			if rec.Keys[f] != "" {
+				id = " " + id
+			}
+			rec.Keys[f] += id
+		}
+		for _, ex := range a.Explains {
+			if ex.Keys == 0 {
+				if rec.Declined == nil {
+					rec.Declined = map[string]string{}
+				}
+				rec.Declined[ex.Family.String()] = ex.Declined
+			}
+		}
+	}
+	if v.Err != nil {
+		rec.Error = v.Err.Error()
+		s.errs++
+	} else if !v.Unsigned {
+		rec.Family = v.Family.String()
+		rec.Volumes = map[string]int64{}
+		for f, vol := range v.Volumes {
+			rec.Volumes[f.String()] = vol
+		}
+	}
+	if v.Unsigned {
+		s.unsigned++
+	}
+	if v.Bulk {
+		s.tagged++
+		s.byFamily[v.Family.String()]++
+	}
+	s.cluster(v, m.Name, rec.Subject)
+	if err := s.out.Encode(rec); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if s.progress != nil && time.Since(s.lastTick) > 2*time.Second {
+		s.lastTick = time.Now()
+		el := time.Since(s.start).Seconds()
+		fmt.Fprintf(s.progress, "%d messages, %d tagged (%.0f/s)\n", s.n, s.tagged, float64(s.n)/el)
+	}
+	return nil
+}
+
+// cluster joins the message to every earlier message it shares a key with.
+func (s *scanner) cluster(v detect.Verdict, name, subject string) {
+	i := len(s.parent)
+	s.parent = append(s.parent, i)
+	s.bulk = append(s.bulk, v.Bulk)
+	s.names = append(s.names, name)
+	s.subjects = append(s.subjects, subject)
+	if v.Analysis == nil {
+		return
+	}
+	for _, k := range v.Analysis.Keys {
+		if j, ok := s.keyOwner[k]; ok {
+			s.union(i, j)
+		} else {
+			s.keyOwner[k] = i
+		}
+	}
+}
+
+func (s *scanner) find(i int) int {
+	for s.parent[i] != i {
+		s.parent[i] = s.parent[s.parent[i]]
+		i = s.parent[i]
+	}
+	return i
+}
+
+func (s *scanner) union(a, b int) {
+	a, b = s.find(a), s.find(b)
+	if a == b {
+		return
+	}
+	if a < b {
+		a, b = b, a
+	}
+	s.parent[a] = b // the earliest message is the root
+}
+
+func (s *scanner) finish(top int) error {
+	var sum scanSummary
+	out := &sum.Summary
+	out.Messages, out.Tagged, out.Unsigned, out.Errors = s.n, s.tagged, s.unsigned, s.errs
+	out.ByFamily = s.byFamily
+	out.Store, out.Version = s.rp.rt.storeName, s.rp.rt.set.Version()
+	out.Seconds = time.Since(s.start).Seconds()
+	sizes := map[int]*scanCluster{}
+	for i := range s.parent {
+		r := s.find(i)
+		c := sizes[r]
+		if c == nil {
+			c = &scanCluster{First: s.names[r], Subject: s.subjects[r]}
+			sizes[r] = c
+		}
+		c.Size++
+		if s.bulk[i] {
+			c.Tagged++
+		}
+	}
+	for _, c := range sizes {
+		if c.Size > 1 {
+			out.Clusters = append(out.Clusters, *c)
+		}
+	}
+	sort.SliceStable(out.Clusters, func(i, j int) bool {
+		if out.Clusters[i].Size != out.Clusters[j].Size {
+			return out.Clusters[i].Size > out.Clusters[j].Size
+		}
+		return out.Clusters[i].First < out.Clusters[j].First
+	})
+	out.Clusters = out.Clusters[:min(top, len(out.Clusters))]
+	if err := s.out.Encode(sum); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if s.progress != nil {
+		fmt.Fprintf(s.progress, "%d messages, %d tagged, %d unsigned, %d errors in %.1f s; store %s\n",
+			s.n, s.tagged, s.unsigned, s.errs, out.Seconds, out.Store)
+		for _, c := range out.Clusters {
+			fmt.Fprintf(s.progress, "  cluster of %d (%d tagged): %s %q\n", c.Size, c.Tagged, c.First, c.Subject)
+		}
+	}
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+var _ flag.Value = (*stringList)(nil)
+
+// discardLogger drops every record (offline commands that build many
+// runtimes).
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
