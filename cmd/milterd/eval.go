@@ -19,9 +19,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
-// The offline commands of this file and scan.go register here: main.go
-// builds its command list in an init that runs after this file's (files
-// initialise in name order) and before scan.go's.
+// The offline commands of this file and scan.go register here.
 func init() {
 	offlineCommands = append(offlineCommands,
 		command{"scan", "replay mailboxes through the pipeline and print each verdict (dry run)", scanCommand},
