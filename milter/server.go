@@ -16,8 +16,11 @@
 // instead of accumulating them across stages, ignores negotiated no-reply
 // flags (a reject came back as continue) and has no graceful shutdown.
 // Known traps of the fork, handled here: it does not recover panics (every
-// callback recovers), it clears HELO-stage macros on ABORT (connection facts
-// are kept in session state), and when a milter requests any macro list
+// callback recovers), it trusts packet framing and panics or allocates up
+// to 512 MiB on a malformed packet (guard.go checks every packet first),
+// its Serve returns on the first failed Accept (the guard retries), it
+// clears HELO-stage macros on ABORT (connection facts are kept in session
+// state), and when a milter requests any macro list
 // Postfix sends only the macros listed (every macro used is requested, for
 // every stage).
 package milter
@@ -180,7 +183,7 @@ func NewServer(opt Options) *Server {
 
 // Serve accepts MTA connections on ln until Shutdown or Close.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.ms.Serve(ln)
+	err := s.ms.Serve(guardListener{Listener: ln, met: s.opt.Metrics, log: s.opt.Logger})
 	if errors.Is(err, gomilter.ErrServerClosed) {
 		return nil
 	}

@@ -5,16 +5,12 @@
 package mtaclient
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/d--j/go-milter"
-	"github.com/emersion/go-message/textproto"
 )
 
 // Envelope is the SMTP side of one message.
@@ -31,6 +27,9 @@ type Envelope struct {
 type Result struct {
 	Action *milter.Action
 	Mods   []milter.ModifyAction
+	// Wait is how long the MTA waited for the reply after the end of the
+	// message, the time a milter adds to the SMTP transaction.
+	Wait time.Duration
 }
 
 // Header returns the value of the first added header with the name, and
@@ -109,9 +108,9 @@ func check(act *milter.Action, err error) error {
 	return nil
 }
 
-// Send sends one message with the session's envelope and the given
-// sender and recipients (empty values keep the envelope's).
-func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) {
+// head sends a message's envelope and header fields: everything up to the
+// body.
+func (s *Session) head(from string, rcpts []string, msg []byte) (Result, error) {
 	if from == "" {
 		from = s.env.From
 	}
@@ -150,32 +149,64 @@ func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) 
 	if err := check(s.s.DataStart()); err != nil {
 		return Result{}, fmt.Errorf("data: %w", err)
 	}
-	hdr, body, err := split(msg)
-	if err != nil {
-		return Result{}, err
-	}
-	for f := hdr.Fields(); f.Next(); {
-		raw, err := f.Raw()
-		if err != nil {
-			return Result{}, err
-		}
-		// The MTA passes the value as it appears after the colon, folding
-		// kept, without the final line break and the leading space.
-		_, value, _ := bytes.Cut(raw, []byte(":"))
-		value = bytes.TrimSuffix(value, []byte("\r\n"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if err := check(s.s.HeaderField(f.Key(), string(value), nil)); err != nil {
-			return Result{}, fmt.Errorf("header %s: %w", f.Key(), err)
+	fields, _ := split(msg)
+	for _, f := range fields {
+		if err := check(s.s.HeaderField(f.name, f.value, nil)); err != nil {
+			return Result{}, fmt.Errorf("header %s: %w", f.name, err)
 		}
 	}
 	if err := check(s.s.HeaderEnd()); err != nil {
 		return Result{}, fmt.Errorf("end of header: %w", err)
 	}
-	mods, act, err := s.s.BodyReadFrom(bytes.NewReader(toCRLF(body)))
-	if err != nil {
-		return Result{}, fmt.Errorf("body: %w", err)
+	return Result{}, nil
+}
+
+// bodyChunk is the largest body packet a milter must accept (64 KiB, less
+// the command byte), the size Postfix sends.
+const bodyChunk = 65535
+
+// Send sends one message with the session's envelope and the given
+// sender and recipients (empty values keep the envelope's).
+func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) {
+	_, body := split(msg)
+	if _, err := s.head(from, rcpts, msg); err != nil {
+		return Result{}, err
 	}
-	return Result{Action: act, Mods: mods}, nil
+	body = toCRLF(body)
+	for len(body) > 0 {
+		n := min(len(body), bodyChunk)
+		if err := check(s.s.BodyChunk(body[:n])); err != nil {
+			return Result{}, fmt.Errorf("body: %w", err)
+		}
+		body = body[n:]
+	}
+	start := time.Now()
+	mods, act, err := s.s.End()
+	if err != nil {
+		return Result{}, fmt.Errorf("end of message: %w", err)
+	}
+	return Result{Action: act, Mods: mods, Wait: time.Since(start)}, nil
+}
+
+// SendCut starts a message like Send but sends only the first bodyBytes
+// of its body, then closes the connection without end of message, as an
+// MTA whose SMTP client vanished mid-DATA, or that crashed, would. The
+// session cannot be used afterwards.
+func (s *Session) SendCut(from string, rcpts []string, msg []byte, bodyBytes int) error {
+	defer s.Close()
+	_, body := split(msg)
+	if _, err := s.head(from, rcpts, msg); err != nil {
+		return err
+	}
+	body = toCRLF(body)[:min(bodyBytes, len(body))]
+	for len(body) > 0 {
+		n := min(len(body), bodyChunk)
+		if err := check(s.s.BodyChunk(body[:n])); err != nil {
+			return fmt.Errorf("body: %w", err)
+		}
+		body = body[n:]
+	}
+	return nil
 }
 
 // Close ends the MTA connection.
@@ -191,15 +222,57 @@ func (c *Client) Send(env Envelope, msg []byte) (Result, error) {
 	return s.Send("", nil, msg)
 }
 
-// split parses a raw message into its header and body.
-func split(msg []byte) (textproto.Header, []byte, error) {
-	br := bufio.NewReader(bytes.NewReader(toCRLF(msg)))
-	h, err := textproto.ReadHeader(br)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return h, nil, fmt.Errorf("parse message header: %w", err)
+type field struct{ name, value string }
+
+// split cuts a raw message into header fields and body the way an MTA
+// does, tolerating anything: the header ends at the first empty line or
+// at the first line that is neither a field nor a continuation, which
+// then starts the body. A value is passed as it appears after the colon,
+// folding kept, without the final line break and the one leading space
+// (Postfix's default, without SMFIP_HDR_LEADSPC).
+func split(msg []byte) ([]field, []byte) {
+	var fields []field
+	rest := msg
+	for len(rest) > 0 {
+		line, next := cutLine(rest)
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return finish(fields), next // the empty line ending the header
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if len(fields) == 0 {
+				return nil, rest
+			}
+			fields[len(fields)-1].value += string(line)
+			rest = next
+			continue
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
+			return finish(fields), rest // not a field: the body starts here
+		}
+		fields = append(fields, field{name: string(line[:colon]), value: string(line[colon+1:])})
+		rest = next
 	}
-	body, _ := io.ReadAll(br)
-	return h, body, nil
+	return finish(fields), nil
+}
+
+// cutLine returns the first line of b with its line break, and the rest.
+func cutLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1], b[i+1:]
+	}
+	return b, nil
+}
+
+// finish trims each value: one leading space, the final line break.
+func finish(fields []field) []field {
+	for i := range fields {
+		v := strings.TrimPrefix(fields[i].value, " ")
+		v = strings.TrimSuffix(v, "\n")
+		v = strings.TrimSuffix(v, "\r")
+		fields[i].value = v
+	}
+	return fields
 }
 
 // toCRLF turns LF line ends into CRLF, as on the wire.
