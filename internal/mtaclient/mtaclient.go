@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/d--j/go-milter"
@@ -46,7 +47,7 @@ func (r Result) Header(name string) (string, bool) {
 // Client connects to one milter.
 type Client struct {
 	c   *milter.Client
-	seq int
+	seq atomic.Int64 // queue IDs; sessions of one client may run concurrently
 }
 
 // New returns a client for the milter at network/addr ("tcp",
@@ -124,10 +125,10 @@ func (s *Session) head(from string, rcpts []string, msg []byte) (Result, error) 
 		}
 	}
 	s.sent++
-	s.cl.seq++
+	seq := s.cl.seq.Add(1)
 	qid := s.env.QueueID
 	if qid == "" {
-		qid = fmt.Sprintf("Q%08X", s.cl.seq)
+		qid = fmt.Sprintf("Q%08X", seq)
 	}
 	s.macros.Set(milter.MacroAuthAuthen, s.env.AuthUser)
 	if s.env.AuthUser != "" {
