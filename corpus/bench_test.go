@@ -1,8 +1,10 @@
-package corpus
+package corpus_test
 
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/bulkmilter/bulkmilter/corpus"
 )
 
 // benchmarkWalk reports messages/s and MB/s (of delivered message bytes) for one corpus
@@ -11,7 +13,7 @@ func benchmarkWalk(b *testing.B, rel string) {
 	p := filepath.Join(corporaDir(b), rel)
 	var msgs, bytes int64
 	for b.Loop() {
-		if err := Walk(p, func(m *Message) error {
+		if err := corpus.Walk(p, func(m *corpus.Message) error {
 			msgs++
 			bytes += int64(len(m.Data))
 			return nil

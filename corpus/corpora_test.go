@@ -1,4 +1,4 @@
-package corpus
+package corpus_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmilter/bulkmilter/corpus"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
@@ -70,9 +71,9 @@ func TestCorpora(t *testing.T) {
 			names := make(map[string]bool)
 			mailErrs := 0
 			var size int64
-			opts := Options{
+			opts := corpus.Options{
 				OnSkip: func(name string, reason error) error {
-					if errors.Is(reason, ErrTooLarge) {
+					if errors.Is(reason, corpus.ErrTooLarge) {
 						t.Errorf("%s: %v", name, reason)
 					}
 					skipped = append(skipped, name)
@@ -82,7 +83,7 @@ func TestCorpora(t *testing.T) {
 			if tt.filter != "" {
 				opts.Filter = func(n string) bool { return strings.HasPrefix(n, tt.filter) }
 			}
-			err := opts.Walk(filepath.Join(root, tt.path), func(m *Message) error {
+			err := opts.Walk(filepath.Join(root, tt.path), func(m *corpus.Message) error {
 				counts[m.Label]++
 				size += int64(len(m.Data))
 				if names[m.Name] {
@@ -100,11 +101,11 @@ func TestCorpora(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Walk: %v", err)
 			}
-			total := counts[Unknown] + counts[Ham] + counts[Spam]
-			t.Logf("%d messages (%d ham, %d spam, %d unknown), %.1f MB, %d skipped", total, counts[Ham], counts[Spam], counts[Unknown], float64(size)/1e6, len(skipped))
-			if total != tt.total || counts[Ham] != tt.ham || counts[Spam] != tt.spam || counts[Unknown] != tt.unknown {
+			total := counts[corpus.Unknown] + counts[corpus.Ham] + counts[corpus.Spam]
+			t.Logf("%d messages (%d ham, %d spam, %d unknown), %.1f MB, %d skipped", total, counts[corpus.Ham], counts[corpus.Spam], counts[corpus.Unknown], float64(size)/1e6, len(skipped))
+			if total != tt.total || counts[corpus.Ham] != tt.ham || counts[corpus.Spam] != tt.spam || counts[corpus.Unknown] != tt.unknown {
 				t.Errorf("got %d messages (%d ham, %d spam, %d unknown), want %d (%d ham, %d spam, %d unknown)",
-					total, counts[Ham], counts[Spam], counts[Unknown], tt.total, tt.ham, tt.spam, tt.unknown)
+					total, counts[corpus.Ham], counts[corpus.Spam], counts[corpus.Unknown], tt.total, tt.ham, tt.spam, tt.unknown)
 			}
 			if len(skipped) != tt.skips {
 				t.Errorf("got %d skipped, want %d; first: %q", len(skipped), tt.skips, skipped[:min(len(skipped), 10)])

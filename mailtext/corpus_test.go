@@ -16,34 +16,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
-// corporaDir finds the shared corpora as ../shared/corpora from the
-// directory holding go.mod. Without them the test fails under CI=true and
-// skips loudly otherwise.
-func corporaDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("no go.mod above the package directory")
-		}
-		dir = parent
-	}
-	c := filepath.Join(dir, "..", "shared", "corpora")
-	if _, err := os.Stat(c); err != nil {
-		if testenv.InCI() {
-			tb.Fatalf("corpora not found at %s: %v", c, err)
-		}
-		tb.Skipf("SKIPPED, NOT TESTED: corpora not found at %s (%v); this test needs the shared corpora", c, err)
-	}
-	return c
-}
+func corporaDir(tb testing.TB) string { return testenv.Corpora(tb) }
 
 // msgTimeout bounds the time one message may take before the sweep calls
 // it a hang. It is far above the real cost (well under a millisecond) so

@@ -19,39 +19,17 @@ import (
 	"sync"
 	"testing"
 	"unicode"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
-// corporaDir returns ../shared/corpora relative to the module root, or
-// $CORPORA when set (for a checkout elsewhere).
-func corporaDir(tb testing.TB) string {
-	tb.Helper()
-	if d := os.Getenv("CORPORA"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	return filepath.Join(dir, "..", "shared", "corpora")
-}
-
-// corpusFile returns the path of a corpus archive, skipping the test
-// loudly when it is missing (failing under CI=true).
+// corpusFile returns the path of a corpus archive, failing under CI=true
+// and skipping loudly otherwise when it is missing.
 func corpusFile(tb testing.TB, rel string) string {
 	tb.Helper()
-	p := filepath.Join(corporaDir(tb), rel)
+	p := filepath.Join(testenv.Corpora(tb), rel)
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
+		if testenv.InCI() {
 			tb.Fatalf("corpus %s missing under CI: %v", p, err)
 		}
 		tb.Skipf("SKIPPED: corpus %s not available (%v); this test needs the shared corpora", p, err)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/corpus"
 	"github.com/bulkmilter/bulkmilter/eval"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
@@ -154,43 +155,21 @@ func splitList(s string) []string {
 	return out
 }
 
-// corporaDir finds the shared corpora: the flag, $CORPORA, or
-// ../shared/corpora beside the repository holding the working directory.
+// corporaDir finds the shared corpora: the flag, else corpus.DefaultDir
+// ($CORPORA or ../shared/corpora beside the repository).
 func corporaDir(flagValue string) (string, error) {
 	dir := flagValue
 	if dir == "" {
-		dir = os.Getenv("CORPORA")
-	}
-	if dir == "" {
-		root, err := repoRoot()
+		d, err := corpus.DefaultDir()
 		if err != nil {
-			return "", fmt.Errorf("corpora: no -corpora, no $CORPORA, and no repository above the working directory")
+			return "", fmt.Errorf("%w (use -corpora)", err)
 		}
-		dir = filepath.Join(root, "..", "shared", "corpora")
+		dir = d
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("corpora directory %s not found (use -corpora)", dir)
 	}
 	return dir, nil
-}
-
-// repoRoot returns the directory holding go.mod above the working
-// directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", os.ErrNotExist
-		}
-		dir = parent
-	}
 }
 
 // newEvalPipeline builds a runtime as the daemon does, with its own
