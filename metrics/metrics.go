@@ -55,7 +55,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"verdict"}),
 		actions: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "actions_total",
-			Help: "Actions taken on messages, by action (header, subject_tag, recipient_detail, quarantine, tempfail, discard).",
+			Help: "Actions taken on messages, by action (header, subject_tag, recipient_detail, quarantine, tempfail, discard, remove_forged).",
 		}, []string{"action"}),
 		signatures: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "signatures_total",

@@ -73,6 +73,7 @@ func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error 
 		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
 	}
 	if s.ownHeaders+s.fbHeaders > 0 {
+		s.srv.opt.Metrics.Action("remove_forged")
 		// Debug: a sender can add these to every message; the feedback
 		// handler reports untrusted feedback, rate-limited.
 		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)

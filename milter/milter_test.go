@@ -153,6 +153,9 @@ func TestVerdictHeaderReplacesForgedCopies(t *testing.T) {
 	if got := h.pipe.seen[0].Header.Get("X-Bulk"); got != "" {
 		t.Errorf("pipeline saw X-Bulk %q", got)
 	}
+	if got := labelled(t, h.reg, "bulkmilter_actions_total", "action", "remove_forged"); got != 1 {
+		t.Errorf("remove_forged actions = %v, want 1", got)
+	}
 }
 
 func TestBulkActions(t *testing.T) {
