@@ -42,6 +42,8 @@ type RedisOptions struct {
 	// clusterNode makes the server a cluster node on a port whose bus port
 	// (port+10000) is also free.
 	clusterNode bool
+	// sentinel runs the server in Sentinel mode (--sentinel).
+	sentinel bool
 }
 
 // Redis is a real redis-server process owned by one test.
@@ -208,7 +210,11 @@ func (r *Redis) start() error {
 		return fmt.Errorf("open %s: %w", r.outPath(), err)
 	}
 	defer out.Close()
-	cmd := exec.Command(r.bin, r.confPath())
+	args := []string{r.confPath()}
+	if r.opts.sentinel {
+		args = append(args, "--sentinel")
+	}
+	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
 	cmd.Stdout, cmd.Stderr = out, out
 	p, err := startProcess(cmd)
