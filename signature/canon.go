@@ -20,8 +20,10 @@ import (
 // the old form never mix with the new one. The Unicode tables of
 // golang.org/x/text (NFKC, case folding) follow the Go toolchain: a
 // toolchain that moves to a newer Unicode version changes the output for
-// newly assigned characters too.
-const CanonVersion = 1
+// newly assigned characters too. Version 2 reads leetspeak at word starts
+// and ends and in runs of four ("7housands", "cred17", "c0n501!dation")
+// and keeps ordinals and times ("3rd", "5pm") as numbers.
+const CanonVersion = 2
 
 // Canonicalize folds the text a reader sees into the canonical form every
 // Signer consumes. The steps, for each text (the Subject, then each part):
@@ -39,7 +41,8 @@ const CanonVersion = 1
 //  4. Each chunk is cleaned: punctuation around it is trimmed; links and
 //     e-mail addresses are dropped (link domains are features of their
 //     own); letters drawn with digits and symbols are read as letters when
-//     they sit among letters ("v1@gr@", "$ale", "|<", "\/"); a chunk whose
+//     they sit among letters or begin or end a word written that way
+//     ("v1@gr@", "$ale", "7h!nk", "|<", "\/"; see readLeet); a chunk whose
 //     letters mix scripts is folded to its majority script through the
 //     Unicode confusables table ("Рaypal" with a Cyrillic Р becomes
 //     "paypal", "cкидка" with a Latin c becomes "скидка"); a chunk written
@@ -672,6 +675,9 @@ func (st *canonState) fastChunk(b []byte) bool {
 			if i > 0 && i+1 < len(b) && asciiClass[b[i-1]]-acLower < 3 && asciiClass[b[i+1]]-acLower < 3 {
 				return false
 			}
+			if i == 0 && c == '!' && len(b) > 1 && asciiClass[b[1]]-acLower < 2 {
+				return false // "!mprove": maybe leetspeak
+			}
 		case acPair:
 			if i+1 < len(b) && b[i+1] == pairClose[c] {
 				return false
@@ -708,8 +714,12 @@ func (st *canonState) fastChunk(b []byte) bool {
 }
 
 // trimChunk removes punctuation around a chunk, keeping symbols that can
-// be letters there ("$ale", "viagr@").
+// be letters there ("$ale", "viagr@", a lone "!" before a letter:
+// "!mprove", not "!!!free").
 func trimChunk(rs []rune) []rune {
+	if len(rs) > 1 && rs[0] == '!' && isAlphaLetter(rs[1]) {
+		return trimEnd(rs)
+	}
 	for len(rs) > 0 {
 		r := rs[0]
 		if isAlnumRune(r) || isMark(r) || leetEdgeStart(r) || r == '|' || r == '\\' || r == '/' && len(rs) > 1 && rs[1] == '\\' {
@@ -717,6 +727,10 @@ func trimChunk(rs []rune) []rune {
 		}
 		rs = rs[1:]
 	}
+	return trimEnd(rs)
+}
+
+func trimEnd(rs []rune) []rune {
 	for len(rs) > 0 {
 		r := rs[len(rs)-1]
 		if isAlnumRune(r) || isMark(r) || leetEdgeEnd(r) || r == '/' || r == '|' || r == ')' && len(rs) > 1 && rs[len(rs)-2] == '|' {
@@ -762,14 +776,19 @@ func isLinkChunk(rs []rune) bool {
 	return false
 }
 
-// readLeet reads digits and symbols drawn as letters. A run of up to three
+// readLeet reads digits and symbols drawn as letters. A run of up to four
 // such characters becomes letters when letters stand on both sides
-// ("v1@gra", "he11o"). At the edge of a word of three letters or more, a
-// run is read when it holds a symbol that begins or ends words in that
-// style and at most one digit ("$ale", "viagr@", "cial1$"), or is a single
-// letter-shaped digit ("emai1", "0rder").
+// ("v1@gra", "he11o", "c0n501!dation"). A word with such a run, or with a
+// multi-character drawing, is written in leetspeak: its edge runs of up to
+// three are letters too ("7h!nk1n9", "ra7e5"). Otherwise an edge run is
+// read when it holds a symbol that begins or ends words in that style and
+// at most one digit ("$ale", "viagr@", "cial1$"), or is letter-shaped
+// digits beside enough letters (edgeRun: "emai1", "0rder", "7housands",
+// "10west", "cred17"), so that numbers with a unit ("10mg", "5pm",
+// "10usd") keep their digits.
 func readLeet(rs []rune) ([]rune, bool) {
 	changed := false
+	inLeet := false // a drawing or a run between letters was read
 	// Multi-character drawings first: "|<" → k, "\/" → v.
 	for i := 0; i < len(rs); i++ {
 		switch rs[i] {
@@ -789,7 +808,7 @@ func readLeet(rs []rune) ([]rune, bool) {
 			}
 			rs[i] = rune(sq.c)
 			rs = append(rs[:i+1], rs[i+n:]...)
-			changed = true
+			changed, inLeet = true, true
 			break
 		}
 	}
@@ -830,13 +849,14 @@ func readLeet(rs []rune) ([]rune, bool) {
 			rightLetter := j < len(rs) && isAlphaLetter(rs[j])
 			ok := false
 			switch {
-			case len(run) > 3:
+			case len(run) > 4:
 			case pass == 0:
 				ok = leftLetter && rightLetter
+				inLeet = inLeet || ok
 			case i == 0 && rightLetter:
-				ok = edgeRun(run, leetEdgeStart, letters, false)
+				ok = edgeRun(run, leetEdgeStart, letters, false, inLeet)
 			case j == len(rs) && leftLetter:
-				ok = edgeRun(run, leetEdgeEnd, letters, true)
+				ok = edgeRun(run, leetEdgeEnd, letters, true, inLeet)
 			}
 			if ok {
 				for k := i; k < j; k++ {
@@ -851,16 +871,42 @@ func readLeet(rs []rune) ([]rune, bool) {
 }
 
 // edgeRun decides whether a run of leet characters at the edge of a word
-// of the given number of letters is letters: a run holding a symbol
-// allowed at that edge and at most one digit ("bu¥", "c!@l!$"), or
-// letter-shaped digits: one at the start ("0ur"; "10mg" is a quantity), up
-// to two at the end ("emai1", "pi11"), in words of two letters or more.
-func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
-	if allDigitShaped(run) {
+// of the given number of letters is letters. In a word already read as
+// leetspeak (inLeet), any run of up to three is. Otherwise a run holding a
+// symbol allowed at that edge and at most one digit is ("bu¥", "c!@l!$"),
+// and so is a "!" before three letters or more ("!mprove"). Digits: at the
+// end of a word up to three ("emai1", "tha7", "cred17", "ra735"); at the
+// start, where a number and its unit or ordinal are common ("5pm", "3rd",
+// "10mg", "10usd"), one before three letters or more ("7housands"), two
+// before four or more ("10west"), or a 0 before two ("0ur": numbers do not
+// begin with 0).
+func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd, inLeet bool) bool {
+	if letters < 2 {
+		return false
+	}
+	if inLeet {
+		return len(run) <= 3
+	}
+	if allDigits(run) {
 		if atEnd {
-			return len(run) <= 2 && letters >= 2
+			switch len(run) {
+			case 1:
+				return letters >= 3 || leetEdgeDigit(run[0])
+			case 2, 3:
+				return true
+			}
+			return false
 		}
-		return len(run) == 1 && letters >= 2
+		switch len(run) {
+		case 1:
+			return letters >= 3 || run[0] == '0'
+		case 2:
+			return letters >= 4
+		}
+		return false
+	}
+	if !atEnd && len(run) == 1 && run[0] == '!' {
+		return letters >= 3
 	}
 	digits, symbol := 0, false
 	for _, r := range run {
@@ -871,12 +917,13 @@ func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
 			symbol = true
 		}
 	}
-	return symbol && digits <= 1 && letters >= 2
+	return symbol && digits <= 1
 }
 
-func allDigitShaped(run []rune) bool {
+// allDigits reports a run of digits only.
+func allDigits(run []rune) bool {
 	for _, r := range run {
-		if !leetEdgeDigit(r) {
+		if r < '0' || r > '9' {
 			return false
 		}
 	}
