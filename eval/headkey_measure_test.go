@@ -1,0 +1,104 @@
+package eval
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/bulkmilter/bulkmilter/mailtext"
+	"github.com/bulkmilter/bulkmilter/signature"
+)
+
+var measure = flag.Bool("measure", false, "run the measurements on the shared corpora")
+
+// sharedCorpora finds ../shared/corpora beside the repository ($CORPORA
+// overrides it).
+func sharedCorpora(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("CORPORA"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared", "corpora")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// TestMeasureHeadKey measures the chance collisions of a key over the
+// first N canonical words of the body (a defence against appended noise
+// that is not built) in the ham stream, all in one window:
+// docs/evaluation.md, "Measured, not built". go test ./eval -run
+// MeasureHeadKey -measure -v
+func TestMeasureHeadKey(t *testing.T) {
+	if !*measure {
+		t.Skip("measurement; run with -measure")
+	}
+	items, err := HamStream(sharedCorpora(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type doc struct {
+		tokens []string
+		list   bool
+		name   string
+	}
+	docs := make([]doc, 0, len(items))
+	for _, it := range items {
+		text := mailtext.Extract(bytes.NewReader(it.Raw), mailtext.Limits{})
+		var src signature.Source
+		for _, p := range text.Parts {
+			src.Parts = append(src.Parts, p.Text)
+		}
+		docs = append(docs, doc{signature.Canonicalize(src).Tokens, isListMail(it.Raw), it.Name})
+	}
+	if len(docs) < 5000 {
+		t.Fatalf("ham stream: %d messages, want the 5,354 of docs/evaluation.md", len(docs))
+	}
+	for _, n := range []int{10, 20, 30, 50} {
+		groups := map[string][]int{}
+		for i, d := range docs {
+			if len(d.tokens) >= n {
+				k := strings.Join(d.tokens[:n], " ")
+				groups[k] = append(groups[k], i)
+			}
+		}
+		signed, sharing, big, bigMsgs, bigPersonal := 0, 0, 0, 0, 0
+		var sizes []int
+		for k, g := range groups {
+			signed += len(g)
+			sizes = append(sizes, len(g))
+			if len(g) > 1 {
+				sharing += len(g)
+			}
+			if len(g) < 10 {
+				continue
+			}
+			big++
+			bigMsgs += len(g)
+			for _, i := range g {
+				if !docs[i].list {
+					bigPersonal++
+				}
+			}
+			t.Logf("N=%d: a group of %d, first %s: %.80s", n, len(g), docs[g[0]].name, k)
+		}
+		slices.Sort(sizes)
+		slices.Reverse(sizes)
+		t.Logf("N=%d: %d of %d messages have N words; %d share their key; %d groups of >= 10 (%d messages, %d without list headers); largest %v",
+			n, signed, len(docs), sharing, big, bigMsgs, bigPersonal, sizes[:min(6, len(sizes))])
+	}
+}
