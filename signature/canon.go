@@ -511,7 +511,7 @@ func (st *canonState) chunk(b []byte) {
 	}
 	// Leetspeak needs a letter and a word's length: "\\/1@9r@" has one
 	// letter, "$5" none.
-	if letters >= 1 && cand > 0 && letters+cand >= 3 {
+	if letters >= 1 && cand > 0 && letters+cand >= 3 && !isDate(rs) {
 		rs, changed = readLeet(rs)
 	}
 	leet := changed
@@ -778,9 +778,10 @@ func isLinkChunk(rs []rune) bool {
 
 // readLeet reads digits and symbols drawn as letters. A run of up to four
 // such characters becomes letters when letters stand on both sides
-// ("v1@gra", "he11o", "c0n501!dation"). A word with such a run, or with a
-// multi-character drawing, is written in leetspeak: its edge runs of up to
-// three are letters too ("7h!nk1n9", "ra7e5"). Otherwise an edge run is
+// ("v1@gra", "he11o", "c0n501!dation"). A word with such a run, with a
+// multi-character drawing, or with one such character at each edge
+// ("1as7") is written in leetspeak: its edge runs of up to three are
+// letters too ("7h!nk1n9", "ra7e5"). Otherwise an edge run is
 // read when it holds a symbol that begins or ends words in that style and
 // at most one digit ("$ale", "viagr@", "cial1$"), or is letter-shaped
 // digits beside enough letters (edgeRun: "emai1", "0rder", "7housands",
@@ -835,6 +836,12 @@ func readLeet(rs []rune) ([]rune, bool) {
 				letters++
 			}
 		}
+		if pass == 1 && letters > 0 && len(rs) > 3 && leetLetter(rs[0]) != 0 && leetLetter(rs[len(rs)-1]) != 0 &&
+			isAlphaLetter(rs[1]) && isAlphaLetter(rs[len(rs)-2]) {
+			// One leet character at each edge: "1as7", "!nt0" ("10may03" and
+			// "1.0rc1" are a date and a version).
+			inLeet = true
+		}
 		for i := 0; i < len(rs); {
 			if leetLetter(rs[i]) == 0 {
 				i++
@@ -870,12 +877,47 @@ func readLeet(rs []rune) ([]rune, bool) {
 	return rs, changed
 }
 
+// months are the English month names and abbreviations: a chunk of digits
+// around one of them is a date ("10May03", "15-Jun-2024"), not leetspeak.
+var months = []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+	"january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december"}
+
+// isDate reports a chunk made of ASCII digits, punctuation and one month
+// name.
+func isDate(rs []rune) bool {
+	var name [9]byte
+	n, digits := 0, 0
+	for i, r := range rs {
+		switch {
+		case '0' <= r && r <= '9':
+			digits++
+		case 'a' <= r|0x20 && r|0x20 <= 'z':
+			if n == len(name) || n > 0 && !('a' <= rs[i-1]|0x20 && rs[i-1]|0x20 <= 'z') {
+				return false // too long, or a second word
+			}
+			name[n] = byte(r | 0x20)
+			n++
+		case r >= 0x80:
+			return false
+		}
+	}
+	if digits == 0 || n < 3 {
+		return false
+	}
+	for _, m := range months {
+		if m == string(name[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
 // edgeRun decides whether a run of leet characters at the edge of a word
 // of the given number of letters is letters. In a word already read as
 // leetspeak (inLeet), any run of up to three is. Otherwise a run holding a
 // symbol allowed at that edge and at most one digit is ("bu¥", "c!@l!$"),
 // and so is a "!" before three letters or more ("!mprove"). Digits: at the
-// end of a word up to three ("emai1", "tha7", "cred17", "ra735"); at the
+// end of a word up to three ("emai1", "bu7", "cred17", "ra735"); at the
 // start, where a number and its unit or ordinal are common ("5pm", "3rd",
 // "10mg", "10usd"), one before three letters or more ("7housands"), two
 // before four or more ("10west"), or a 0 before two ("0ur": numbers do not
@@ -890,9 +932,7 @@ func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd, inLeet bool) 
 	if allDigits(run) {
 		if atEnd {
 			switch len(run) {
-			case 1:
-				return letters >= 3 || leetEdgeDigit(run[0])
-			case 2, 3:
+			case 1, 2, 3:
 				return true
 			}
 			return false

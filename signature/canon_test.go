@@ -94,6 +94,11 @@ func TestCanonEquivalence(t *testing.T) {
 				"Th0usands of improvemen75 at the 10w35t ra7es, credit consolidation for th05e",
 				"Thousands of improvements at the lowest rates, credit c0n$0l!d47!0n for those",
 			}},
+		{"short words with leetspeak at both edges or at the end", "Get into the last deal but not now",
+			[]string{
+				"Get !nt0 the 1as7 deal bu7 no7 now",
+				"Get in7o the la$t dea1 but n0t now",
+			}},
 		{"doubled letters and letter-like Latin letters", "A top team of British scientists and medical doctors developed it",
 			[]string{
 				"A top teamm of \u00DFritish scientistss and med\u00EDca| doctoors developed it",
@@ -306,6 +311,7 @@ func TestCanonOrdinaryNumbers(t *testing.T) {
 		{"10x 3x4 4k 1080p 64bit 3D", "0x 0x0 0k 0p 0bit 0d"},
 		{"Call 555-1234 or +1 (800) 555-0199, ext. 42", "cai or ext"},
 		{"room 101, flight BA2490, order #A-4482-X", "rom fight ba0 order a0x"},
+		{"on 10May03 at 1.0rc1, 15-Jun-2024, 3x, 4x4", "on 0may0 at 0rci 0jun0 0x 0x0"},
 	}
 	for _, tc := range tests {
 		if got := strings.Join(canon(tc.text).Tokens, " "); got != tc.tokens {
