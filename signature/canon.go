@@ -20,8 +20,10 @@ import (
 // the old form never mix with the new one. The Unicode tables of
 // golang.org/x/text (NFKC, case folding) follow the Go toolchain: a
 // toolchain that moves to a newer Unicode version changes the output for
-// newly assigned characters too.
-const CanonVersion = 1
+// newly assigned characters too. Version 2 reads leetspeak at word starts
+// and ends and in runs of four ("7housands", "cred17", "c0n501!dation")
+// and keeps ordinals and times ("3rd", "5pm") as numbers.
+const CanonVersion = 2
 
 // Canonicalize folds the text a reader sees into the canonical form every
 // Signer consumes. The steps, for each text (the Subject, then each part):
@@ -39,7 +41,8 @@ const CanonVersion = 1
 //  4. Each chunk is cleaned: punctuation around it is trimmed; links and
 //     e-mail addresses are dropped (link domains are features of their
 //     own); letters drawn with digits and symbols are read as letters when
-//     they sit among letters ("v1@gr@", "$ale", "|<", "\/"); a chunk whose
+//     they sit among letters or begin or end a word written that way
+//     ("v1@gr@", "$ale", "7h!nk", "|<", "\/"; see readLeet); a chunk whose
 //     letters mix scripts is folded to its majority script through the
 //     Unicode confusables table ("Рaypal" with a Cyrillic Р becomes
 //     "paypal", "cкидка" with a Latin c becomes "скидка"); a chunk written
@@ -508,7 +511,7 @@ func (st *canonState) chunk(b []byte) {
 	}
 	// Leetspeak needs a letter and a word's length: "\\/1@9r@" has one
 	// letter, "$5" none.
-	if letters >= 1 && cand > 0 && letters+cand >= 3 {
+	if letters >= 1 && cand > 0 && letters+cand >= 3 && !isDate(rs) {
 		rs, changed = readLeet(rs)
 	}
 	leet := changed
@@ -672,6 +675,9 @@ func (st *canonState) fastChunk(b []byte) bool {
 			if i > 0 && i+1 < len(b) && asciiClass[b[i-1]]-acLower < 3 && asciiClass[b[i+1]]-acLower < 3 {
 				return false
 			}
+			if i == 0 && c == '!' && len(b) > 1 && asciiClass[b[1]]-acLower < 2 {
+				return false // "!mprove": maybe leetspeak
+			}
 		case acPair:
 			if i+1 < len(b) && b[i+1] == pairClose[c] {
 				return false
@@ -708,8 +714,12 @@ func (st *canonState) fastChunk(b []byte) bool {
 }
 
 // trimChunk removes punctuation around a chunk, keeping symbols that can
-// be letters there ("$ale", "viagr@").
+// be letters there ("$ale", "viagr@", a lone "!" before a letter:
+// "!mprove", not "!!!free").
 func trimChunk(rs []rune) []rune {
+	if len(rs) > 1 && rs[0] == '!' && isAlphaLetter(rs[1]) {
+		return trimEnd(rs)
+	}
 	for len(rs) > 0 {
 		r := rs[0]
 		if isAlnumRune(r) || isMark(r) || leetEdgeStart(r) || r == '|' || r == '\\' || r == '/' && len(rs) > 1 && rs[1] == '\\' {
@@ -717,6 +727,10 @@ func trimChunk(rs []rune) []rune {
 		}
 		rs = rs[1:]
 	}
+	return trimEnd(rs)
+}
+
+func trimEnd(rs []rune) []rune {
 	for len(rs) > 0 {
 		r := rs[len(rs)-1]
 		if isAlnumRune(r) || isMark(r) || leetEdgeEnd(r) || r == '/' || r == '|' || r == ')' && len(rs) > 1 && rs[len(rs)-2] == '|' {
@@ -762,14 +776,20 @@ func isLinkChunk(rs []rune) bool {
 	return false
 }
 
-// readLeet reads digits and symbols drawn as letters. A run of up to three
+// readLeet reads digits and symbols drawn as letters. A run of up to four
 // such characters becomes letters when letters stand on both sides
-// ("v1@gra", "he11o"). At the edge of a word of three letters or more, a
-// run is read when it holds a symbol that begins or ends words in that
-// style and at most one digit ("$ale", "viagr@", "cial1$"), or is a single
-// letter-shaped digit ("emai1", "0rder").
+// ("v1@gra", "he11o", "c0n501!dation"). A word with such a run, with a
+// multi-character drawing, or with one such character at each edge
+// ("1as7") is written in leetspeak: its edge runs of up to three are
+// letters too ("7h!nk1n9", "ra7e5"). Otherwise an edge run is
+// read when it holds a symbol that begins or ends words in that style and
+// at most one digit ("$ale", "viagr@", "cial1$"), or is letter-shaped
+// digits beside enough letters (edgeRun: "emai1", "0rder", "7housands",
+// "10west", "cred17"), so that numbers with a unit ("10mg", "5pm",
+// "10usd") keep their digits.
 func readLeet(rs []rune) ([]rune, bool) {
 	changed := false
+	inLeet := false // a drawing or a run between letters was read
 	// Multi-character drawings first: "|<" → k, "\/" → v.
 	for i := 0; i < len(rs); i++ {
 		switch rs[i] {
@@ -789,7 +809,7 @@ func readLeet(rs []rune) ([]rune, bool) {
 			}
 			rs[i] = rune(sq.c)
 			rs = append(rs[:i+1], rs[i+n:]...)
-			changed = true
+			changed, inLeet = true, true
 			break
 		}
 	}
@@ -816,6 +836,12 @@ func readLeet(rs []rune) ([]rune, bool) {
 				letters++
 			}
 		}
+		if pass == 1 && letters > 0 && len(rs) > 3 && leetLetter(rs[0]) != 0 && leetLetter(rs[len(rs)-1]) != 0 &&
+			isAlphaLetter(rs[1]) && isAlphaLetter(rs[len(rs)-2]) {
+			// One leet character at each edge: "1as7", "!nt0" ("10may03" and
+			// "1.0rc1" are a date and a version).
+			inLeet = true
+		}
 		for i := 0; i < len(rs); {
 			if leetLetter(rs[i]) == 0 {
 				i++
@@ -830,13 +856,14 @@ func readLeet(rs []rune) ([]rune, bool) {
 			rightLetter := j < len(rs) && isAlphaLetter(rs[j])
 			ok := false
 			switch {
-			case len(run) > 3:
+			case len(run) > 4:
 			case pass == 0:
 				ok = leftLetter && rightLetter
+				inLeet = inLeet || ok
 			case i == 0 && rightLetter:
-				ok = edgeRun(run, leetEdgeStart, letters, false)
+				ok = edgeRun(run, leetEdgeStart, letters, false, inLeet)
 			case j == len(rs) && leftLetter:
-				ok = edgeRun(run, leetEdgeEnd, letters, true)
+				ok = edgeRun(run, leetEdgeEnd, letters, true, inLeet)
 			}
 			if ok {
 				for k := i; k < j; k++ {
@@ -850,17 +877,76 @@ func readLeet(rs []rune) ([]rune, bool) {
 	return rs, changed
 }
 
-// edgeRun decides whether a run of leet characters at the edge of a word
-// of the given number of letters is letters: a run holding a symbol
-// allowed at that edge and at most one digit ("bu¥", "c!@l!$"), or
-// letter-shaped digits: one at the start ("0ur"; "10mg" is a quantity), up
-// to two at the end ("emai1", "pi11"), in words of two letters or more.
-func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
-	if allDigitShaped(run) {
-		if atEnd {
-			return len(run) <= 2 && letters >= 2
+// months are the English month names and abbreviations: a chunk of digits
+// around one of them is a date ("10May03", "15-Jun-2024"), not leetspeak.
+var months = []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+	"january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december"}
+
+// isDate reports a chunk made of ASCII digits, punctuation and one month
+// name.
+func isDate(rs []rune) bool {
+	var name [9]byte
+	n, digits := 0, 0
+	for i, r := range rs {
+		switch {
+		case '0' <= r && r <= '9':
+			digits++
+		case 'a' <= r|0x20 && r|0x20 <= 'z':
+			if n == len(name) || n > 0 && !('a' <= rs[i-1]|0x20 && rs[i-1]|0x20 <= 'z') {
+				return false // too long, or a second word
+			}
+			name[n] = byte(r | 0x20)
+			n++
+		case r >= 0x80:
+			return false
 		}
-		return len(run) == 1 && letters >= 2
+	}
+	if digits == 0 || n < 3 {
+		return false
+	}
+	for _, m := range months {
+		if m == string(name[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// edgeRun decides whether a run of leet characters at the edge of a word
+// of the given number of letters is letters. In a word already read as
+// leetspeak (inLeet), any run of up to three is. Otherwise a run holding a
+// symbol allowed at that edge and at most one digit is ("bu¥", "c!@l!$"),
+// and so is a "!" before three letters or more ("!mprove"). Digits: at the
+// end of a word up to three ("emai1", "bu7", "cred17", "ra735"); at the
+// start, where a number and its unit or ordinal are common ("5pm", "3rd",
+// "10mg", "10usd"), one before three letters or more ("7housands"), two
+// before four or more ("10west"), or a 0 before two ("0ur": numbers do not
+// begin with 0).
+func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd, inLeet bool) bool {
+	if letters < 2 {
+		return false
+	}
+	if inLeet {
+		return len(run) <= 3
+	}
+	if allDigits(run) {
+		if atEnd {
+			switch len(run) {
+			case 1, 2, 3:
+				return true
+			}
+			return false
+		}
+		switch len(run) {
+		case 1:
+			return letters >= 3 || run[0] == '0'
+		case 2:
+			return letters >= 4
+		}
+		return false
+	}
+	if !atEnd && len(run) == 1 && run[0] == '!' {
+		return letters >= 3
 	}
 	digits, symbol := 0, false
 	for _, r := range run {
@@ -871,12 +957,13 @@ func edgeRun(run []rune, edge func(rune) bool, letters int, atEnd bool) bool {
 			symbol = true
 		}
 	}
-	return symbol && digits <= 1 && letters >= 2
+	return symbol && digits <= 1
 }
 
-func allDigitShaped(run []rune) bool {
+// allDigits reports a run of digits only.
+func allDigits(run []rune) bool {
 	for _, r := range run {
-		if !leetEdgeDigit(r) {
+		if r < '0' || r > '9' {
 			return false
 		}
 	}

@@ -268,16 +268,6 @@ func leetEdgeEnd(r rune) bool {
 	return false
 }
 
-// leetEdgeDigit reports the digits read as a letter alone at the edge of a
-// long word ("emai1", "0rder"): the ones that look like a letter.
-func leetEdgeDigit(r rune) bool {
-	switch r {
-	case '0', '1', '3', '4', '5':
-		return true
-	}
-	return false
-}
-
 // leetSeqs are multi-character letter drawings, longest first.
 var leetSeqs = []struct {
 	s string

@@ -86,6 +86,19 @@ func TestCanonEquivalence(t *testing.T) {
 				"Order from 0ur onl1ne shop t0d@y, ema1l us",
 				"ORDER FROM OUR ONL|NE SHOP TODAY, EMAI| US",
 			}},
+		{"leetspeak at word starts, at word ends and in long runs", "Thousands of improvements at the lowest rates, credit consolidation for those",
+			[]string{
+				"7housands of !mprovements at the 10west ra735, cred17 c0n501!dation for 7hose",
+				"Thousand$ of impr0v3m3n7s at the l0w3s7 r@7e5, cr3d17 consolid@7ion for those",
+				"7h0u5@nd5 of !mpr0vemen7s at the lowes7 rates, credi7 con$0l1da7!on for tho5e",
+				"Th0usands of improvemen75 at the 10w35t ra7es, credit consolidation for th05e",
+				"Thousands of improvements at the lowest rates, credit c0n$0l!d47!0n for those",
+			}},
+		{"short words with leetspeak at both edges or at the end", "Get into the last deal but not now",
+			[]string{
+				"Get !nt0 the 1as7 deal bu7 no7 now",
+				"Get in7o the la$t dea1 but n0t now",
+			}},
 		{"doubled letters and letter-like Latin letters", "A top team of British scientists and medical doctors developed it",
 			[]string{
 				"A top teamm of \u00DFritish scientistss and med\u00EDca| doctoors developed it",
@@ -275,12 +288,35 @@ func TestCanonCJK(t *testing.T) {
 
 func TestCanonNumbers(t *testing.T) {
 	d := canon("Call 555-1234 now, 100mg for $19.99, covid19 win10 2nd")
-	want := "cai now 0mg for covid0 winio 0nd"
+	want := "cai now 0mg for covidig winio 0nd"
 	if got := strings.Join(d.Tokens, " "); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if d.Stats.NonLetterRun != 2 {
 		t.Errorf("NonLetterRun: got %d, want 2", d.Stats.NonLetterRun)
+	}
+}
+
+// TestCanonOrdinaryNumbers: reading leetspeak at word edges must leave
+// numbers, prices, versions, dates, times, ordinals and quantities with
+// their unit as they are.
+func TestCanonOrdinaryNumbers(t *testing.T) {
+	tests := []struct{ text, tokens string }{
+		{"1.2.3 2.0.1-rc1 v2.0 V10", "0rci v0 v0"},
+		{"2024-01-15 15/01/2024 15.01.2024 15:30 10:45:00", ""},
+		{"$19.99 $5 €20 20€ £1,000.00 1,000.00 5% -10 +3", ""},
+		{"US$5 10USD 100usd 50EUR 10eur", "us 0usd 0usd 0eur 0eur"},
+		{"10mg 100mg 30min 24hrs 10am 9am 7pm 5pm 3am 8am", "0mg 0mg 0min 0hrs 0am 0am 0pm 0pm 0am 0am"},
+		{"1st 2nd 3rd 4th 7th 13th 19th 1990s 2000s", "0st 0nd 0rd 0th 0th 0th 0th 0s 0s"},
+		{"10x 3x4 4k 1080p 64bit 3D", "0x 0x0 0k 0p 0bit 0d"},
+		{"Call 555-1234 or +1 (800) 555-0199, ext. 42", "cai or ext"},
+		{"room 101, flight BA2490, order #A-4482-X", "rom fight ba0 order a0x"},
+		{"on 10May03 at 1.0rc1, 15-Jun-2024, 3x, 4x4", "on 0may0 at 0rci 0jun0 0x 0x0"},
+	}
+	for _, tc := range tests {
+		if got := strings.Join(canon(tc.text).Tokens, " "); got != tc.tokens {
+			t.Errorf("%q: got %q, want %q", tc.text, got, tc.tokens)
+		}
 	}
 }
 

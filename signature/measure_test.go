@@ -505,7 +505,7 @@ func TestMeasureShingles(t *testing.T) {
 		muts = append(muts, namedMutation{"spaces 10%", spaceMutation(0.1)})
 		t.Logf("dictionary min df %d: %d words", dmin, len(vocab))
 		for _, c := range []struct{ w, r, minB, maxB, minU int }{
-			{3, 3, 2, 6, 12}, {4, 3, 2, 6, 12}, {4, 4, 2, 6, 12}, {5, 3, 2, 6, 12}, {4, 2, 2, 6, 12}, {4, 4, 3, 8, 12},
+			{2, 3, 2, 6, 12}, {3, 3, 2, 6, 12}, {4, 3, 2, 6, 12}, {4, 4, 2, 6, 12}, {5, 3, 2, 6, 12}, {4, 2, 2, 6, 12}, {4, 4, 3, 8, 12},
 		} {
 			sp := ShingleParams{Enabled: true, Width: c.w, Sample: SampleParams{Rows: c.r, MinBands: c.minB, MaxBands: c.maxB, MinUnits: c.minU}}
 			s, err := NewShingle(sec, lex, sp)
@@ -530,7 +530,7 @@ func TestMeasureCharShingles(t *testing.T) {
 	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
 	muts = append(muts, namedMutation{"spaces 10%", spaceMutation(0.1)})
 	for _, c := range []struct{ w, r, minB, maxB, minU int }{
-		{8, 4, 2, 6, 80}, {12, 4, 2, 6, 80}, {16, 4, 2, 6, 80}, {12, 3, 2, 6, 80}, {12, 5, 2, 6, 80},
+		{8, 4, 2, 6, 80}, {8, 3, 2, 6, 80}, {12, 4, 2, 6, 80}, {16, 4, 2, 6, 80}, {12, 3, 2, 6, 80}, {12, 5, 2, 6, 80},
 	} {
 		cp := CharShingleParams{Enabled: true, Width: c.w, Sample: SampleParams{Rows: c.r, MinBands: c.minB, MaxBands: c.maxB, MinUnits: c.minU}}
 		s, err := NewCharShingle(testSecret(t), cp)

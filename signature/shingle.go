@@ -24,7 +24,7 @@ type ShingleParams struct {
 func DefaultShingleParams() ShingleParams {
 	return ShingleParams{
 		Enabled: true,
-		Width:   3,
+		Width:   2,
 		Sample:  SampleParams{Rows: 3, MinBands: 2, MaxBands: 6, MinUnits: 12},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/corpus"
@@ -181,6 +182,10 @@ func newEvalPipeline(cfg *config.Config, secret []byte) (*replay, error) {
 	}
 	c := *cfg
 	c.DataDir, c.Store.File, c.Store.Redis = dir, "", config.Redis{}
+	// Offline, the daemon's per-message latency budget measures nothing: on
+	// a loaded machine it aborted runs ("store unavailable: context
+	// deadline exceeded"). The most the configuration allows.
+	c.Policy.StoreTimeout = config.Duration(20 * time.Second)
 	c.SecretKeyFile = filepath.Join(dir, "secret.key")
 	if err := os.WriteFile(c.SecretKeyFile, []byte(hex.EncodeToString(secret)+"\n"), 0o600); err != nil {
 		os.RemoveAll(dir)
