@@ -5,40 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bulkmilter/bulkmilter/mailtext"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
 var measure = flag.Bool("measure", false, "run the measurements on the shared corpora")
 
-// sharedCorpora finds ../shared/corpora beside the repository ($CORPORA
-// overrides it).
-func sharedCorpora(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("CORPORA"); d != "" {
-		return d
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "corpora")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+func sharedCorpora(t *testing.T) string { return testenv.Corpora(t) }
 
 // TestMeasureHeadKey measures the chance collisions of a key over the
 // first N canonical words of the body (a defence against appended noise
