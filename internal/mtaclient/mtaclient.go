@@ -6,6 +6,7 @@ package mtaclient
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,12 @@ func (r Result) Header(name string) (string, bool) {
 	}
 	return "", false
 }
+
+// ErrNoReply marks a message sent whole, end of message included, that
+// got no reply: the one failure a milter must never cause (an MTA applies
+// its default action, usually tempfail). Failures before the end of the
+// message (a refused connection, a closed session) are not marked.
+var ErrNoReply = errors.New("no reply to end of message")
 
 // Client connects to one milter.
 type Client struct {
@@ -184,7 +191,7 @@ func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) 
 	start := time.Now()
 	mods, act, err := s.s.End()
 	if err != nil {
-		return Result{}, fmt.Errorf("end of message: %w", err)
+		return Result{}, fmt.Errorf("end of message: %w: %w", ErrNoReply, err)
 	}
 	return Result{Action: act, Mods: mods, Wait: time.Since(start)}, nil
 }
