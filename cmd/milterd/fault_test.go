@@ -40,9 +40,9 @@ const (
 	// budget plus the second milter/session.go allows for extraction.
 	faultHardBudget = faultStoreTimeout + time.Second
 	// faultMaxWait is what the tests assert; see above.
-	faultMaxWait = 2 * faultHardBudget
-	faultSessions   = 50
-	faultRate       = 250 // messages per second, well below capacity
+	faultMaxWait  = 2 * faultHardBudget
+	faultSessions = 50
+	faultRate     = 250 // messages per second, well below capacity
 )
 
 // faultRig is Redis, a proxy in front of it and a daemon using the proxy.
