@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,6 +309,36 @@ func TestHostileInput(t *testing.T) {
 		t.Logf("%-40s %6.1f MB in %6s, verdict after %8s: %q; peak RSS %.1f MiB (+%.1f)", h.name, float64(len(msg))/1e6,
 			took.Round(time.Millisecond), res.Wait.Round(time.Microsecond), v, float64(peak)/(1<<20), float64(peak-base)/(1<<20))
 	}
+	// Malformed milter packets on raw connections: the daemon ends each
+	// such session (the guard's cases are in milter/guard_test.go; these
+	// show the binary survives them).
+	for _, raw := range []struct {
+		name string
+		b    []byte
+	}{
+		{"4 GiB length prefix", []byte{0xff, 0xff, 0xff, 0xff, 'O'}},
+		{"2 GiB body packet", []byte{0x80, 0, 0, 0, 'B'}},
+		{"zero length", []byte{0, 0, 0, 0}},
+		{"HTTP request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"truncated packet", []byte{0, 0, 0, 100, 'O', 0, 0}},
+	} {
+		c, err := net.Dial("tcp", d.milterAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(raw.b)
+		if raw.name == "truncated packet" {
+			c.(*net.TCPConn).CloseWrite()
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		// EOF or a reset (closed with our bytes unread) ends it; a
+		// timeout means the daemon still holds the session.
+		if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("raw %s: the daemon did not end the session: %v", raw.name, err)
+		}
+		c.Close()
+	}
+
 	peak := vmHWM(t, pid)
 	t.Logf("%d hostile inputs; daemon peak RSS %.1f MiB, %.1f MiB over the %.1f MiB baseline (bound %d MiB); %d ordinary messages served meanwhile",
 		tried, float64(peak)/(1<<20), float64(peak-base)/(1<<20), float64(base)/(1<<20), bound>>20, served.Load())
