@@ -28,26 +28,27 @@ import (
 // and messages answered by the failure policy (their recipients were not
 // counted in the store).
 //
-// Reply times are reported; the tests assert only that none came near
-// the MTA's own timeouts (faultMaxWait, far below Postfix's 30 s
-// milter_command_timeout). On two cores shared with other work a reply
-// can wait for a CPU well past the budget (2 s seen at load average 7),
-// while a daemon that waited for Redis instead of applying its failure
-// policy would wait out the 5 s freeze. Under the race detector the load
-// is lighter and reply times are not asserted: the instrumented daemon,
-// load generator and proxy are CPU-bound (replies of 4 s were seen at
-// load average 8); that pass is there to find data races in the daemon's
-// fault paths.
+// Reply times are reported, and asserted only where they tell a bug from
+// a busy machine: with Redis frozen for 8 s, no reply may take 6 s (a
+// daemon that waited for Redis instead of applying its failure policy
+// would take 8). On two cores shared with other work, every reply of the
+// daemon can stall for seconds while another process has the CPUs (stalls
+// of 2 to 4 s of all 50 sessions at once were seen at load average 6 to 8,
+// with and without a fault), so a tighter bound would measure the
+// machine.
 
 const (
 	faultStoreTimeout = 500 * time.Millisecond
 	// faultHardBudget is the daemon's own bound on a verdict: the store
 	// budget plus the second milter/session.go allows for extraction.
 	faultHardBudget = faultStoreTimeout + time.Second
-	faultMaxWait    = 4 * time.Second
-	faultFreeze     = 5 * time.Second
+	faultFreeze     = 8 * time.Second
+	faultMaxWait    = 6 * time.Second
 )
 
+// Under the race detector the load is lighter: the instrumented daemon,
+// load generator and proxy are CPU-bound. That pass is there to find
+// data races in the daemon's fault paths.
 var (
 	faultSessions = 50
 	faultRate     = 250.0 // messages per second in all, well below capacity
@@ -176,9 +177,6 @@ func (s *faultStats) assertNothingLost(t *testing.T) {
 	if l.NoReply != 0 || l.Failed != 0 {
 		t.Errorf("%d messages failed, %d of them sent whole without a reply; errors %q", l.Failed, l.NoReply, l.Errors)
 	}
-	if s.maxWait > faultMaxWait && !raceEnabled {
-		t.Errorf("a reply took %s (the daemon's budget is %s)", s.maxWait, faultHardBudget)
-	}
 	if s.counted != float64(l.Sent) {
 		t.Errorf("the daemon counted %.0f messages, %d were sent", s.counted, l.Sent)
 	}
@@ -223,29 +221,31 @@ func TestFaultsRedisUnderLoad(t *testing.T) {
 		// the failure policy (a fault that leaves Redis answering in
 		// time must not).
 		wantPolicy bool
+		// maxWait, when set, bounds every reply.
+		maxWait time.Duration
 	}{
 		{"killed and restarted", func(rig *faultRig) {
 			rig.redis.Kill()
 			time.Sleep(2 * time.Second)
 			rig.redis.Restart()
-		}, true},
-		{"frozen (SIGSTOP) for 5s", func(rig *faultRig) {
+		}, true, 0},
+		{"frozen (SIGSTOP) for 8s", func(rig *faultRig) {
 			rig.redis.Pause(0)
 			time.Sleep(faultFreeze)
 			rig.redis.Resume()
-		}, true},
-		{"restarted", func(rig *faultRig) { rig.redis.Restart() }, false}, // a fast restart may cost no message
-		{"connections cut", func(rig *faultRig) { rig.proxy.Cut() }, false},
+		}, true, faultMaxWait},
+		{"restarted", func(rig *faultRig) { rig.redis.Restart() }, false, 0}, // a fast restart may cost no message
+		{"connections cut", func(rig *faultRig) { rig.proxy.Cut() }, false, 0},
 		{"network +20ms each way", func(rig *faultRig) {
 			rig.proxy.SetDelay(20 * time.Millisecond)
 			time.Sleep(3 * time.Second)
 			rig.proxy.SetDelay(0)
-		}, false},
+		}, false, 0},
 		{"network +400ms each way", func(rig *faultRig) {
 			rig.proxy.SetDelay(400 * time.Millisecond)
 			time.Sleep(3 * time.Second)
 			rig.proxy.SetDelay(0)
-		}, true},
+		}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rig := startFaultRig(t)
@@ -265,6 +265,9 @@ func TestFaultsRedisUnderLoad(t *testing.T) {
 			t.Logf("Redis %s at %s-%s: %s; last failure-policy verdict at %s", tc.name, faultAt.Round(time.Millisecond),
 				faultEnd.Round(time.Millisecond), s, s.lastPolicy.Round(time.Millisecond))
 			s.assertNothingLost(t)
+			if tc.maxWait > 0 && s.maxWait > tc.maxWait {
+				t.Errorf("a reply took %s with Redis frozen for %s: the daemon waited for the store", s.maxWait, faultFreeze)
+			}
 			if tc.wantPolicy && s.policy.Load() == 0 {
 				t.Errorf("no message fell back on the failure policy: the fault did not bite")
 			}
