@@ -394,4 +394,13 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	if strings.Contains(rig.d.Logs(), "drain incomplete") {
 		t.Errorf("the drain was cut off:\n%s", rig.d.Logs())
 	}
+	// Closing connections is the drain's business, not a warning.
+	if strings.Contains(rig.d.Logs(), "draining") && strings.Contains(rig.d.Logs(), "level=WARN") {
+		for _, l := range strings.Split(rig.d.Logs(), "\n") {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "draining") {
+				t.Errorf("drain logged as a warning: %s", l)
+				break
+			}
+		}
+	}
 }
