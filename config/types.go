@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,10 @@ func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
-		if err != nil || n < 0 {
+		// !(n >= 0) also refuses NaN; the bound refuses Inf and the
+		// values that overflow a Duration (about 106751 days), which
+		// converted to a negative duration.
+		if err != nil || !(n >= 0) || n*float64(24*time.Hour) > math.MaxInt64/2 {
 			return 0, fmt.Errorf("invalid duration %q", s)
 		}
 		return time.Duration(n * float64(24*time.Hour)), nil

@@ -75,6 +75,39 @@ type guardConn struct {
 	buf     *bytes.Buffer // the checked packet being served, nil when drained
 	pending []byte        // the unread part of buf
 	err     error         // sticky: once refused, the session is over
+	started bool          // the first packet (the MTA's negotiation) was read
+}
+
+// negotiationTimeout is how long a new MTA connection has to send its
+// first packet. go-milter allows a hard-coded second from the time the
+// session starts reading; on a host whose CPUs are busy an MTA (or this
+// daemon's goroutine) can take longer, and the connection was reset at
+// negotiation (seen at load average 8 to 12, a few sessions in 40,000).
+// Postfix's own milter_connect_timeout is 30 s.
+const negotiationTimeout = 10 * time.Second
+
+// SetReadDeadline stretches the library's deadline for the first packet
+// to negotiationTimeout; later deadlines pass unchanged.
+func (c *guardConn) SetReadDeadline(t time.Time) error {
+	if !c.started && !t.IsZero() {
+		t = later(t, time.Now().Add(negotiationTimeout))
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline's counterpart for both directions.
+func (c *guardConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 var packetBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -149,6 +182,7 @@ func (c *guardConn) fill() error {
 		b[len(b)-1] = 0
 	}
 	c.pending = c.buf.Bytes()
+	c.started = true
 	return checkPacket(code[0], c.pending[5:])
 }
 

@@ -333,3 +333,45 @@ func TestAcceptErrorsAreOutlasted(t *testing.T) {
 		t.Fatal("Serve did not return after Close")
 	}
 }
+
+// An MTA that takes more than go-milter's hard-coded second to send its
+// negotiation (a busy host) is still served.
+func TestSlowNegotiationIsWaitedFor(t *testing.T) {
+	h := start(t, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := c.Write(optneg()); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var n uint32
+	if err := binary.Read(c, binary.BigEndian, &n); err != nil {
+		t.Fatalf("negotiation 1.5 s after connecting: %v", err)
+	}
+}
+
+// A connection that never negotiates is still dropped, after
+// negotiationTimeout.
+func TestSilentConnectionIsDropped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s negotiation timeout")
+	}
+	h := start(t, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("silent connection: %v (want the daemon to close it)", err)
+	}
+	if took := time.Since(start); took < negotiationTimeout-time.Second || took > negotiationTimeout+5*time.Second {
+		t.Errorf("silent connection closed after %s, want about %s", took, negotiationTimeout)
+	}
+}

@@ -112,6 +112,9 @@ type Server struct {
 	opt  Options
 	ms   *gomilter.Server
 	busy atomic.Int64 // sessions between MAIL and the end-of-message reply
+	// draining is set by Shutdown: each MTA connection closes after the
+	// reply to its current message (session.go).
+	draining atomic.Bool
 	// storeFailures samples the warning logged when the store fails, so an
 	// outage gives one line a minute rather than one per message.
 	storeFailures ratelog.Sampler
@@ -190,12 +193,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting connections and waits until no message is in
+// Shutdown stops accepting connections, closes each MTA connection after
+// the reply to its current message, and waits until no message is in
 // progress, so every message received gets its reply; then it closes the
 // remaining (idle) MTA connections. If ctx ends first, it closes them all.
 // Postfix applies milter_default_action to later messages of SMTP sessions
 // that were still open.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
 	go s.ms.Shutdown(ctx) //nolint:errcheck // stops listeners; sessions are closed below
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -284,10 +289,19 @@ func setSocketAccess(path string, sock config.Socket) error {
 	return nil
 }
 
+// errDraining ends an MTA connection after a reply during a drain.
+var errDraining = errors.New("draining: connection closed after the reply")
+
 func init() {
 	// The library's warnings (broken MTA connections, protocol errors) go to
-	// slog instead of the standard logger.
+	// slog instead of the standard logger; a connection closed by the drain
+	// is no warning.
 	gomilter.LogWarning = func(format string, v ...any) {
+		for _, a := range v {
+			if e, ok := a.(error); ok && errors.Is(e, errDraining) {
+				return
+			}
+		}
 		slog.Warn("milter protocol", "detail", fmt.Sprintf(format, v...))
 	}
 }

@@ -177,6 +177,17 @@ func (s *session) BodyChunk(chunk []byte, m gomilter.Modifier) (resp *gomilter.R
 
 func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, err error) {
 	defer s.guard("EndOfMessage", &resp, &err)
+	defer func() {
+		// While draining, the connection closes once this reply is
+		// written (go-milter writes the reply of a callback that returns
+		// an error, then ends the session), so that an MTA connection
+		// carrying message after message cannot hold the drain until its
+		// deadline cuts messages off. The MTA's next message on it gets
+		// its default action, before its end.
+		if err == nil && resp != nil && s.srv.draining.Load() {
+			err = errDraining
+		}
+	}()
 	defer s.endMessage()
 	if s.state == nil { // no MAIL event: nothing to judge
 		return gomilter.RespContinue, nil

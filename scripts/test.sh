@@ -42,6 +42,9 @@ if [ -z "$short" ]; then
 	go test -shuffle=on -timeout 20m ./...
 fi
 
+step "govulncheck (says loudly when the vulnerability database is unreachable)"
+scripts/vulncheck.sh
+
 step "fuzz (short run of every target)"
 scripts/fuzz.sh "${FUZZTIME:-10s}"
 

@@ -10,6 +10,7 @@
 //	milterd scan [-config FILE] MAILBOX...
 //	milterd eval [flags]
 //	milterd bench [flags]
+//	milterd soak [flags]
 //	milterd votes list|remove [flags]
 //	milterd version
 //

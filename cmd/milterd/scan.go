@@ -107,7 +107,9 @@ func splitHeader(raw []byte, cfg *config.Config) (textproto.Header, []byte) {
 			flush()
 			return h, next
 		case line[0] == ' ' || line[0] == '\t':
-			if name != "" {
+			// Past the cap the rest is dropped anyway; appending it
+			// would be quadratic in a header folded many times.
+			if name != "" && len(value) <= maxHeaderValue {
 				value += " " + strings.TrimSpace(string(line))
 			}
 		default:

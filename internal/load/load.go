@@ -53,8 +53,12 @@ type Report struct {
 	Sent     int64 // messages started
 	Answered int64 // messages with an end-of-message reply that passed Check
 	Failed   int64 // messages without a reply, or whose reply failed Check
-	Errors   []string
-	Elapsed  time.Duration
+	// NoReply counts the failed messages that were sent whole and got no
+	// end-of-message reply (mtaclient.ErrNoReply); the others were cut
+	// before (refused connection, closed session) or failed Check.
+	NoReply int64
+	Errors  []string
+	Elapsed time.Duration
 	// Latency is the time from MAIL to the end-of-message reply: all the
 	// time the milter added to each answered message's transaction.
 	Latency *Histogram
@@ -69,8 +73,8 @@ func (r *Report) PerSecond() float64 {
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("sent %d answered %d failed %d in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
-		r.Sent, r.Answered, r.Failed, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
+	return fmt.Sprintf("sent %d answered %d failed %d (no reply %d) in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
+		r.Sent, r.Answered, r.Failed, r.NoReply, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
 		r.Latency.Quantile(0.5), r.Latency.Quantile(0.99), r.Latency.Quantile(0.999), r.Latency.Max())
 }
 
@@ -148,6 +152,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 					atomic.AddInt64(&r.Sent, 1)
 					t0 := time.Now()
 					res, err := s.Send(m.From, m.Rcpts, m.Raw)
+					if errors.Is(err, mtaclient.ErrNoReply) {
+						atomic.AddInt64(&r.NoReply, 1)
+					}
 					if err == nil && opt.Check != nil {
 						err = opt.Check(i, res)
 					}

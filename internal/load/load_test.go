@@ -88,8 +88,42 @@ func TestRunCheckAndUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Answered != 0 || r.Failed != 4 {
+	if r.Answered != 0 || r.Failed != 4 || r.NoReply != 0 {
 		t.Fatalf("unreachable milter: %s", r)
+	}
+}
+
+// hangUp is a milter that drops the connection instead of answering
+// every other end of message.
+type hangUp struct {
+	milter.NoOpMilter
+	n *atomic.Int64
+}
+
+func (h hangUp) EndOfMessage(m milter.Modifier) (*milter.Response, error) {
+	if h.n.Add(1)%2 == 0 {
+		return nil, errors.New("hang up")
+	}
+	return milter.RespAccept, nil
+}
+
+// A message sent whole without a reply is told apart from one refused
+// before its end.
+func TestRunCountsNoReply(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	srv := milter.NewServer(milter.WithMilter(func() milter.Milter { return hangUp{n: &n} }))
+	go srv.Serve(ln)
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{Network: "tcp", Addr: ln.Addr().String(), Sessions: 1, PerSession: 3, Messages: 10, Next: msg, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Answered != 5 || r.Failed != 5 || r.NoReply != 5 {
+		t.Fatalf("%s; want 5 answered, 5 without reply", r)
 	}
 }
 

@@ -6,6 +6,7 @@ package mtaclient
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,12 @@ func (r Result) Header(name string) (string, bool) {
 	}
 	return "", false
 }
+
+// ErrNoReply marks a message sent whole, end of message included, that
+// got no reply: the one failure a milter must never cause (an MTA applies
+// its default action, usually tempfail). Failures before the end of the
+// message (a refused connection, a closed session) are not marked.
+var ErrNoReply = errors.New("no reply to end of message")
 
 // Client connects to one milter.
 type Client struct {
@@ -184,7 +191,7 @@ func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) 
 	start := time.Now()
 	mods, act, err := s.s.End()
 	if err != nil {
-		return Result{}, fmt.Errorf("end of message: %w", err)
+		return Result{}, fmt.Errorf("end of message: %w: %w", ErrNoReply, err)
 	}
 	return Result{Action: act, Mods: mods, Wait: time.Since(start)}, nil
 }
@@ -233,27 +240,43 @@ type field struct{ name, value string }
 // (Postfix's default, without SMFIP_HDR_LEADSPC).
 func split(msg []byte) ([]field, []byte) {
 	var fields []field
-	rest := msg
-	for len(rest) > 0 {
-		line, next := cutLine(rest)
+	// The open field's value is msg[vstart:vend]: continuation lines
+	// extend it in place (appending to a string would be quadratic in a
+	// header folded a thousand times).
+	vstart, vend := -1, -1
+	endField := func() {
+		if vstart >= 0 {
+			fields[len(fields)-1].value = string(msg[vstart:vend])
+			vstart = -1
+		}
+	}
+	pos := 0
+	for pos < len(msg) {
+		line, _ := cutLine(msg[pos:])
+		next := pos + len(line)
 		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			return finish(fields), next // the empty line ending the header
+			endField()
+			return finish(fields), msg[next:] // the empty line ending the header
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			if len(fields) == 0 {
-				return nil, rest
+				return nil, msg[pos:]
 			}
-			fields[len(fields)-1].value += string(line)
-			rest = next
+			vend = next
+			pos = next
 			continue
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
-			return finish(fields), rest // not a field: the body starts here
+			endField()
+			return finish(fields), msg[pos:] // not a field: the body starts here
 		}
-		fields = append(fields, field{name: string(line[:colon]), value: string(line[colon+1:])})
-		rest = next
+		endField()
+		fields = append(fields, field{name: string(line[:colon])})
+		vstart, vend = pos+colon+1, next
+		pos = next
 	}
+	endField()
 	return finish(fields), nil
 }
 
