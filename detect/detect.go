@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,18 +51,7 @@ type Options struct {
 	// GlobalVoters is the number of distinct voters after which a vote on a
 	// key applies to every recipient.
 	GlobalVoters int
-	// Votes lists a recipient's votes on a message's keys, so that a vote
-	// counts for the keys it was cast on and no others. Optional: without
-	// it a recipient's latest vote on any key covers all the message's
-	// keys.
-	Votes   VoteLister
-	Metrics *metrics.Metrics // may be nil
-}
-
-// VoteLister is the part of store.Admin the pipeline uses on the rare
-// messages whose recipients voted on one of their keys.
-type VoteLister interface {
-	ListVotes(ctx context.Context, q store.VoteQuery) ([]store.VoteEntry, error)
+	Metrics      *metrics.Metrics // may be nil
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
@@ -234,20 +222,24 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
-	if len(res.UserVotes) > 0 {
-		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
+	// A recipient's own votes come with the store's answer, per key: a vote
+	// counts for the keys it was cast on and no others, without a second
+	// store call.
+	if len(res.OwnVotes) > 0 {
+		eff := make([]effect, len(ids))
 		for _, r := range rcpts {
-			kinds, voted := own[r]
-			if !voted {
+			kinds, voted := res.OwnVotes[r]
+			if !voted || len(kinds) != len(ids) {
 				continue
 			}
-			eff := make([]effect, len(ids))
-			for i, id := range ids {
-				switch kinds[id] {
+			for i, k := range kinds {
+				switch k {
 				case store.VoteNotBulk:
 					eff[i] = effClear
 				case store.VoteBulk:
 					eff[i] = effForce
+				default:
+					eff[i] = effNone
 				}
 			}
 			mine, ok := e.marked(a.Keys, res.Volumes, eff)
@@ -372,46 +364,6 @@ func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 		}
 	}
 	return j
-}
-
-// ownVotes returns, for each recipient the store says voted on one of the
-// keys, that recipient's vote per key. The store's answer says only which
-// recipients voted and their latest kind; which keys they voted on takes
-// one more lookup per such recipient (rare: only mail that shares a key
-// with mail its recipient voted on). Without a lister, or when the lookup
-// fails, the recipient's latest vote is taken to cover every key.
-func (e *Engine) ownVotes(ctx context.Context, ids, rcpts []string, latest map[string]store.VoteKind) map[string]map[string]store.VoteKind {
-	out := make(map[string]map[string]store.VoteKind, len(latest))
-	coarse := func(r string, k store.VoteKind) {
-		m := make(map[string]store.VoteKind, len(ids))
-		for _, id := range ids {
-			m[id] = k
-		}
-		out[r] = m
-	}
-	uniq := slices.Compact(slices.Sorted(slices.Values(ids)))
-	for _, r := range rcpts {
-		k, ok := latest[r]
-		if !ok || k == store.VoteNone {
-			continue
-		}
-		if e.opt.Votes == nil {
-			coarse(r, k)
-			continue
-		}
-		entries, err := e.opt.Votes.ListVotes(ctx, store.VoteQuery{Voter: r, Keys: uniq})
-		if err != nil {
-			e.opt.Metrics.Error(metrics.StageStore)
-			coarse(r, k)
-			continue
-		}
-		m := make(map[string]store.VoteKind, len(entries))
-		for _, en := range entries {
-			m[en.Key] = en.Kind
-		}
-		out[r] = m
-	}
-	return out
 }
 
 func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {

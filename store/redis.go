@@ -483,9 +483,14 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 		return Result{}, fmt.Errorf("observe %d keys: %w", len(seen), err)
 	}
 
+	type ownVote struct {
+		rcpt int // index in rc
+		kind VoteKind
+	}
 	type sigResult struct {
 		volume int64
 		tally  Tally
+		own    []ownVote
 	}
 	results := make(map[string]sigResult, len(seen))
 	when := map[string]int64{}
@@ -501,7 +506,6 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 				return Result{}, fmt.Errorf("observe: unexpected script row %v", row)
 			}
 			sr := sigResult{volume: asInt(f[0]), tally: Tally{NotBulk: asInt(f[1]), Bulk: asInt(f[2])}}
-			results[g.ids[j]] = sr
 			uv, _ := f[3].([]any)
 			for k := 0; k+1 < len(uv); k += 2 {
 				idx := int(asInt(uv[k])) - 1
@@ -515,15 +519,22 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 				}
 				if res.UserVotes == nil {
 					res.UserVotes = map[string]VoteKind{}
+					res.OwnVotes = map[string][]VoteKind{}
 				}
-				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: voteFromCode(v[0]), at: at})
+				kind := voteFromCode(v[0])
+				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: kind, at: at})
+				sr.own = append(sr.own, ownVote{rcpt: idx, kind: kind})
 			}
+			results[g.ids[j]] = sr
 		}
 	}
 	for i, id := range o.Keys {
 		sr := results[id]
 		res.Volumes[i] = sr.volume
 		res.Votes[i] = sr.tally
+		for _, ov := range sr.own {
+			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(o.Keys), i, ov.kind)
+		}
 	}
 	return res, nil
 }
