@@ -42,10 +42,15 @@ func LoadCorpus(dir string, archives []string, every, limit int) (*Corpus, error
 		every = 1
 	}
 	c := &Corpus{}
+	perArchive := 0 // messages read from each archive, 0: all
+	if limit > 0 {
+		perArchive = ((limit + len(archives) - 1) / len(archives)) * every
+	}
 	for _, a := range archives {
 		path := filepath.Join(dir, a)
 		i := 0
-		err := corpus.Options{OnSkip: func(string, error) error { return nil }}.Walk(path, func(m *corpus.Message) error {
+		opt := corpus.Options{Limit: perArchive, OnSkip: func(string, error) error { return nil }}
+		err := opt.Walk(path, func(m *corpus.Message) error {
 			i++
 			if (i-1)%every != 0 || (limit > 0 && len(c.Messages) >= limit) {
 				return nil

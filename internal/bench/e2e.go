@@ -100,9 +100,13 @@ type RedisPerMsg struct {
 	Scripts float64 `json:"script_calls"`
 	// Commands counts every command, those a script calls included.
 	Commands float64 `json:"commands"`
-	CPUus    float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
-	Usec     float64 `json:"cmd_usec"` // time in commands (commandstats)
-	Memory   float64 `json:"memory_b"` // used_memory growth
+	// Connections is the connections the store opened during the run
+	// (HELLO calls, in all, not per message): each adds a round trip or
+	// two of its own.
+	Connections int64   `json:"connections_opened"`
+	CPUus       float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
+	Usec        float64 `json:"cmd_usec"` // time in commands (commandstats)
+	Memory      float64 `json:"memory_b"` // used_memory growth
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -180,12 +184,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 			}
 			d := after.Sub(before)
 			r.Redis = &RedisPerMsg{
-				RoundTrips: float64(d.Writes) / n,
-				Scripts:    float64(d.Commands["evalsha"].Calls+d.Commands["eval"].Calls) / n,
-				Commands:   float64(d.Calls()) / n,
-				CPUus:      d.CPU * 1e6 / n,
-				Usec:       float64(d.Usec()) / n,
-				Memory:     float64(d.UsedMemory) / n,
+				RoundTrips:  float64(d.Writes) / n,
+				Scripts:     float64(d.Commands["evalsha"].Calls+d.Commands["eval"].Calls) / n,
+				Commands:    float64(d.Calls()) / n,
+				CPUus:       d.CPU * 1e6 / n,
+				Usec:        float64(d.Usec()) / n,
+				Memory:      float64(d.UsedMemory) / n,
+				Connections: d.Commands["hello"].Calls,
 			}
 		}
 	}
