@@ -24,3 +24,9 @@ func (c *counter) snapshot() map[string]int64 {
 	defer c.mu.Unlock()
 	return maps.Clone(c.m)
 }
+
+func (c *counter) get(k string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}

@@ -85,13 +85,19 @@ type EndToEndResult struct {
 	CPUPerMsg float64 `json:"process_cpu_us_per_msg"`
 	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
 	// baseline's p99 (ms). Zero for the baseline itself.
-	Ratio    float64          `json:"ratio_to_baseline,omitempty"`
-	P99Delta float64          `json:"p99_minus_baseline_ms,omitempty"`
+	Ratio    float64 `json:"ratio_to_baseline,omitempty"`
+	P99Delta float64 `json:"p99_minus_baseline_ms,omitempty"`
+	// Stored is the answered messages that reached the store (signed);
+	// the Redis figures are per stored message.
+	Stored   int64            `json:"stored,omitempty"`
 	Redis    *RedisPerMsg     `json:"redis,omitempty"`
 	Verdicts map[string]int64 `json:"verdicts,omitempty"`
 }
 
-// RedisPerMsg is what Redis did per answered message.
+// unsignedVerdict is the verdict of a message no family could sign.
+const unsignedVerdict = "no (unsigned)"
+
+// RedisPerMsg is what Redis did per message that reached the store.
 type RedisPerMsg struct {
 	// RoundTrips is replies the server wrote (total_writes_processed): one
 	// per pipeline or lone command.
@@ -138,7 +144,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 			case strings.Contains(v, "error="):
 				kind += " (store error)"
 			case strings.Contains(v, "unsigned"):
-				kind += " (unsigned)"
+				kind = unsignedVerdict
 			}
 			verdicts.add(kind)
 			return nil
@@ -177,7 +183,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	if rep.Answered > 0 {
 		n := float64(rep.Answered)
 		r.CPUPerMsg = float64(cpu.Microseconds()) / n
-		if o.Redis != nil {
+		// Unsigned messages (no family could sign them) never reach the
+		// store: Redis figures are per message that did.
+		if o.Header != "" {
+			n -= float64(verdicts.get(unsignedVerdict))
+			r.Stored = int64(n)
+		}
+		if o.Redis != nil && n > 0 {
 			after, err := redisinfo.Read(ctx, o.Redis)
 			if err != nil {
 				return r, err

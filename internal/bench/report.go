@@ -177,7 +177,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		if len(redis) > 0 {
-			fmt.Fprintln(w, "Redis per message (INFO commandstats, cpu, stats, memory):")
+			fmt.Fprintln(w, "Redis per signed message (INFO commandstats, cpu, stats, memory; unsigned messages never reach the store):")
 			p("run\tround trips\tscript calls\tcommands\tRedis CPU µs\tin commands µs\tused_memory B\tconnections opened (run)\t\n")
 			for _, x := range redis {
 				p("%s\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t\n", x.Name, x.Redis.RoundTrips, x.Redis.Scripts, x.Redis.Commands,
