@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -175,10 +176,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 		v.Unsigned = true
 		return v
 	}
-	ids := make([]string, len(a.Keys))
-	for i, k := range a.Keys {
-		ids[i] = e.StoreID(k)
-	}
+	ids := e.opt.Set.StoreIDs(a.Keys)
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
@@ -303,24 +301,23 @@ func globalEffect(t store.Tally, quorum int64) effect {
 // the marks decide nothing (no majority, or a majority for both kinds):
 // the next scope, or the volume, decides.
 func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
-	signed := map[signature.Family]bool{}
-	cleared := map[signature.Family]bool{}
-	forced := map[signature.Family]bool{}
+	// Families are a handful of small numbers: sets of them are bit sets.
+	var signed, cleared, forced famSet
 	var top judgement // the forced key with the highest volume
 	for i, k := range keys {
-		signed[k.Family] = true
+		signed.add(k.Family)
 		switch eff[i] {
 		case effClear:
-			cleared[k.Family] = true
+			cleared.add(k.Family)
 		case effForce:
-			forced[k.Family] = true
+			forced.add(k.Family)
 			if !top.bulk || volumes[i] > top.volume {
 				top = judgement{bulk: true, family: k.Family, volume: volumes[i]}
 			}
 		}
 	}
-	copyOfCleared := 2*len(cleared) > len(signed)
-	copyOfForced := 2*len(forced) > len(signed)
+	copyOfCleared := 2*cleared.len() > signed.len()
+	copyOfForced := 2*forced.len() > signed.len()
 	switch {
 	case copyOfForced && !copyOfCleared:
 		return top, true
@@ -328,6 +325,15 @@ func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j 
 		return judgement{}, true
 	}
 	return judgement{}, false
+}
+
+// famSet is a set of families.
+type famSet [4]uint64
+
+func (s *famSet) add(f signature.Family) { s[f>>6] |= 1 << (f & 63) }
+
+func (s *famSet) len() int {
+	return bits.OnesCount64(s[0]) + bits.OnesCount64(s[1]) + bits.OnesCount64(s[2]) + bits.OnesCount64(s[3])
 }
 
 // judgement is a verdict for one scope.
@@ -342,18 +348,19 @@ type judgement struct {
 // threshold. Family and volume are the deciding family, or the family
 // closest to its threshold.
 func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
-	vols := map[signature.Family]int64{}
+	var vols [256]int64 // by family; -1: no key of that family
+	for i := range vols {
+		vols[i] = -1
+	}
 	for i, k := range keys {
-		if old, ok := vols[k.Family]; !ok || volumes[i] > old {
-			vols[k.Family] = volumes[i]
-		}
+		vols[k.Family] = max(vols[k.Family], volumes[i])
 	}
 	var j judgement
 	best := -1.0
 	for _, s := range e.opt.Set.Signers() {
 		f := s.Family()
-		vol, ok := vols[f]
-		if !ok {
+		vol := vols[f]
+		if vol < 0 {
 			continue
 		}
 		th := e.opt.Thresholds[f]

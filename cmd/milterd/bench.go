@@ -20,6 +20,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/bench"
+	"github.com/bulkmilter/bulkmilter/internal/sample"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
 )
@@ -46,6 +47,7 @@ type benchFlags struct {
 	memKeys     int
 	jsonOut     bool
 	cpuProfile  string
+	memProfile  string
 	config      string
 }
 
@@ -54,7 +56,7 @@ type benchFlags struct {
 func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", stderr)
 	var f benchFlags
-	fs.StringVar(&f.corpora, "corpora", bench.DefaultCorpora(), "shared corpora `directory`")
+	fs.StringVar(&f.corpora, "corpora", sample.DefaultCorpora(), "shared corpora `directory`")
 	fs.IntVar(&f.every, "every", 4, "take every `n`-th message of each SpamAssassin archive")
 	fs.IntVar(&f.limit, "limit", 0, "at most `n` messages in the sample (0: no limit)")
 	fs.BoolVar(&f.pipeline, "pipeline", true, "measure the in-process pipeline per family")
@@ -70,6 +72,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.memKeys, "mem-keys", 0, "store memory: keys per message (0: as measured in process, else 27)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to `file`")
 	fs.StringVar(&f.config, "config", "", "daemon configuration `file` (default: built-in defaults)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -92,6 +95,11 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	rep, err := runBench(context.Background(), f, stderr)
 	if err != nil {
 		return err
+	}
+	if f.memProfile != "" {
+		if err := writeAllocProfile(f.memProfile); err != nil {
+			return err
+		}
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -187,11 +195,11 @@ func runBench(ctx context.Context, f benchFlags, stderr io.Writer) (*bench.Repor
 	rep := &bench.Report{Started: time.Now(), Machine: bench.ThisMachine()}
 	rep.Machine.Sessions = f.sessions
 	progress("reading corpora under %s", f.corpora)
-	corp, err := bench.LoadCorpus(f.corpora, bench.SpamAssassin, f.every, f.limit)
+	corp, err := sample.LoadCorpus(f.corpora, sample.SpamAssassin, f.every, f.limit)
 	if err != nil {
 		return nil, err
 	}
-	rep.Corpus = corp.Info()
+	rep.Corpus = bench.Info(corp)
 
 	keysPerMsg := 0.0
 	if f.pipeline {
@@ -378,4 +386,18 @@ func redisURLAddr(u string) (string, error) {
 		return "", fmt.Errorf("-redis %s: the benchmark needs one Redis server over TCP", u)
 	}
 	return o.Addrs[0], nil
+}
+
+// writeAllocProfile writes the allocations since the start of the process
+// (go tool pprof -sample_index=alloc_objects).
+func writeAllocProfile(path string) error {
+	pf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(pf, 0); err != nil {
+		pf.Close()
+		return fmt.Errorf("allocation profile: %w", err)
+	}
+	return pf.Close()
 }

@@ -2,18 +2,19 @@ package bench
 
 import (
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/sample"
 )
 
 // CPUTime is the process's user and system CPU time so far.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func CPUTime() time.Duration { return sample.CPUTime() }
+
+// Corpus and Message are the sample the measurements run on.
+type (
+	Corpus  = sample.Corpus
+	Message = sample.Message
+)
 
 // PipelineResult is one in-process measurement.
 type PipelineResult struct {

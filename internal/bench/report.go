@@ -76,7 +76,7 @@ func LoadAvg() string {
 }
 
 // Info describes a corpus.
-func (c *Corpus) Info() CorpusInfo {
+func Info(c *Corpus) CorpusInfo {
 	return CorpusInfo{Sources: c.Sources, Messages: len(c.Messages), AvgBytes: float64(c.Bytes) / float64(len(c.Messages))}
 }
 
