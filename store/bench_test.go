@@ -157,9 +157,12 @@ func BenchmarkRedisObserve(b *testing.B) {
 			hook.cmds.Store(0)
 			c.ConfigResetStat(context.Background())
 			cpu0 := info(b, c, "cpu")
+			client0 := bench.CPUTime()
 			b.ResetTimer()
 			load(b, s, w, b.N, 8)
 			b.StopTimer()
+			// The client's side: this process, the server is another.
+			b.ReportMetric(float64((bench.CPUTime()-client0).Nanoseconds())/float64(b.N), "client-cpu-ns/msg")
 			cpu1 := info(b, c, "cpu")
 			stats := info(b, c, "commandstats")
 			n := float64(b.N)
