@@ -118,12 +118,22 @@ local function ttlof(bk) return ttl - (cb - bk) * blen end
 -- 16 to 20. Strings read in this call are cached (one GET each).
 local REC = 8
 local fscache = {}
+-- Records appended by this call, not yet in fscache: folded in only when
+-- the string is read again (rare: another signature of the message with
+-- the same tag, split and bucket).
+local fsadd = {}
 
 local function fs_get(k)
   local s = fscache[k]
   if s == nil then
     s = redis.call('GET', k) or ''
     fscache[k] = s
+  end
+  local a = fsadd[k]
+  if a then
+    s = s .. a
+    fscache[k] = s
+    fsadd[k] = nil
   end
   return s
 end
@@ -140,16 +150,17 @@ end
 
 -- fs_put appends a record to the current bucket's string if it has room;
 -- a new string gets its TTL.
+-- APPEND sends Redis the 8 new bytes, not the whole string again.
 local function fs_put(k, field, fp)
   local s = fs_get(k)
   if #s >= cap * REC then return false end
-  local ns = s .. field .. fp
+  local rec = field .. fp
   if s == '' then
-    redis.call('SET', k, ns, 'PX', ttl)
+    redis.call('SET', k, rec, 'PX', ttl)
   else
-    redis.call('SET', k, ns, 'KEEPTTL')
+    redis.call('APPEND', k, rec)
   end
-  fscache[k] = ns
+  fsadd[k] = rec
   return true
 end
 
