@@ -3,10 +3,14 @@ package detect
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/internal/sample"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
@@ -111,4 +115,76 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 	reportCPU(b, c, cpu0)
+}
+
+// BenchmarkAnalyzeHuge: the worst messages the daemon accepts for
+// analysis, at its default limits (the session keeps 4 MiB of body; 1 MiB
+// of decoded text is analysed): plain text, HTML that is mostly markup,
+// and base64 text. The time per message is the bound on a message's work.
+func BenchmarkAnalyzeHuge(b *testing.B) {
+	const bodyLimit = 4 << 20
+	words := strings.Fields("the quick brown fox jumps over the lazy dog while our weekly offers " +
+		"include garden tools kitchen knives and discounted travel insurance for families")
+	plain := func() []byte {
+		var buf bytes.Buffer
+		for i := 0; buf.Len() < bodyLimit; i++ {
+			buf.WriteString(words[i%len(words)])
+			if i%12 == 11 {
+				buf.WriteString("\r\n")
+			} else {
+				buf.WriteByte(' ')
+			}
+		}
+		return buf.Bytes()[:bodyLimit]
+	}
+	html := func() []byte {
+		var buf bytes.Buffer
+		buf.WriteString("<html><body>")
+		for i := 0; buf.Len() < bodyLimit; i++ {
+			fmt.Fprintf(&buf, "<div class=\"c%d\" style=\"color:#%06x;font-size:%dpx\"><span>%s</span></div>\r\n",
+				i%50, i*2654435761%(1<<24), 10+i%8, words[i%len(words)])
+		}
+		return buf.Bytes()[:bodyLimit]
+	}
+	b64 := func() []byte {
+		raw := plain()[:bodyLimit*3/4-100]
+		enc := base64.StdEncoding.EncodeToString(raw)
+		var buf bytes.Buffer
+		for len(enc) > 76 {
+			buf.WriteString(enc[:76])
+			buf.WriteString("\r\n")
+			enc = enc[76:]
+		}
+		buf.WriteString(enc)
+		return buf.Bytes()[:min(buf.Len(), bodyLimit)]
+	}
+	cases := []struct {
+		name, ctype, cte string
+		body             []byte
+	}{
+		{"plain-4MiB", "text/plain; charset=utf-8", "", plain()},
+		{"html-4MiB", "text/html; charset=utf-8", "", html()},
+		{"base64-4MiB", "text/plain; charset=utf-8", "base64", b64()},
+	}
+	f := newFixture(&testing.T{})
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var h textproto.Header
+			h.Set("Subject", "A very long message")
+			h.Set("Content-Type", c.ctype)
+			if c.cte != "" {
+				h.Set("Content-Transfer-Encoding", c.cte)
+			}
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			cpu0 := sample.CPUTime()
+			for b.Loop() {
+				a := f.e.Analyze(&Message{Header: h, Body: bytes.NewReader(c.body), Recipients: []string{"a@example.test"}, Truncated: true})
+				if len(a.Keys) == 0 {
+					b.Fatal("not signed")
+				}
+			}
+			b.ReportMetric(float64((sample.CPUTime()-cpu0).Microseconds())/1e3/float64(b.N), "cpu-ms/msg")
+		})
+	}
 }
