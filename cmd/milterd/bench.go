@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ type benchFlags struct {
 	duration    time.Duration
 	messages    int64
 	rcpts       int
+	rate        float64
 	redis       string
 	memMessages int
 	memKeys     int
@@ -67,6 +69,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "`time` of each end-to-end row")
 	fs.Int64Var(&f.messages, "messages", 0, "messages per end-to-end row instead of -duration (0: use -duration)")
 	fs.IntVar(&f.rcpts, "rcpts", 1, "recipients per message end to end")
+	fs.Float64Var(&f.rate, "rate", 150, "also measure end to end paced at this many `msgs/s` in all, for latency below saturation (0: skip)")
 	fs.StringVar(&f.redis, "redis", "auto", "Redis for the Redis rows: auto (start a redis-server), a redis:// `URL`, or off")
 	fs.IntVar(&f.memMessages, "mem-messages", 50000, "store memory: load `n` distinct messages at a million a day (0: skip; 1000000 for the full figure)")
 	fs.IntVar(&f.memKeys, "mem-keys", 0, "store memory: keys per message (0: as measured in process, else 27)")
@@ -114,6 +117,7 @@ type benchEnv struct {
 	f        benchFlags
 	log      *slog.Logger
 	dirs     []string
+	stores   int
 	runtimes []*runtime
 	closers  []func()
 }
@@ -144,12 +148,18 @@ func (e *benchEnv) config(redisURL string, families ...string) (*config.Config, 
 		c := config.Default()
 		cfg = &c
 	}
-	dir, err := os.MkdirTemp("", "milterd-bench-")
-	if err != nil {
-		return nil, err
+	// One data directory, so one secret, for every runtime of the run (a
+	// Redis database refuses a second secret); a store file per runtime.
+	if len(e.dirs) == 0 {
+		dir, err := os.MkdirTemp("", "milterd-bench-")
+		if err != nil {
+			return nil, err
+		}
+		e.dirs = append(e.dirs, dir)
 	}
-	e.dirs = append(e.dirs, dir)
-	cfg.DataDir, cfg.Store.File = dir, ""
+	e.stores++
+	cfg.DataDir = e.dirs[0]
+	cfg.Store.File = filepath.Join(e.dirs[0], fmt.Sprintf("store-%d.db", e.stores))
 	cfg.Store.Redis = config.Redis{URL: redisURL}
 	cfg.Listen, cfg.MetricsListen = "inet:127.0.0.1:0", ""
 	if len(families) > 0 {
@@ -262,60 +272,16 @@ func runBench(ctx context.Context, f benchFlags, stderr io.Writer) (*bench.Repor
 	}
 
 	if f.e2e {
-		run := func(name, addr, header string, withRedis bool) (bench.EndToEndResult, error) {
-			progress("end to end: %s", name)
-			o := bench.EndToEndOptions{Name: name, Addr: addr, Sessions: f.sessions, PerSession: f.perSession,
-				Messages: f.messages, Corpus: corp, Recipients: f.rcpts, Header: header}
-			if f.messages == 0 {
-				o.Duration = f.duration
-			}
-			if withRedis {
-				c := bench.NewRedisClient(redisAddr)
-				defer c.Close()
-				o.Redis = c
-			}
-			return bench.EndToEnd(ctx, o)
+		rates := []float64{0}
+		if f.rate > 0 {
+			rates = append(rates, f.rate)
 		}
-		base, err := bench.StartBaseline()
-		if err != nil {
-			return nil, err
-		}
-		env.closers = append(env.closers, func() { base.Close() })
-		b, err := run("do-nothing milter", base.Addr(), "", false)
-		if err != nil {
-			return nil, err
-		}
-		rep.EndToEnd = append(rep.EndToEnd, b)
-		base.Close()
-
-		stores := []struct{ name, url string }{{"bulkmilter, embedded store", ""}}
-		if redisURL != "" {
-			stores = append(stores, struct{ name, url string }{"bulkmilter, Redis", redisURL})
-		}
-		for _, st := range stores {
-			// One registry for the pipeline and the server, as in the daemon:
-			// metrics are part of the cost.
-			met := metrics.New(prometheus.NewRegistry())
-			rt, err := env.runtime(st.url, met)
+		for _, rate := range rates {
+			rows, err := env.endToEnd(ctx, corp, rate, redisURL, redisAddr, progress)
 			if err != nil {
 				return nil, err
 			}
-			addr, stop, err := serveRuntime(rt, met, env.log)
-			if err != nil {
-				return nil, err
-			}
-			if err := rt.ping(ctx); err != nil {
-				stop()
-				return nil, fmt.Errorf("%s: %w", st.name, err)
-			}
-			r, err := run(st.name, addr, rt.cfg.Actions.Header, st.url != "")
-			stop()
-			rt.close()
-			if err != nil {
-				return nil, err
-			}
-			r.Compare(b)
-			rep.EndToEnd = append(rep.EndToEnd, r)
+			rep.EndToEnd = append(rep.EndToEnd, rows...)
 		}
 	}
 
@@ -400,4 +366,70 @@ func writeAllocProfile(path string) error {
 		return fmt.Errorf("allocation profile: %w", err)
 	}
 	return pf.Close()
+}
+
+// endToEnd measures the do-nothing milter, then the daemon's runtime with
+// the embedded store and with Redis (when redisURL is set), under the same
+// load: as fast as they answer (rate 0) or paced at rate messages a second.
+func (e *benchEnv) endToEnd(ctx context.Context, corp *sample.Corpus, rate float64, redisURL, redisAddr string,
+	progress func(string, ...any)) ([]bench.EndToEndResult, error) {
+	f := e.f
+	suffix := ""
+	if rate > 0 {
+		suffix = fmt.Sprintf(" @ %.0f/s", rate)
+	}
+	run := func(name, addr, header string, withRedis bool) (bench.EndToEndResult, error) {
+		progress("end to end: %s", name)
+		o := bench.EndToEndOptions{Name: name, Addr: addr, Sessions: f.sessions, PerSession: f.perSession,
+			Messages: f.messages, Corpus: corp, Recipients: f.rcpts, Header: header, Rate: rate}
+		if f.messages == 0 {
+			o.Duration = f.duration
+		}
+		if withRedis {
+			c := bench.NewRedisClient(redisAddr)
+			defer c.Close()
+			o.Redis = c
+		}
+		return bench.EndToEnd(ctx, o)
+	}
+	base, err := bench.StartBaseline()
+	if err != nil {
+		return nil, err
+	}
+	b, err := run("do-nothing milter"+suffix, base.Addr(), "", false)
+	base.Close()
+	if err != nil {
+		return nil, err
+	}
+	rows := []bench.EndToEndResult{b}
+	stores := []struct{ name, url string }{{"bulkmilter, embedded store", ""}}
+	if redisURL != "" {
+		stores = append(stores, struct{ name, url string }{"bulkmilter, Redis", redisURL})
+	}
+	for _, st := range stores {
+		// One registry for the pipeline and the server, as in the daemon:
+		// metrics are part of the cost.
+		met := metrics.New(prometheus.NewRegistry())
+		rt, err := e.runtime(st.url, met)
+		if err != nil {
+			return nil, err
+		}
+		addr, stop, err := serveRuntime(rt, met, e.log)
+		if err != nil {
+			return nil, err
+		}
+		if err := rt.ping(ctx); err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		r, err := run(st.name+suffix, addr, rt.cfg.Actions.Header, st.url != "")
+		stop()
+		rt.close()
+		if err != nil {
+			return nil, err
+		}
+		r.Compare(b)
+		rows = append(rows, r)
+	}
+	return rows, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	gomilter "github.com/d--j/go-milter"
@@ -56,7 +57,11 @@ type EndToEndOptions struct {
 	PerSession int
 	Messages   int64
 	Duration   time.Duration
-	Corpus     *Corpus
+	// Rate, when positive, paces the load at that many messages a second
+	// in all (open loop): the latency then is what the milter adds to a
+	// message, not the queueing of a saturated closed loop.
+	Rate   float64
+	Corpus *Corpus
 	// Recipients per message, each message to new ones from a population
 	// of 200,000.
 	Recipients int
@@ -70,6 +75,7 @@ type EndToEndOptions struct {
 // EndToEndResult is one end-to-end run.
 type EndToEndResult struct {
 	Name       string   `json:"name"`
+	Rate       float64  `json:"offered_rate,omitempty"` // 0: as fast as it answers
 	Sent       int64    `json:"sent"`
 	Answered   int64    `json:"answered"`
 	Failed     int64    `json:"failed"`
@@ -168,14 +174,14 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	cpu0 := CPUTime()
 	rep, err := load.Run(ctx, load.Options{
 		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
-		Messages: o.Messages, Duration: o.Duration, Next: next, Check: check,
+		Messages: o.Messages, Duration: o.Duration, Next: paced(next, o.Rate), Check: check,
 	})
 	if err != nil {
 		return EndToEndResult{}, err
 	}
 	cpu := CPUTime() - cpu0
 	r := EndToEndResult{
-		Name: o.Name, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
+		Name: o.Name, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
 		Wall: rep.Elapsed.Seconds(), MsgsPerSec: rep.PerSecond(),
 		P50: ms(rep.Latency.Quantile(0.5)), P99: ms(rep.Latency.Quantile(0.99)),
 		P999: ms(rep.Latency.Quantile(0.999)), Max: ms(rep.Latency.Max()),
@@ -210,6 +216,22 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		r.Verdicts = verdicts.snapshot()
 	}
 	return r, nil
+}
+
+// paced returns next, made to wait until message i's turn at rate
+// messages a second (from the first call) when rate is positive. The wait
+// happens before the message is sent, outside its latency.
+func paced(next func(int64) load.Message, rate float64) func(int64) load.Message {
+	if rate <= 0 {
+		return next
+	}
+	var once sync.Once
+	var start time.Time
+	return func(i int64) load.Message {
+		once.Do(func() { start = time.Now() })
+		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		return next(i)
+	}
 }
 
 // Compare fills r's ratios to the baseline.

@@ -94,23 +94,33 @@ func (r *Report) Evaluate() {
 		}
 		r.Targets = append(r.Targets, t)
 	}
+	paced := false
+	for _, e := range r.EndToEnd {
+		paced = paced || (e.Redis != nil && e.Rate > 0)
+	}
 	for _, e := range r.EndToEnd {
 		if e.Redis == nil {
 			continue
 		}
-		t := Target{Name: e.Name + ": throughput", Want: "≥ 70 % of the do-nothing milter",
-			Got: fmt.Sprintf("%.0f %%", 100*e.Ratio), Met: e.Ratio >= 0.7}
-		if !t.Met {
-			t.Missed = fmt.Sprintf("%.0f points", 100*(0.7-e.Ratio))
+		if e.Rate == 0 {
+			t := Target{Name: e.Name + ": throughput", Want: "≥ 70 % of the do-nothing milter",
+				Got: fmt.Sprintf("%.0f %%", 100*e.Ratio), Met: e.Ratio >= 0.7}
+			if !t.Met {
+				t.Missed = fmt.Sprintf("%.0f points", 100*(0.7-e.Ratio))
+			}
+			r.Targets = append(r.Targets, t)
 		}
-		r.Targets = append(r.Targets, t)
-		t = Target{Name: e.Name + ": p99 latency", Want: "within 5 ms of the do-nothing milter",
-			Got: fmt.Sprintf("%+.2f ms", e.P99Delta), Met: e.P99Delta <= 5}
-		if !t.Met {
-			t.Missed = fmt.Sprintf("%.2f ms", e.P99Delta-5)
+		// Latency is compared below saturation when a paced run was made:
+		// in a saturated closed loop it is queueing, set by throughput.
+		if e.Rate > 0 || !paced {
+			t := Target{Name: e.Name + ": p99 latency", Want: "within 5 ms of the do-nothing milter",
+				Got: fmt.Sprintf("%+.2f ms", e.P99Delta), Met: e.P99Delta <= 5}
+			if !t.Met {
+				t.Missed = fmt.Sprintf("%.2f ms", e.P99Delta-5)
+			}
+			r.Targets = append(r.Targets, t)
 		}
-		r.Targets = append(r.Targets, t)
-		t = Target{Name: e.Name + ": Redis round trips", Want: "exactly 1 per message",
+		t := Target{Name: e.Name + ": Redis round trips", Want: "exactly 1 per message",
 			Got: fmt.Sprintf("%.3f per message (%.3f scripts)", e.Redis.RoundTrips, e.Redis.Scripts),
 			Met: e.Redis.RoundTrips == 1 && e.Redis.Scripts == 1}
 		r.Targets = append(r.Targets, t)
@@ -151,13 +161,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(r.EndToEnd) > 0 {
 		fmt.Fprintf(w, "End to end over the milter protocol (%d concurrent sessions, loopback; process CPU = load client + milter):\n", r.Machine.Sessions)
-		p("milter\tanswered\tfailed\tmsgs/s\tratio\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tΔp99 ms\tcpu µs/msg\t\n")
+		p("milter\toffered\tanswered\tfailed\tmsgs/s\tratio\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tΔp99 ms\tcpu µs/msg\t\n")
 		for _, x := range r.EndToEnd {
-			ratio, dp := "", ""
+			ratio, dp, offered := "", "", "max"
 			if x.Ratio > 0 {
 				ratio, dp = fmt.Sprintf("%.2f", x.Ratio), fmt.Sprintf("%+.2f", x.P99Delta)
 			}
-			p("%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.0f\t\n", x.Name, x.Answered, x.Failed, x.MsgsPerSec, ratio,
+			if x.Rate > 0 {
+				offered = fmt.Sprintf("%.0f/s", x.Rate)
+			}
+			p("%s\t%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.0f\t\n", x.Name, offered, x.Answered, x.Failed, x.MsgsPerSec, ratio,
 				x.P50, x.P99, x.P999, x.Max, dp, x.CPUPerMsg)
 		}
 		tw.Flush()
