@@ -118,22 +118,12 @@ local function ttlof(bk) return ttl - (cb - bk) * blen end
 -- 16 to 20. Strings read in this call are cached (one GET each).
 local REC = 8
 local fscache = {}
--- Records appended by this call, not yet in fscache: folded in only when
--- the string is read again (rare: another signature of the message with
--- the same tag, split and bucket).
-local fsadd = {}
 
 local function fs_get(k)
   local s = fscache[k]
   if s == nil then
     s = redis.call('GET', k) or ''
     fscache[k] = s
-  end
-  local a = fsadd[k]
-  if a then
-    s = s .. a
-    fscache[k] = s
-    fsadd[k] = nil
   end
   return s
 end
@@ -165,18 +155,20 @@ local function fs_find(s, field)
 end
 
 -- fs_put appends a record to the current bucket's string if it has room;
--- a new string gets its TTL.
--- APPEND sends Redis the 8 new bytes, not the whole string again.
+-- a new string gets its TTL. The string is written whole with SET, not
+-- with APPEND: APPEND leaves the string with up to as much spare room as
+-- it holds (Redis grows it by doubling), which measured 484 bytes per
+-- message at 29 keys against 270 with SET.
 local function fs_put(k, field, fp)
   local s = fs_get(k)
   if #s >= cap * REC then return false end
-  local rec = field .. fp
+  local ns = s .. field .. fp
   if s == '' then
-    redis.call('SET', k, rec, 'PX', ttl)
+    redis.call('SET', k, ns, 'PX', ttl)
   else
-    redis.call('APPEND', k, rec)
+    redis.call('SET', k, ns, 'KEEPTTL')
   end
-  fsadd[k] = rec
+  fscache[k] = ns
   return true
 end
 
