@@ -2,6 +2,7 @@ package bench
 
 import (
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/sample"
@@ -32,6 +33,11 @@ type PipelineResult struct {
 	AllocsPerMsg   float64 `json:"allocs_per_msg"`
 	BytesPerMsg    float64 `json:"alloc_bytes_per_msg"`
 	KeysPerMsg     float64 `json:"keys_per_msg"`
+	// Per-message wall time, from the first pass over the sample: the
+	// latency the work itself adds, heavy messages included.
+	P50us float64 `json:"p50_us"`
+	P99us float64 `json:"p99_us"`
+	MaxUs float64 `json:"max_us"`
 }
 
 // Pipeline runs fn over the corpus, one message after the other on one
@@ -48,12 +54,19 @@ func Pipeline(name string, c *Corpus, minMessages int64, minTime time.Duration, 
 	runtime.ReadMemStats(&m0)
 	cpu0, t0 := CPUTime(), time.Now()
 	var n, bytes, keys int64
+	per := make([]time.Duration, 0, len(c.Messages))
 	for i := 0; ; i++ {
 		if i == len(c.Messages) {
 			i = 0
 		}
 		m := &c.Messages[i]
-		keys += int64(fn(m))
+		if len(per) < len(c.Messages) {
+			t := time.Now()
+			keys += int64(fn(m))
+			per = append(per, time.Since(t))
+		} else {
+			keys += int64(fn(m))
+		}
 		n++
 		bytes += int64(len(m.Raw))
 		if n >= int64(len(c.Messages)) && n >= minMessages && n%64 == 0 && time.Since(t0) >= minTime {
@@ -69,6 +82,11 @@ func Pipeline(name string, c *Corpus, minMessages int64, minTime time.Duration, 
 		KeysPerMsg:   float64(keys) / float64(n),
 		CPUNsPerMsg:  float64(cpu.Nanoseconds()) / float64(n),
 	}
+	slices.Sort(per)
+	q := func(f float64) float64 {
+		return float64(per[min(len(per)-1, int(f*float64(len(per))))].Nanoseconds()) / 1e3
+	}
+	r.P50us, r.P99us, r.MaxUs = q(0.5), q(0.99), float64(per[len(per)-1].Nanoseconds())/1e3
 	if cpu > 0 {
 		r.MsgsPerCoreSec = float64(n) / cpu.Seconds()
 		r.MBPerCoreSec = float64(bytes) / 1e6 / cpu.Seconds()

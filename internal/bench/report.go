@@ -151,10 +151,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Corpus.Messages, r.Corpus.AvgBytes, strings.Join(r.Corpus.Sources, ", "))
 	if len(r.Pipeline) > 0 {
 		fmt.Fprintln(w, "In process (one goroutine; per core = per second of process CPU):")
-		p("pipeline\tmsgs\tmsgs/s/core\tMB/s/core\tcpu µs/msg\tmsgs/s wall\tallocs/msg\tKB alloc/msg\tkeys/msg\t\n")
+		p("pipeline\tmsgs\tmsgs/s/core\tMB/s/core\tcpu µs/msg\tmsgs/s wall\tallocs/msg\tKB alloc/msg\tkeys/msg\tp50 µs\tp99 µs\tmax µs\t\n")
 		for _, x := range r.Pipeline {
-			p("%s\t%d\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", x.Name, x.Messages, x.MsgsPerCoreSec, x.MBPerCoreSec,
-				x.CPUNsPerMsg/1e3, x.MsgsPerSecWall, x.AllocsPerMsg, x.BytesPerMsg/1024, x.KeysPerMsg)
+			p("%s\t%d\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", x.Name, x.Messages, x.MsgsPerCoreSec, x.MBPerCoreSec,
+				x.CPUNsPerMsg/1e3, x.MsgsPerSecWall, x.AllocsPerMsg, x.BytesPerMsg/1024, x.KeysPerMsg, x.P50us, x.P99us, x.MaxUs)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
