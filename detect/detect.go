@@ -15,7 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -52,18 +52,7 @@ type Options struct {
 	// GlobalVoters is the number of distinct voters after which a vote on a
 	// key applies to every recipient.
 	GlobalVoters int
-	// Votes lists a recipient's votes on a message's keys, so that a vote
-	// counts for the keys it was cast on and no others. Optional: without
-	// it a recipient's latest vote on any key covers all the message's
-	// keys.
-	Votes   VoteLister
-	Metrics *metrics.Metrics // may be nil
-}
-
-// VoteLister is the part of store.Admin the pipeline uses on the rare
-// messages whose recipients voted on one of their keys.
-type VoteLister interface {
-	ListVotes(ctx context.Context, q store.VoteQuery) ([]store.VoteEntry, error)
+	Metrics      *metrics.Metrics // may be nil
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
@@ -187,10 +176,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 		v.Unsigned = true
 		return v
 	}
-	ids := make([]string, len(a.Keys))
-	for i, k := range a.Keys {
-		ids[i] = e.StoreID(k)
-	}
+	ids := e.opt.Set.StoreIDs(a.Keys)
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
@@ -234,20 +220,24 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
-	if len(res.UserVotes) > 0 {
-		own := e.ownVotes(ctx, ids, rcpts, res.UserVotes)
+	// A recipient's own votes come with the store's answer, per key: a vote
+	// counts for the keys it was cast on and no others, without a second
+	// store call.
+	if len(res.OwnVotes) > 0 {
+		eff := make([]effect, len(ids))
 		for _, r := range rcpts {
-			kinds, voted := own[r]
-			if !voted {
+			kinds, voted := res.OwnVotes[r]
+			if !voted || len(kinds) != len(ids) {
 				continue
 			}
-			eff := make([]effect, len(ids))
-			for i, id := range ids {
-				switch kinds[id] {
+			for i, k := range kinds {
+				switch k {
 				case store.VoteNotBulk:
 					eff[i] = effClear
 				case store.VoteBulk:
 					eff[i] = effForce
+				default:
+					eff[i] = effNone
 				}
 			}
 			mine, ok := e.marked(a.Keys, res.Volumes, eff)
@@ -311,24 +301,23 @@ func globalEffect(t store.Tally, quorum int64) effect {
 // the marks decide nothing (no majority, or a majority for both kinds):
 // the next scope, or the volume, decides.
 func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
-	signed := map[signature.Family]bool{}
-	cleared := map[signature.Family]bool{}
-	forced := map[signature.Family]bool{}
+	// Families are a handful of small numbers: sets of them are bit sets.
+	var signed, cleared, forced famSet
 	var top judgement // the forced key with the highest volume
 	for i, k := range keys {
-		signed[k.Family] = true
+		signed.add(k.Family)
 		switch eff[i] {
 		case effClear:
-			cleared[k.Family] = true
+			cleared.add(k.Family)
 		case effForce:
-			forced[k.Family] = true
+			forced.add(k.Family)
 			if !top.bulk || volumes[i] > top.volume {
 				top = judgement{bulk: true, family: k.Family, volume: volumes[i]}
 			}
 		}
 	}
-	copyOfCleared := 2*len(cleared) > len(signed)
-	copyOfForced := 2*len(forced) > len(signed)
+	copyOfCleared := 2*cleared.len() > signed.len()
+	copyOfForced := 2*forced.len() > signed.len()
 	switch {
 	case copyOfForced && !copyOfCleared:
 		return top, true
@@ -336,6 +325,15 @@ func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j 
 		return judgement{}, true
 	}
 	return judgement{}, false
+}
+
+// famSet is a set of families.
+type famSet [4]uint64
+
+func (s *famSet) add(f signature.Family) { s[f>>6] |= 1 << (f & 63) }
+
+func (s *famSet) len() int {
+	return bits.OnesCount64(s[0]) + bits.OnesCount64(s[1]) + bits.OnesCount64(s[2]) + bits.OnesCount64(s[3])
 }
 
 // judgement is a verdict for one scope.
@@ -350,18 +348,19 @@ type judgement struct {
 // threshold. Family and volume are the deciding family, or the family
 // closest to its threshold.
 func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
-	vols := map[signature.Family]int64{}
+	var vols [256]int64 // by family; -1: no key of that family
+	for i := range vols {
+		vols[i] = -1
+	}
 	for i, k := range keys {
-		if old, ok := vols[k.Family]; !ok || volumes[i] > old {
-			vols[k.Family] = volumes[i]
-		}
+		vols[k.Family] = max(vols[k.Family], volumes[i])
 	}
 	var j judgement
 	best := -1.0
 	for _, s := range e.opt.Set.Signers() {
 		f := s.Family()
-		vol, ok := vols[f]
-		if !ok {
+		vol := vols[f]
+		if vol < 0 {
 			continue
 		}
 		th := e.opt.Thresholds[f]
@@ -372,46 +371,6 @@ func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 		}
 	}
 	return j
-}
-
-// ownVotes returns, for each recipient the store says voted on one of the
-// keys, that recipient's vote per key. The store's answer says only which
-// recipients voted and their latest kind; which keys they voted on takes
-// one more lookup per such recipient (rare: only mail that shares a key
-// with mail its recipient voted on). Without a lister, or when the lookup
-// fails, the recipient's latest vote is taken to cover every key.
-func (e *Engine) ownVotes(ctx context.Context, ids, rcpts []string, latest map[string]store.VoteKind) map[string]map[string]store.VoteKind {
-	out := make(map[string]map[string]store.VoteKind, len(latest))
-	coarse := func(r string, k store.VoteKind) {
-		m := make(map[string]store.VoteKind, len(ids))
-		for _, id := range ids {
-			m[id] = k
-		}
-		out[r] = m
-	}
-	uniq := slices.Compact(slices.Sorted(slices.Values(ids)))
-	for _, r := range rcpts {
-		k, ok := latest[r]
-		if !ok || k == store.VoteNone {
-			continue
-		}
-		if e.opt.Votes == nil {
-			coarse(r, k)
-			continue
-		}
-		entries, err := e.opt.Votes.ListVotes(ctx, store.VoteQuery{Voter: r, Keys: uniq})
-		if err != nil {
-			e.opt.Metrics.Error(metrics.StageStore)
-			coarse(r, k)
-			continue
-		}
-		m := make(map[string]store.VoteKind, len(entries))
-		for _, en := range entries {
-			m[en.Key] = en.Kind
-		}
-		out[r] = m
-	}
-	return out
 }
 
 func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {

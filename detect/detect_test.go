@@ -22,10 +22,20 @@ const threshold = 10
 type fixture struct {
 	t     *testing.T
 	e     *Engine
-	store *store.Embedded
+	store Store
 }
 
-func newFixture(t *testing.T, withLister bool) *fixture {
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newFixtureWith(t, st)
+}
+
+func newFixtureWith(t *testing.T, st Store) *fixture {
 	t.Helper()
 	lex, err := bundled.Lexicon()
 	if err != nil {
@@ -40,19 +50,11 @@ func newFixture(t *testing.T, withLister bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	th := map[signature.Family]int{}
 	for _, s := range set.Signers() {
 		th[s.Family()] = threshold
 	}
 	opt := Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3}
-	if withLister {
-		opt.Votes = st
-	}
 	e, err := New(opt)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +269,7 @@ func TestGlobalVotes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, true)
+			f := newFixture(t)
 			tc.votes(f)
 			f.check(newsletter("garden", recipients("r", 12)...))
 			v := f.check(newsletter("garden", "zed@example.test"))
@@ -283,7 +285,7 @@ func TestGlobalVotes(t *testing.T) {
 
 // Three "bulk" voters make a message below the threshold bulk for everyone.
 func TestGlobalBulkVotes(t *testing.T) {
-	f := newFixture(t, true)
+	f := newFixture(t)
 	for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 		f.vote(v, store.VoteBulk, f.ids(func() *Message { return newsletter("garden") }))
 	}
@@ -301,7 +303,6 @@ func TestUserVotes(t *testing.T) {
 	const ann, bob = "ann@example.test", "bob@example.test"
 	tests := []struct {
 		name       string
-		lister     bool
 		votes      func(f *fixture)
 		rcpts      []string
 		bulk, base bool
@@ -311,7 +312,6 @@ func TestUserVotes(t *testing.T) {
 	}{
 		{
 			name:       "her vote exempts her and only her",
-			lister:     true,
 			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.ids(garden)) },
 			rcpts:      []string{ann, bob},
 			bulk:       true,
@@ -321,7 +321,6 @@ func TestUserVotes(t *testing.T) {
 		},
 		{
 			name:       "alone, she gets it untagged",
-			lister:     true,
 			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.ids(garden)) },
 			rcpts:      []string{ann},
 			bulk:       false,
@@ -330,8 +329,7 @@ func TestUserVotes(t *testing.T) {
 			override:   "user not-bulk",
 		},
 		{
-			name:   "her vote on other keys of the message does not exempt her",
-			lister: true,
+			name: "her vote on other keys of the message does not exempt her",
 			votes: func(f *fixture) {
 				f.vote(ann, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
 			},
@@ -343,7 +341,6 @@ func TestUserVotes(t *testing.T) {
 			// A randomised copy that shares one key per family with what
 			// she rescued is rescued for her.
 			name:       "her vote on one key of each family exempts her",
-			lister:     true,
 			votes:      func(f *fixture) { f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)) },
 			rcpts:      []string{ann},
 			bulk:       false,
@@ -352,22 +349,7 @@ func TestUserVotes(t *testing.T) {
 			override:   "user not-bulk",
 		},
 		{
-			// Without a lister the store's answer (her latest vote on any
-			// key) covers every key: the coarse rule.
-			name:   "without a lister any voted key exempts her",
-			lister: false,
-			votes: func(f *fixture) {
-				f.vote(ann, store.VoteNotBulk, f.ids(garden, signature.FamilySift))
-			},
-			rcpts:      []string{ann},
-			bulk:       false,
-			base:       true,
-			notBulkFor: []string{ann},
-			override:   "user not-bulk",
-		},
-		{
-			name:   "her vote on two families of the message does not exempt her",
-			lister: true,
+			name: "her vote on two families of the message does not exempt her",
 			votes: func(f *fixture) {
 				f.vote(ann, store.VoteNotBulk, f.onePerFamily(garden)[2:])
 			},
@@ -376,8 +358,7 @@ func TestUserVotes(t *testing.T) {
 			base:  true,
 		},
 		{
-			name:   "her not-bulk beats a global bulk",
-			lister: true,
+			name: "her not-bulk beats a global bulk",
 			votes: func(f *fixture) {
 				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 					f.vote(v, store.VoteBulk, f.ids(garden))
@@ -391,8 +372,7 @@ func TestUserVotes(t *testing.T) {
 			override:   "user not-bulk",
 		},
 		{
-			name:   "her bulk beats a global not-bulk",
-			lister: true,
+			name: "her bulk beats a global not-bulk",
 			votes: func(f *fixture) {
 				for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 					f.vote(v, store.VoteNotBulk, f.ids(garden))
@@ -406,8 +386,7 @@ func TestUserVotes(t *testing.T) {
 			override: "user bulk",
 		},
 		{
-			name:   "her later vote replaces her earlier one",
-			lister: true,
+			name: "her later vote replaces her earlier one",
 			votes: func(f *fixture) {
 				f.vote(ann, store.VoteNotBulk, f.ids(garden))
 				f.vote(ann, store.VoteBulk, f.ids(garden))
@@ -419,7 +398,7 @@ func TestUserVotes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, tc.lister)
+			f := newFixture(t)
 			tc.votes(f)
 			f.check(newsletter("garden", recipients("r", 12)...))
 			v := f.check(newsletter("garden", tc.rcpts...))
@@ -434,7 +413,7 @@ func TestUserVotes(t *testing.T) {
 
 // A user's "bulk" vote makes a message below the threshold bulk for her.
 func TestUserBulkVote(t *testing.T) {
-	f := newFixture(t, true)
+	f := newFixture(t)
 	const ann = "ann@example.test"
 	f.vote(ann, store.VoteBulk, f.ids(func() *Message { return newsletter("garden") }))
 	v := f.check(newsletter("garden", ann, "bob@example.test"))

@@ -55,7 +55,6 @@ func newEngine(t testing.TB, cfg *config.Config) (*detect.Engine, *store.Embedde
 		Limits:         mailtext.Limits{MaxDepth: cfg.Limits.MaxMIMEDepth, MaxParts: cfg.Limits.MaxMIMEParts, MaxTextBytes: int(cfg.Limits.MaxTextBytes)},
 		Set:            set,
 		Store:          st,
-		Votes:          st,
 		Thresholds:     th,
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,

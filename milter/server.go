@@ -170,18 +170,29 @@ func NewServer(opt Options) *Server {
 		opt.ReadTimeout = 15 * time.Minute
 	}
 	s := &Server{opt: opt, storeFailures: ratelog.Sampler{Every: time.Minute}}
-	o := []gomilter.Option{
+	o := append(ProtocolOptions(),
 		gomilter.WithMilter(func() gomilter.Milter { return newSession(s) }),
+		gomilter.WithReadTimeout(opt.ReadTimeout),
+		gomilter.WithWriteTimeout(10*time.Second),
+	)
+	s.ms = gomilter.NewServer(o...)
+	return s
+}
+
+// ProtocolOptions returns the go-milter server options that decide what
+// the MTA sends and waits for: the actions, the no-reply and no-send
+// flags and the macro requests. The benchmark's do-nothing milter uses
+// them too, so that it negotiates exactly what the server does and the
+// difference between the two is the cost of filtering alone.
+func ProtocolOptions() []gomilter.Option {
+	o := []gomilter.Option{
 		gomilter.WithActions(actions),
 		gomilter.WithProtocols(protocol),
-		gomilter.WithReadTimeout(opt.ReadTimeout),
-		gomilter.WithWriteTimeout(10 * time.Second),
 	}
 	for stage, names := range macroRequests {
 		o = append(o, gomilter.WithMacroRequest(stage, names))
 	}
-	s.ms = gomilter.NewServer(o...)
-	return s
+	return o
 }
 
 // Serve accepts MTA connections on ln until Shutdown or Close.

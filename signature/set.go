@@ -143,6 +143,30 @@ func (s *Set) Describe() string { return s.descr }
 // "<version>:<key>".
 func (s *Set) StoreID(k Key) string { return s.version + ":" + k.String() }
 
+// StoreIDs returns the store ids of keys, built in one allocation (the
+// daemon needs all of a message's ids at once).
+func (s *Set) StoreIDs(keys []Key) []string {
+	if len(keys) == 0 {
+		return nil
+	}
+	b := make([]byte, 0, len(keys)*(len(s.version)+1+32))
+	ends := make([]int, len(keys))
+	for i, k := range keys {
+		b = append(b, s.version...)
+		b = append(b, ':')
+		b = k.AppendTo(b)
+		ends[i] = len(b)
+	}
+	all := string(b)
+	ids := make([]string, len(keys))
+	start := 0
+	for i, end := range ends {
+		ids[i] = all[start:end]
+		start = end
+	}
+	return ids
+}
+
 // Signers returns the enabled signers in family order.
 func (s *Set) Signers() []Signer { return s.signers }
 

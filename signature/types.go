@@ -98,8 +98,10 @@ type Key struct {
 
 // String returns the key in the form used in stores and logs,
 // "imatch.3:00ab…" with 16 hex digits.
-func (k Key) String() string {
-	b := make([]byte, 0, 32)
+func (k Key) String() string { return string(k.AppendTo(make([]byte, 0, 32))) }
+
+// AppendTo appends the key as String prints it.
+func (k Key) AppendTo(b []byte) []byte {
 	b = append(b, k.Family.String()...)
 	b = append(b, '.')
 	b = strconv.AppendUint(b, uint64(k.Index), 10)
@@ -108,7 +110,7 @@ func (k Key) String() string {
 	for i := 60; i >= 0; i -= 4 {
 		b = append(b, hex[(k.Hash>>uint(i))&0xf])
 	}
-	return string(b)
+	return b
 }
 
 // Explain says what a Signer did with a Doc: how many keys it made or why

@@ -15,20 +15,18 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkmilter/bulkmilter/internal/bench"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -47,100 +45,31 @@ func envFloat(name string, def float64) float64 {
 	return def
 }
 
-// workload makes the messages of a benchmark: keys per message from the
-// default families, one recipient from a population of 200k, and a
-// fraction of messages that belong to 100 campaigns (their keys repeat).
-type workload struct {
-	keys   int
-	repeat float64
-	base   time.Time
-	span   time.Duration // timestamps spread over this
-	n      int
-}
-
-// families names keys like the default signature set's: mostly I-Match
-// (plain and hardened over 11 lexicons), then shingles, character shingles
-// and sifting.
-var families = func() []string {
-	var f []string
-	for i := range 22 {
-		f = append(f, fmt.Sprintf("imatch.%d", i))
-	}
-	for i := range 5 {
-		f = append(f, fmt.Sprintf("shingle.%d", i), fmt.Sprintf("char.%d", i), fmt.Sprintf("sift.%d", i))
-	}
-	return f
-}()
-
-func (w workload) message(i int, rng *rand.Rand) store.Observation {
-	id := uint64(i)
-	if w.repeat > 0 && rng.Float64() < w.repeat {
-		id = 1<<40 + uint64(rng.IntN(100))
-	}
-	keys := make([]string, w.keys)
-	for j := range keys {
-		keys[j] = fmt.Sprintf("v1:%s:%016x", families[j%len(families)], id*0x9e3779b97f4a7c15^uint64(j))
-	}
-	at := w.base
-	if w.n > 0 {
-		at = w.base.Add(time.Duration(int64(w.span) / int64(w.n) * int64(i)))
-	}
-	return store.Observation{Keys: keys, Recipients: []string{fmt.Sprintf("user%d@example.org", rng.IntN(200000))}, Time: at}
-}
+// workload is the store workload shared with "milterd bench"
+// (internal/bench): keys named like the default families', one recipient
+// each, timestamps spread over the span, an optional campaign fraction.
+type workload = bench.StoreWorkload
 
 func newWorkload(n int) workload {
 	return workload{
-		keys:   envInt("BULKMILTER_BENCH_KEYS", 10),
-		repeat: envFloat("BULKMILTER_BENCH_REPEAT", 0),
-		base:   time.Now().Truncate(6 * time.Hour),
-		span:   24*time.Hour - time.Minute,
-		n:      n,
+		Keys:   envInt("BULKMILTER_BENCH_KEYS", 10),
+		Repeat: envFloat("BULKMILTER_BENCH_REPEAT", 0),
+		Base:   time.Now().Truncate(6 * time.Hour),
+		Span:   24*time.Hour - time.Minute,
+		N:      n,
 	}
 }
 
 // load observes n messages with c concurrent writers.
 func load(b *testing.B, s store.Store, w workload, n, c int) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for g := range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 7))
-			ctx := context.Background()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				m := w.message(i, rng)
-				// A call that failed on a stall is retried: writes are
-				// idempotent, so a retry never counts twice.
-				var err error
-				for range 3 {
-					if _, err = s.Observe(ctx, m); !errors.Is(err, store.ErrUnavailable) {
-						break
-					}
-					retries.Add(1)
-				}
-				if err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, ok := failed.Load().(error); ok {
+	retries, err := bench.LoadStore(context.Background(), s, w, n, c)
+	if err != nil {
 		b.Fatal(err)
 	}
-	if n := retries.Load(); n > 0 {
-		b.Logf("%d calls retried after ErrUnavailable", n)
+	if retries > 0 {
+		b.Logf("%d calls retried after ErrUnavailable", retries)
 	}
 }
-
-var retries atomic.Int64
 
 func info(b *testing.B, c redis.UniversalClient, section string) map[string]string {
 	b.Helper()
@@ -222,15 +151,18 @@ func BenchmarkRedisObserve(b *testing.B) {
 			hook := &countingHook{}
 			c.AddHook(hook)
 			w := newWorkload(0)
-			w.keys = keys
+			w.Keys = keys
 			load(b, s, w, 2000, 4) // warm: scripts loaded, connections open
 			hook.trips.Store(0)
 			hook.cmds.Store(0)
 			c.ConfigResetStat(context.Background())
 			cpu0 := info(b, c, "cpu")
+			client0 := bench.CPUTime()
 			b.ResetTimer()
 			load(b, s, w, b.N, 8)
 			b.StopTimer()
+			// The client's side: this process, the server is another.
+			b.ReportMetric(float64((bench.CPUTime()-client0).Nanoseconds())/float64(b.N), "client-cpu-ns/msg")
 			cpu1 := info(b, c, "cpu")
 			stats := info(b, c, "commandstats")
 			n := float64(b.N)
@@ -278,7 +210,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.StopTimer()
 	after := infoFloat(info(b, c, "memory"), "used_memory")
 	b.ReportMetric((after-before)/float64(b.N), "bytes/msg")
-	b.ReportMetric((after-before)/float64(b.N)/float64(w.keys), "bytes/key")
+	b.ReportMetric((after-before)/float64(b.N)/float64(w.Keys), "bytes/key")
 	keys, _ := c.DBSize(ctx).Result()
 	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
 	// How many first-sighting hashes left listpack encoding (a sample).
@@ -353,7 +285,7 @@ func BenchmarkEmbeddedMemory(b *testing.B) {
 	s.Close()
 	start = time.Now()
 	s2, err := store.OpenEmbedded(store.EmbeddedOptions{Path: dir + "/state", SaveInterval: -1, MaxEntries: 1 << 30,
-		Params: store.Params{Now: func() time.Time { return w.base.Add(w.span) }}})
+		Params: store.Params{Now: func() time.Time { return w.Base.Add(w.Span) }}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,7 +57,9 @@
 // retracts it. A vote counts for VoteHorizon (default 180 days) after it
 // was cast. Observe returns, per key, the number of distinct users who
 // voted not-bulk and bulk, and for each recipient of the message who voted
-// on any of its keys, that user's most recent vote. Voters are identified
+// on any of its keys, that user's most recent vote (Result.UserVotes) and
+// her vote on each key (Result.OwnVotes), in the same round trip. Voters
+// are identified
 // by the same normalisation and pseudonym as recipients, so a user's login
 // or address must be what the MTA sees as the recipient. Admin lists and
 // removes votes by key, key prefix or voter.

@@ -768,8 +768,11 @@ func (vb *voteBook) lookup(c *counting, keys []string, rc rcptSet, t time.Time, 
 			if v, ok := sv.voters[p]; ok && v.at > cutoff {
 				if res.UserVotes == nil {
 					res.UserVotes = map[string]VoteKind{}
+					res.OwnVotes = map[string][]VoteKind{}
 				}
-				mergeUserVotes(res.UserVotes, when, rc.names[j], userVote{kind: voteFromCode(v.kind), at: v.at})
+				kind := voteFromCode(v.kind)
+				mergeUserVotes(res.UserVotes, when, rc.names[j], userVote{kind: kind, at: v.at})
+				setOwnVote(res.OwnVotes, rc.names[j], len(keys), i, kind)
 			}
 		}
 	}

@@ -269,6 +269,18 @@ type userVote struct {
 	at   int64 // unix seconds
 }
 
+// setOwnVote records names' vote on the key at position i of n keys.
+func setOwnVote(dst map[string][]VoteKind, names []string, n, i int, k VoteKind) {
+	for _, name := range names {
+		ks := dst[name]
+		if ks == nil {
+			ks = make([]VoteKind, n)
+			dst[name] = ks
+		}
+		ks[i] = k
+	}
+}
+
 func mergeUserVotes(dst map[string]VoteKind, when map[string]int64, names []string, v userVote) {
 	for _, n := range names {
 		if t, ok := when[n]; ok && t > v.at {

@@ -358,29 +358,75 @@ type sigKeys struct {
 }
 
 func (r *Redis) tagOf(h uint64) string {
-	return fmt.Sprintf("%04x", h>>50)
+	var b [4]byte
+	return string(appendTag(b[:0], h))
 }
 
+// appendTag appends a signature's hash tag: the top 14 bits of its hash,
+// as 4 hex digits.
+func appendTag(b []byte, h uint64) []byte {
+	const hex = "0123456789abcdef"
+	t := h >> 50
+	return append(b, hex[t>>12&0xf], hex[t>>8&0xf], hex[t>>4&0xf], hex[t&0xf])
+}
+
+// sigKeys names one signature's keys. They are built in one buffer and
+// one string (a message has some thirty signatures of twelve keys each).
 func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	h := sigHash(id)
-	tag := r.tagOf(h)
-	base := r.prefix + "{" + tag + "}:"
-	hexh := strconv.FormatUint(h, 16)
-	sub := strconv.FormatUint((h>>32)%split, 10)
 	nb := r.c.nb
-	keys := make([]string, 0, 2*nb+2)
+	n := 2*nb + 2
+	// prefix{tag}: is shared by every key of the signature.
+	var preArr [64]byte
+	pre := append(preArr[:0], r.prefix...)
+	pre = append(pre, '{')
+	pre = appendTag(pre, h)
+	pre = append(pre, '}', ':')
+	var numArr [3 * 20]byte
+	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
+	hexh := strconv.AppendUint(numArr[len(sub):len(sub)], h, 16)
+	b := make([]byte, 0, n*(len(pre)+4+len(hexh)+12)+len(id)+4)
+	var endsArr [32]int
+	ends := endsArr[:0]
+	if n > len(endsArr) {
+		ends = make([]int, 0, n)
+	}
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
-		keys = append(keys, base+"f:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
+		b = append(b, pre...)
+		b = append(b, 'f', ':')
+		b = append(b, sub...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, oldest+int64(i), 10)
+		ends = append(ends, len(b))
 	}
-	keys = append(keys, base+"x:"+hexh)
+	b = append(b, pre...)
+	b = append(b, 'x', ':')
+	b = append(b, hexh...)
+	ends = append(ends, len(b))
 	for i := range nb {
-		keys = append(keys, base+"c:"+hexh+":"+strconv.FormatInt(oldest+int64(i), 10))
+		b = append(b, pre...)
+		b = append(b, 'c', ':')
+		b = append(b, hexh...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, oldest+int64(i), 10)
+		ends = append(ends, len(b))
 	}
-	keys = append(keys, base+"v:"+id)
-	var f [4]byte
-	binary.BigEndian.PutUint32(f[:], uint32(h))
-	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
+	b = append(b, pre...)
+	b = append(b, 'v', ':')
+	b = append(b, id...)
+	ends = append(ends, len(b))
+	b = binary.BigEndian.AppendUint32(b, uint32(h))
+
+	all := string(b)
+	keys := make([]string, n)
+	start := 0
+	for i, end := range ends {
+		keys[i] = all[start:end]
+		start = end
+	}
+	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
+	return sigKeys{tag: tag, slot: slotOf(tag), field: all[start:], keys: keys}
 }
 
 func (r *Redis) voteKey(id string) string {
@@ -483,9 +529,14 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 		return Result{}, fmt.Errorf("observe %d keys: %w", len(seen), err)
 	}
 
+	type ownVote struct {
+		rcpt int // index in rc
+		kind VoteKind
+	}
 	type sigResult struct {
 		volume int64
 		tally  Tally
+		own    []ownVote
 	}
 	results := make(map[string]sigResult, len(seen))
 	when := map[string]int64{}
@@ -501,7 +552,6 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 				return Result{}, fmt.Errorf("observe: unexpected script row %v", row)
 			}
 			sr := sigResult{volume: asInt(f[0]), tally: Tally{NotBulk: asInt(f[1]), Bulk: asInt(f[2])}}
-			results[g.ids[j]] = sr
 			uv, _ := f[3].([]any)
 			for k := 0; k+1 < len(uv); k += 2 {
 				idx := int(asInt(uv[k])) - 1
@@ -515,15 +565,22 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 				}
 				if res.UserVotes == nil {
 					res.UserVotes = map[string]VoteKind{}
+					res.OwnVotes = map[string][]VoteKind{}
 				}
-				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: voteFromCode(v[0]), at: at})
+				kind := voteFromCode(v[0])
+				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: kind, at: at})
+				sr.own = append(sr.own, ownVote{rcpt: idx, kind: kind})
 			}
+			results[g.ids[j]] = sr
 		}
 	}
 	for i, id := range o.Keys {
 		sr := results[id]
 		res.Volumes[i] = sr.volume
 		res.Votes[i] = sr.tally
+		for _, ov := range sr.own {
+			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(o.Keys), i, ov.kind)
+		}
 	}
 	return res, nil
 }

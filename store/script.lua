@@ -128,6 +128,22 @@ local function fs_get(k)
   return s
 end
 
+-- fs_prefetch reads, in one MGET, the first-sighting strings of a
+-- signature this call has not read yet: every bucket is read when the
+-- signature is new, the usual case.
+local function fs_prefetch(kb)
+  local missing = {}
+  for i = 1, nb do
+    local k = KEYS[kb + i]
+    if fscache[k] == nil then missing[#missing + 1] = k end
+  end
+  if #missing == 0 then return end
+  local vals = redis.call('MGET', unpack(missing))
+  for i, k in ipairs(missing) do
+    fscache[k] = vals[i] or ''
+  end
+end
+
 local function fs_find(s, field)
   local init = 1
   while true do
@@ -139,7 +155,10 @@ local function fs_find(s, field)
 end
 
 -- fs_put appends a record to the current bucket's string if it has room;
--- a new string gets its TTL.
+-- a new string gets its TTL. The string is written whole with SET, not
+-- with APPEND: APPEND leaves the string with up to as much spare room as
+-- it holds (Redis grows it by doubling), which measured 484 bytes per
+-- message at 29 keys against 270 with SET.
 local function fs_put(k, field, fp)
   local s = fs_get(k)
   if #s >= cap * REC then return false end
@@ -191,9 +210,10 @@ local function counts_format(t)
   return table.concat(parts, ' ')
 end
 
-local function exact_live(x)
+-- exact_live and exact_add take the '#' field as the caller read it.
+local function exact_live(hash)
   local live = 0
-  for bk, c in pairs(counts_parse(redis.call('HGET', x, '#'))) do
+  for bk, c in pairs(counts_parse(hash)) do
     if bk >= oldest then live = live + c end
   end
   return live
@@ -202,8 +222,8 @@ end
 -- exact_add records entries {member, bucket} in the exact set and returns
 -- the live count, or nil after converting the set to per-bucket
 -- HyperLogLogs because it outgrew the exact limit.
-local function exact_add(kb, x, entries)
-  local t = counts_parse(redis.call('HGET', x, '#'))
+local function exact_add(kb, x, entries, hash)
+  local t = counts_parse(hash)
   local stale = false
   for bk in pairs(t) do if bk < oldest then stale = true end end
   if stale then
@@ -215,16 +235,19 @@ local function exact_add(kb, x, entries)
   end
   for _, e in ipairs(entries) do
     local r, bk = e[1], e[2]
-    local old = tonumber(redis.call('HGET', x, r) or '')
-    if old == nil and #r == 6 then
-      -- the first recipient, known by its fingerprint?
-      local ph = '~' .. string.sub(r, 3, 6)
-      local pv = tonumber(redis.call('HGET', x, ph) or '')
-      if pv ~= nil then
-        redis.call('HDEL', x, ph)
-        redis.call('HSET', x, r, pv)
-        old = pv
-      end
+    local old, pv, ph
+    if #r == 6 then
+      -- the recipient, or the first recipient known by its fingerprint
+      ph = '~' .. string.sub(r, 3, 6)
+      local v = redis.call('HMGET', x, r, ph)
+      old, pv = tonumber(v[1] or ''), tonumber(v[2] or '')
+    else
+      old = tonumber(redis.call('HGET', x, r) or '')
+    end
+    if old == nil and pv ~= nil then
+      redis.call('HDEL', x, ph)
+      redis.call('HSET', x, r, pv)
+      old = pv
     end
     if old == nil then
       redis.call('HSET', x, r, bk)
@@ -282,15 +305,16 @@ for s = 1, nsig do
   local count
   if not hll and mode[1] then
     if nr == 0 then
-      count = exact_live(x)
+      count = exact_live(mode[1])
     else
       local entries = {}
       for j = 1, nr do entries[j] = {rs[j], cb} end
-      count = exact_add(kb, x, entries)
+      count = exact_add(kb, x, entries, mode[1])
       if count == nil then hll = true end
     end
   elseif not hll then
     local first, fbk
+    fs_prefetch(kb)
     for i = nb, 1, -1 do
       local str = fs_get(KEYS[kb + i])
       local p = fs_find(str, field)
@@ -326,7 +350,7 @@ for s = 1, nsig do
         end
         for j = 1, nr do entries[#entries + 1] = {rs[j], cb} end
         if #entries <= elim then
-          count = exact_add(kb, x, entries)
+          count = exact_add(kb, x, entries, mode[1])
           if count == nil then hll = true end
         else
           if first then

@@ -27,6 +27,11 @@ type Result struct {
 	// recipient voted differently on several keys, the most recent vote.
 	// Recipients without a vote are absent; nil when nobody voted.
 	UserVotes map[string]VoteKind
+	// OwnVotes holds, for each recipient in UserVotes, that recipient's
+	// vote on each key, aligned with Observation.Keys (VoteNone where she
+	// did not vote), so that a vote applies to the keys it was cast on
+	// without another store call. nil when nobody voted.
+	OwnVotes map[string][]VoteKind
 }
 
 // Tally counts distinct voters on one key.

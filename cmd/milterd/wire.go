@@ -99,7 +99,6 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		StoreTimeout:   cfg.Policy.StoreTimeout.D(),
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,
-		Votes:          rt.store,
 		Metrics:        met,
 	})
 	if err != nil {

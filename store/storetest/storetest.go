@@ -429,6 +429,22 @@ func (s *suite) votes(t *testing.T) {
 	if fmt.Sprint(res.UserVotes) != fmt.Sprint(wantU) {
 		t.Errorf("user votes: got %v, want %v", res.UserVotes, wantU)
 	}
+	// Each recipient's own vote per key, in the same answer: the caller
+	// needs no second call to learn which keys a vote was cast on.
+	wantO := map[string][]store.VoteKind{
+		"Alice@Example.org": {store.VoteNotBulk, store.VoteNotBulk, store.VoteNone},
+		"bob@example.org":   {store.VoteBulk, store.VoteNone, store.VoteNone},
+	}
+	if fmt.Sprint(res.OwnVotes) != fmt.Sprint(wantO) {
+		t.Errorf("own votes: got %v, want %v", res.OwnVotes, wantO)
+	}
+	// A key given twice gets its votes at both positions.
+	res = observe(t, st, t0.Add(time.Minute), []string{k3, k1, k2, k1}, "alice@example.org")
+	if got, want := fmt.Sprint(res.OwnVotes), fmt.Sprint(map[string][]store.VoteKind{
+		"alice@example.org": {store.VoteNone, store.VoteNotBulk, store.VoteNotBulk, store.VoteNotBulk},
+	}); got != want {
+		t.Errorf("own votes with a repeated key: got %s, want %s", got, want)
+	}
 	// Alice changes her mind on k1: the latest vote wins for her, tallies move.
 	vote(t, st, t0.Add(2*time.Minute), "alice@example.org", store.VoteBulk, k1)
 	res = observe(t, st, t0.Add(3*time.Minute), []string{k1, k2}, "alice@example.org")
@@ -438,11 +454,14 @@ func (s *suite) votes(t *testing.T) {
 	if res.UserVotes["alice@example.org"] != store.VoteBulk {
 		t.Errorf("after a changed vote: alice's vote %v, want bulk (the most recent)", res.UserVotes["alice@example.org"])
 	}
+	if got := res.OwnVotes["alice@example.org"]; fmt.Sprint(got) != fmt.Sprint([]store.VoteKind{store.VoteBulk, store.VoteNotBulk}) {
+		t.Errorf("after a changed vote: alice's own votes %v, want [bulk not-bulk]", got)
+	}
 	// Retracting.
 	vote(t, st, t0.Add(4*time.Minute), "bob@example.org", store.VoteNone, k1)
 	res = observe(t, st, t0.Add(5*time.Minute), []string{k1}, "bob@example.org")
-	if res.Votes[0] != (store.Tally{Bulk: 1}) || len(res.UserVotes) != 0 {
-		t.Errorf("after bob retracted: tally %+v, user votes %v", res.Votes[0], res.UserVotes)
+	if res.Votes[0] != (store.Tally{Bulk: 1}) || len(res.UserVotes) != 0 || len(res.OwnVotes) != 0 {
+		t.Errorf("after bob retracted: tally %+v, user votes %v, own votes %v", res.Votes[0], res.UserVotes, res.OwnVotes)
 	}
 	// A vote does not count a recipient.
 	k4 := "v1:vote:0000000000000004"
@@ -464,6 +483,9 @@ func (s *suite) voteHorizon(t *testing.T) {
 	}
 	if _, ok := res.UserVotes["old@x"]; ok || res.UserVotes["new@x"] != store.VoteBulk {
 		t.Errorf("past the horizon of the first vote: user votes %v", res.UserVotes)
+	}
+	if _, ok := res.OwnVotes["old@x"]; ok || fmt.Sprint(res.OwnVotes["new@x"]) != fmt.Sprint([]store.VoteKind{store.VoteBulk}) {
+		t.Errorf("past the horizon of the first vote: own votes %v", res.OwnVotes)
 	}
 	res = observe(t, st, t0.Add(16*24*time.Hour), []string{k}, "new@x")
 	if res.Votes[0] != (store.Tally{}) || len(res.UserVotes) != 0 {

@@ -1,0 +1,133 @@
+package milter
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"testing"
+)
+
+// streamConn is the MTA's side of a connection as the guard sees it: reads
+// come in pieces of random sizes from a fixed stream; writes are recorded
+// one by one.
+type streamConn struct {
+	net.Conn // nil: only Read and Write are used
+	in       []byte
+	rng      *rand.Rand
+	writes   [][]byte
+}
+
+func (c *streamConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(c.in), 1+c.rng.IntN(700))
+	copy(p, c.in[:n])
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *streamConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, slices.Clone(p))
+	return len(p), nil
+}
+
+// readPacket reads one packet through the guard as go-milter does: the
+// length, then the rest.
+func readPacket(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(hdr[0])<<24 | int(hdr[1])<<16 | int(hdr[2])<<8 | int(hdr[3])
+	data := make([]byte, n)
+	_, err := io.ReadFull(r, data)
+	return append(hdr[:], data...), err
+}
+
+// Packets read ahead many at a time come out whole and in order, whatever
+// the pieces the connection delivers them in, from a few bytes to a 1 MiB
+// body chunk; the connection's end between packets is io.EOF, within one
+// io.ErrUnexpectedEOF.
+func TestGuardReadAhead(t *testing.T) {
+	big := bytes.Repeat([]byte("body "), 200_000)
+	var want [][]byte
+	for i := range 300 {
+		switch i % 4 {
+		case 0:
+			want = append(want, packet('D', cstr("i"), cstr("Q1")))
+		case 1:
+			want = append(want, packet('L', cstr("Subject"), cstr("hello")))
+		case 2:
+			want = append(want, packet('B', big[:i*3000]))
+		default:
+			want = append(want, packet('N'))
+		}
+	}
+	stream := bytes.Join(want, nil)
+	for seed := range 5 {
+		c := &guardConn{Conn: &streamConn{in: stream, rng: rand.New(rand.NewPCG(uint64(seed), 1))}}
+		for i, w := range want {
+			got, err := readPacket(c)
+			if err != nil || !bytes.Equal(got, w) {
+				t.Fatalf("seed %d packet %d: %d bytes, err %v; want %d bytes", seed, i, len(got), err, len(w))
+			}
+		}
+		if _, err := readPacket(c); err != io.EOF {
+			t.Errorf("seed %d: after the last packet: %v, want io.EOF", seed, err)
+		}
+		if c.in != nil || c.pkt != nil {
+			t.Errorf("seed %d: buffers held by a drained session", seed)
+		}
+	}
+	cut := stream[:len(want[0])+7]
+	c := &guardConn{Conn: &streamConn{in: cut, rng: rand.New(rand.NewPCG(9, 9))}}
+	if _, err := readPacket(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPacket(c); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("connection ended within a packet: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// Message modifications are held until the reply the MTA waits for, and
+// leave with it in one write; a reply alone is written at once.
+func TestGuardCoalescesWrites(t *testing.T) {
+	sc := &streamConn{}
+	c := &guardConn{Conn: sc}
+	write := func(p []byte) {
+		// go-milter writes the length and code, then the data.
+		for _, part := range [][]byte{p[:5], p[5:]} {
+			if len(part) == 0 {
+				continue
+			}
+			if n, err := c.Write(part); n != len(part) || err != nil {
+				t.Fatalf("write: %d, %v", n, err)
+			}
+		}
+	}
+	opt := packet('O', make([]byte, 12))
+	write(opt)
+	if len(sc.writes) != 1 || !bytes.Equal(sc.writes[0], opt) {
+		t.Fatalf("negotiation: writes %q", sc.writes)
+	}
+	add := packet('h', cstr("X-Bulk"), cstr("yes; family=imatch; volume=12"))
+	subj := packet('m', []byte{0, 0, 0, 1}, cstr("Subject"), cstr("[BULK] hi"))
+	cont := packet('c')
+	write(add)
+	write(subj)
+	if len(sc.writes) != 1 {
+		t.Fatalf("modifications written before the reply: %q", sc.writes[1:])
+	}
+	write(cont)
+	if len(sc.writes) != 2 || !bytes.Equal(sc.writes[1], bytes.Join([][]byte{add, subj, cont}, nil)) {
+		t.Errorf("end of message: writes %q", sc.writes[1:])
+	}
+	write(packet('p'))
+	if len(sc.writes) != 3 {
+		t.Errorf("progress not written at once: %d writes", len(sc.writes))
+	}
+}

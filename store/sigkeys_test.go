@@ -1,0 +1,80 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// sigKeysSimple is how the key names were built before sigKeys built
+// them in one buffer: the schema must not change.
+func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
+	h := sigHash(id)
+	tag := fmt.Sprintf("%04x", h>>50)
+	base := r.prefix + "{" + tag + "}:"
+	hexh := strconv.FormatUint(h, 16)
+	sub := strconv.FormatUint((h>>32)%split, 10)
+	nb := r.c.nb
+	keys := make([]string, 0, 2*nb+2)
+	oldest := cb - int64(nb) + 1
+	for i := range nb {
+		keys = append(keys, base+"f:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	keys = append(keys, base+"x:"+hexh)
+	for i := range nb {
+		keys = append(keys, base+"c:"+hexh+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	keys = append(keys, base+"v:"+id)
+	var f [4]byte
+	binary.BigEndian.PutUint32(f[:], uint32(h))
+	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
+}
+
+func TestSigKeysUnchanged(t *testing.T) {
+	for _, ns := range []string{"bm1:", "tenant-a:bm1:"} {
+		for _, buckets := range []int{1, 4, 12} {
+			r := &Redis{prefix: ns}
+			var err error
+			if r.c, err = (Params{Buckets: buckets}).resolve(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3000 {
+				id := fmt.Sprintf("s%x:imatch.%d:%016x", i%5, i%22, uint64(i)*0x9e3779b97f4a7c15)
+				cb := int64(490000 + i%7 - 3)
+				split := uint64(1 + i%4)
+				got, want := r.sigKeys(id, cb, split), r.sigKeysSimple(id, cb, split)
+				if got.tag != want.tag || got.slot != want.slot || got.field != want.field || !slices.Equal(got.keys, want.keys) {
+					t.Fatalf("sigKeys(%q, %d, %d) = %+v\nwant %+v", id, cb, split, got, want)
+				}
+				if r.tagOf(sigHash(id)) != want.tag {
+					t.Fatalf("tagOf = %q, want %q", r.tagOf(sigHash(id)), want.tag)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSigKeys: naming the keys of one signature, on the Redis path of
+// every message (about thirty times a message).
+func BenchmarkSigKeys(b *testing.B) {
+	r := &Redis{prefix: "bm1:"}
+	r.c, _ = (Params{}).resolve()
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s0123456789:imatch.%d:%016x", i%22, uint64(i)*0x9e3779b97f4a7c15)
+	}
+	b.Run("one-buffer", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			r.sigKeys(ids[i%len(ids)], 490000, 2)
+		}
+	})
+	b.Run("concatenated", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			r.sigKeysSimple(ids[i%len(ids)], 490000, 2)
+		}
+	})
+}
