@@ -149,7 +149,7 @@ func (rig *faultRig) run(ctx context.Context, total time.Duration, s *faultStats
 		var err error
 		s.load, err = load.Run(ctx, load.Options{
 			Network: "tcp", Addr: rig.d.milterAddr, Sessions: faultSessions, PerSession: rig.perSession, Duration: total,
-			Next:    soak.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
+			Next:    load.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
 			Check:   s.check,
 			Timeout: 20 * time.Second,
 		})

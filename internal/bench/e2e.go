@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	gomilter "github.com/d--j/go-milter"
@@ -174,7 +173,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	cpu0 := CPUTime()
 	rep, err := load.Run(ctx, load.Options{
 		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
-		Messages: o.Messages, Duration: o.Duration, Next: paced(next, o.Rate), Check: check,
+		Messages: o.Messages, Duration: o.Duration, Next: load.Paced(o.Rate, next), Check: check,
 	})
 	if err != nil {
 		return EndToEndResult{}, err
@@ -216,22 +215,6 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		r.Verdicts = verdicts.snapshot()
 	}
 	return r, nil
-}
-
-// paced returns next, made to wait until message i's turn at rate
-// messages a second (from the first call) when rate is positive. The wait
-// happens before the message is sent, outside its latency.
-func paced(next func(int64) load.Message, rate float64) func(int64) load.Message {
-	if rate <= 0 {
-		return next
-	}
-	var once sync.Once
-	var start time.Time
-	return func(i int64) load.Message {
-		once.Do(func() { start = time.Now() })
-		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		return next(i)
-	}
 }
 
 // Compare fills r's ratios to the baseline.

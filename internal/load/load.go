@@ -181,6 +181,23 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	return r, nil
 }
 
+// Paced returns next slowed to rate messages per second in all, counted
+// from the first call: message i is returned at start + i/rate. Run calls
+// Next before it times a message, so pacing adds no latency. A rate of 0
+// returns next as it is.
+func Paced(rate float64, next func(int64) Message) func(int64) Message {
+	if rate <= 0 {
+		return next
+	}
+	var once sync.Once
+	var t0 time.Time
+	return func(i int64) Message {
+		once.Do(func() { t0 = time.Now() })
+		time.Sleep(time.Until(t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		return next(i)
+	}
+}
+
 // Histogram records durations in logarithmic buckets 1 % wide, so that
 // a run of any length keeps a fixed, small amount of memory and quantiles
 // are within 1 %.

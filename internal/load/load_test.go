@@ -163,3 +163,20 @@ func TestHistogramQuantiles(t *testing.T) {
 		t.Fatalf("after merge: n %d max %s q1 %s", h.Count(), h.Max(), h.Quantile(1))
 	}
 }
+
+func TestPaced(t *testing.T) {
+	var seen atomic.Int64
+	addr := serve(t, &seen)
+	start := time.Now()
+	r, err := Run(context.Background(), Options{Network: "tcp", Addr: addr, Sessions: 4, Messages: 20, Next: Paced(100, msg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Message 19 is due 190 ms after the first: the run cannot be faster.
+	if el := time.Since(start); el < 190*time.Millisecond || r.Answered != 20 {
+		t.Fatalf("20 messages at 100/s: %s in %s", r, el)
+	}
+	if got := Paced(0, msg); got(3).Raw == nil {
+		t.Fatal("rate 0 must return next unchanged")
+	}
+}

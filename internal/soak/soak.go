@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/load"
@@ -132,7 +131,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		Check: hasVerdict,
 	}
 	paced := func(o load.Options) load.Options {
-		o.Next = Paced(opt.Rate, o.Next)
+		o.Next = load.Paced(opt.Rate, o.Next)
 		return o
 	}
 	if opt.Warmup > 0 {
@@ -247,23 +246,6 @@ func settle(ctx context.Context, url string, d time.Duration, ok func(Sample) bo
 			return s, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-	}
-}
-
-// Paced returns next slowed to rate messages per second in all, counted
-// from the first call: message i is returned at start + i/rate. The load
-// calls Next before it times a message, so pacing adds no latency. A rate
-// of 0 returns next as it is.
-func Paced(rate float64, next func(int64) load.Message) func(int64) load.Message {
-	if rate <= 0 {
-		return next
-	}
-	var once sync.Once
-	var t0 time.Time
-	return func(i int64) load.Message {
-		once.Do(func() { t0 = time.Now() })
-		time.Sleep(time.Until(t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		return next(i)
 	}
 }
 
