@@ -20,9 +20,8 @@
 // to 512 MiB on a malformed packet (guard.go checks every packet first),
 // its Serve returns on the first failed Accept (the guard retries), it
 // clears HELO-stage macros on ABORT (connection facts are kept in session
-// state), and when a milter requests any macro list
-// Postfix sends only the macros listed (every macro used is requested, for
-// every stage).
+// state), and when a milter requests any macro list Postfix sends only the
+// macros listed (every macro used is requested, for every stage).
 package milter
 
 import (
