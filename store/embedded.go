@@ -622,10 +622,9 @@ func (e *Embedded) ListVotes(ctx context.Context, q VoteQuery) (out []VoteEntry,
 func (e *Embedded) RemoveVotes(ctx context.Context, q VoteQuery) (n int, err error) {
 	start := time.Now()
 	defer func() { e.observeOp("remove_votes", start, err) }()
-	if len(q.Keys) == 0 && q.KeyPrefix == "" && q.Voter == "" && q.VoterID == "" {
-		return 0, errors.New("remove votes: name a key, a key prefix or a voter")
+	if q, err = q.forRemoval(); err != nil {
+		return 0, err
 	}
-	q.Limit = 0
 	entries, err := e.ListVotes(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("remove votes: %w", err)

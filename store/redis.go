@@ -900,10 +900,9 @@ func (r *Redis) ListVotes(ctx context.Context, q VoteQuery) (out []VoteEntry, er
 func (r *Redis) RemoveVotes(ctx context.Context, q VoteQuery) (n int, err error) {
 	start := time.Now()
 	defer func() { r.observe("remove_votes", start, err) }()
-	if len(q.Keys) == 0 && q.KeyPrefix == "" && q.Voter == "" && q.VoterID == "" {
-		return 0, errors.New("remove votes: name a key, a key prefix or a voter")
+	if q, err = q.forRemoval(); err != nil {
+		return 0, err
 	}
-	q.Limit = 0
 	entries, err := r.ListVotes(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("remove votes: %w", err)

@@ -118,6 +118,16 @@ type VoteQuery struct {
 	Limit     int      // ListVotes: at most this many entries; 0 means no limit
 }
 
+// forRemoval checks that q selects something, as RemoveVotes requires,
+// and returns it without a limit: removal takes every match.
+func (q VoteQuery) forRemoval() (VoteQuery, error) {
+	if len(q.Keys) == 0 && q.KeyPrefix == "" && q.Voter == "" && q.VoterID == "" {
+		return q, errors.New("remove votes: name a key, a key prefix or a voter")
+	}
+	q.Limit = 0
+	return q, nil
+}
+
 // VoteEntry is one stored vote.
 type VoteEntry struct {
 	Key string // signature id
