@@ -137,16 +137,9 @@ func (e *benchEnv) close() {
 // config returns the daemon configuration for one runtime: the -config
 // file or the defaults, its own data directory, and the given store.
 func (e *benchEnv) config(redisURL string, families ...string) (*config.Config, error) {
-	var cfg *config.Config
-	if e.f.config != "" {
-		c, err := config.Load(e.f.config)
-		if err != nil {
-			return nil, err
-		}
-		cfg = c
-	} else {
-		c := config.Default()
-		cfg = &c
+	cfg, err := loadOrDefault(e.f.config)
+	if err != nil {
+		return nil, err
 	}
 	// One data directory, so one secret, for every runtime of the run (a
 	// Redis database refuses a second secret); a store file per runtime.

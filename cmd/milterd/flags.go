@@ -37,16 +37,9 @@ func (cf *configFlags) register(fs *flag.FlagSet) {
 // load reads the configuration file, or the defaults, and applies the
 // flags on top.
 func (cf *configFlags) load() (*config.Config, error) {
-	var cfg *config.Config
-	if cf.file != "" {
-		c, err := config.Load(cf.file)
-		if err != nil {
-			return nil, err
-		}
-		cfg = c
-	} else {
-		c := config.Default()
-		cfg = &c
+	cfg, err := loadOrDefault(cf.file)
+	if err != nil {
+		return nil, err
 	}
 	if cf.listen != "" {
 		cfg.Listen = cf.listen
@@ -118,4 +111,14 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg)
 	return nil
+}
+
+// loadOrDefault loads the configuration file, or returns the defaults when
+// no file is named.
+func loadOrDefault(file string) (*config.Config, error) {
+	if file != "" {
+		return config.Load(file)
+	}
+	c := config.Default()
+	return &c, nil
 }
