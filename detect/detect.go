@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +91,13 @@ type Message struct {
 	Body io.Reader
 	// Recipients are the envelope recipients.
 	Recipients []string
+	// Sender is the envelope sender (MAIL FROM), empty for a bounce or
+	// when unknown.
+	Sender string
+	// Client is the SMTP client's address as the MTA reported it (or, in
+	// a replay, as the site's own Received line names it); the zero
+	// Addr when unknown.
+	Client netip.Addr
 	// Truncated reports that Body holds only the first part of the body.
 	Truncated bool
 	// Time is when the message arrived; zero means now. Offline replays
