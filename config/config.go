@@ -57,15 +57,23 @@ type Socket struct {
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // text or json
+	// Addresses adds the envelope sender and recipients to each message's
+	// info line; by default no address is logged.
+	Addresses bool `yaml:"addresses"`
 }
 
-// Limits bound the work done per message; whatever is cut is recorded.
+// Limits bound the work done per message and the memory held; whatever
+// is cut is recorded, and the message is analysed on what fits.
 type Limits struct {
-	MaxMessageBytes Size `yaml:"max_message_bytes"` // body bytes buffered for analysis
-	MaxHeaders      int  `yaml:"max_headers"`       // header fields kept for analysis
-	MaxTextBytes    Size `yaml:"max_text_bytes"`    // decoded text analysed
-	MaxMIMEDepth    int  `yaml:"max_mime_depth"`    // MIME nesting, message/rfc822 included
-	MaxMIMEParts    int  `yaml:"max_mime_parts"`    // MIME parts visited
+	MaxMessageBytes Size     `yaml:"max_message_bytes"` // body bytes buffered for analysis
+	MaxHeaders      int      `yaml:"max_headers"`       // header fields kept for analysis
+	MaxHeaderBytes  Size     `yaml:"max_header_bytes"`  // bytes of header values kept for analysis, all fields
+	MaxRecipients   int      `yaml:"max_recipients"`    // envelope recipients kept and counted
+	MaxTextBytes    Size     `yaml:"max_text_bytes"`    // decoded text analysed
+	MaxMIMEDepth    int      `yaml:"max_mime_depth"`    // MIME nesting, message/rfc822 included
+	MaxMIMEParts    int      `yaml:"max_mime_parts"`    // MIME parts visited
+	MaxHeldBytes    Size     `yaml:"max_held_bytes"`    // bytes all sessions keep of their messages together
+	MaxAnalysisTime Duration `yaml:"max_analysis_time"` // analysis time after which a verdict is marked slow
 }
 
 // Signatures chooses the lexicon and the signature families.
@@ -240,9 +248,13 @@ func Default() Config {
 		Limits: Limits{
 			MaxMessageBytes: 4 << 20,
 			MaxHeaders:      1000,
+			MaxHeaderBytes:  256 << 10,
+			MaxRecipients:   100_000,
 			MaxTextBytes:    1 << 20,
 			MaxMIMEDepth:    32,
 			MaxMIMEParts:    256,
+			MaxHeldBytes:    64 << 20,
+			MaxAnalysisTime: Duration(2 * time.Second),
 		},
 		Signatures: defaultSignatures(),
 		Store:      Store{Window: Duration(24 * time.Hour), MaxEntries: 2_000_000},

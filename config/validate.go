@@ -90,6 +90,17 @@ func (c *Config) validate(lines lineIndex) Problems {
 	}
 	v.positive("limits.max_mime_depth", l.MaxMIMEDepth)
 	v.positive("limits.max_mime_parts", l.MaxMIMEParts)
+	if l.MaxHeaderBytes < 1024 {
+		v.add("limits.max_header_bytes", "use at least 1KiB", "too small: %d", l.MaxHeaderBytes)
+	}
+	v.positive("limits.max_recipients", l.MaxRecipients)
+	if l.MaxHeldBytes < l.MaxMessageBytes {
+		v.add("limits.max_held_bytes", "use at least limits.max_message_bytes; 64MiB holds sixteen of the largest messages at once",
+			"smaller than limits.max_message_bytes (%d)", l.MaxMessageBytes)
+	}
+	if l.MaxAnalysisTime <= 0 {
+		v.add("limits.max_analysis_time", `use a duration such as "2s"`, "must be positive")
+	}
 
 	v.validateSignatures(&c.Signatures)
 

@@ -24,7 +24,6 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/mailtext"
-	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -37,7 +36,9 @@ type Store interface {
 
 // Options configure an Engine.
 type Options struct {
-	Limits mailtext.Limits
+	// Limits bound the analysis (Limits.Text, Limits.NameWords); a
+	// Builder with the same limits bounds what a message keeps.
+	Limits Limits
 	// Set holds the enabled signature families; its version prefixes every
 	// store id, so counts never mix across canonicalisation, lexicon,
 	// secret or parameter changes.
@@ -45,15 +46,19 @@ type Options struct {
 	Store Store
 	// Thresholds holds the bulk threshold of each enabled family.
 	Thresholds map[signature.Family]int
-	// StoreTimeout bounds the store calls for one message.
+	// StoreTimeout bounds the store calls for one message. It starts when
+	// the analysis is done: a slow analysis never eats the store's budget.
 	StoreTimeout time.Duration
+	// SlowAnalysis is how long an analysis may take before its verdict is
+	// marked slow (Verdict.Slow); the verdict is still the store's.
+	SlowAnalysis time.Duration
 	// StripRecipient removes the recipients' names and addresses from the
 	// text before signing.
 	StripRecipient bool
 	// GlobalVoters is the number of distinct voters after which a vote on a
 	// key applies to every recipient.
 	GlobalVoters int
-	Metrics      *metrics.Metrics // may be nil
+	Observer     Observer // nil observes nothing
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
@@ -80,6 +85,13 @@ func New(opt Options) (*Engine, error) {
 	if opt.GlobalVoters <= 0 {
 		opt.GlobalVoters = 3
 	}
+	if opt.SlowAnalysis <= 0 {
+		opt.SlowAnalysis = 2 * time.Second
+	}
+	if opt.Observer == nil {
+		opt.Observer = nop{}
+	}
+	opt.Limits = opt.Limits.orDefault()
 	return &Engine{opt: opt}, nil
 }
 
@@ -116,18 +128,31 @@ type Analysis struct {
 
 // Analyze extracts, canonicalises and signs a message. It does no I/O
 // beyond reading msg.Body.
+//
+// With StripRecipient, the recipient's name and address are removed from
+// the text first (personalWords), so that personalised copies of a
+// campaign sign alike. When that removes more words than a name in a
+// greeting, a subject and a footer would (maxStripped), the text is also
+// signed as it is and the message counts under both sets of keys: a sender
+// who names each recipient with words of the body to delete them from
+// each copy differently gets copies whose unstripped text is the same.
 func (e *Engine) Analyze(msg *Message) *Analysis {
-	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits)
+	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits.Text)
 	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
 	for _, p := range text.Parts {
 		src.Parts = append(src.Parts, p.Text)
 	}
 	if e.opt.StripRecipient {
-		src.Strip = personalWords(msg.Header, msg.Recipients)
+		src.Strip = personalWords(msg.Header, msg.Recipients, e.opt.Limits.NameWords)
 	}
 	doc := signature.Canonicalize(src)
 	a := &Analysis{Text: text, Doc: doc}
 	a.Keys, a.Explains = e.opt.Set.Sign(doc, nil, nil)
+	if doc.Stats.Stripped > maxStripped {
+		src.Strip = nil
+		whole, wholeEx := e.opt.Set.Sign(signature.Canonicalize(src), nil, nil)
+		a.Keys, a.Explains = mergeKeys(a.Keys, whole), mergeExplains(a.Explains, wholeEx)
+	}
 	return a
 }
 
@@ -158,6 +183,9 @@ type Verdict struct {
 	NotBulkFor, BulkFor []string
 	// Unsigned is true when no family could sign the message.
 	Unsigned bool
+	// Slow is true when the analysis took longer than
+	// Options.SlowAnalysis; the verdict is still the store's.
+	Slow bool
 	// Err is set when the store failed; the caller applies its failure
 	// policy. Bulk is false then.
 	Err error
@@ -170,10 +198,17 @@ type Verdict struct {
 // Check runs the whole pipeline for one message: analysis, one store round
 // trip and the policy. A store failure is reported in Verdict.Err, never as
 // a panic or a hang: the store calls are bounded by the store timeout.
+//
+// The store's budget (Options.StoreTimeout) starts after the analysis: a
+// message that was slow to analyse (a busy machine, a large message) is
+// still counted and judged, its verdict marked Slow, and never taken for
+// a store failure.
 func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	start := time.Now()
 	a := e.Analyze(msg)
+	slow := time.Since(start) > e.opt.SlowAnalysis
 	v := e.decide(ctx, a, normaliseAll(msg.Recipients), msg.Time)
+	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
 }
@@ -382,10 +417,7 @@ func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 }
 
 func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
-	m := e.opt.Metrics
-	if m == nil {
-		return
-	}
+	m := e.opt.Observer
 	for _, ex := range v.Analysis.Explains {
 		outcome := "signed"
 		if ex.Keys == 0 {
@@ -405,17 +437,27 @@ func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
 	if msg.Truncated || v.Analysis.Text.Stats.TruncatedBytes > 0 {
 		m.Truncated()
 	}
+	if v.Slow {
+		m.SlowAnalysis()
+	}
+	if v.Err != nil {
+		m.Error(StageStore)
+	}
+	m.Message(v.Outcome(), d)
+}
+
+// Outcome names the verdict in one word: OutcomeError, OutcomeUnsigned,
+// OutcomeBulk or OutcomeNotBulk.
+func (v Verdict) Outcome() string {
 	switch {
 	case v.Err != nil:
-		m.Error(metrics.StageStore)
-		m.Message(metrics.VerdictError, d)
+		return OutcomeError
 	case v.Unsigned:
-		m.Message(metrics.VerdictUnsigned, d)
+		return OutcomeUnsigned
 	case v.Bulk:
-		m.Message(metrics.VerdictBulk, d)
-	default:
-		m.Message(metrics.VerdictNotBulk, d)
+		return OutcomeBulk
 	}
+	return OutcomeNotBulk
 }
 
 // declineCode turns a signer's reason into a bounded metric label: the
@@ -455,6 +497,9 @@ func (v Verdict) Header(revealKeys bool) string {
 	}
 	if v.Override != "" {
 		b.WriteString("; feedback=" + strings.ReplaceAll(v.Override, " ", "-"))
+	}
+	if v.Slow {
+		b.WriteString("; slow")
 	}
 	if revealKeys && len(v.IDs) > 0 {
 		b.WriteString("; keys=" + strings.Join(v.IDs, ","))

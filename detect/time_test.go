@@ -10,7 +10,6 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/bundled"
-	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -50,7 +49,7 @@ cannot attend may send their questions to the secretary before Monday.`
 		for _, s := range set.Signers() {
 			th[s.Family()] = 10
 		}
-		e, err := New(Options{Limits: mailtext.DefaultLimits, Set: set, Store: st, Thresholds: th})
+		e, err := New(Options{Limits: DefaultLimits, Set: set, Store: st, Thresholds: th})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,6 @@ import (
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/metrics"
-	"github.com/bulkmilter/bulkmilter/milter"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -52,7 +51,7 @@ func newEngine(t testing.TB, cfg *config.Config) (*detect.Engine, *store.Embedde
 		th[s.Family()] = cfg.ThresholdFor(s.Family().String())
 	}
 	e, err := detect.New(detect.Options{
-		Limits:         mailtext.Limits{MaxDepth: cfg.Limits.MaxMIMEDepth, MaxParts: cfg.Limits.MaxMIMEParts, MaxTextBytes: int(cfg.Limits.MaxTextBytes)},
+		Limits:         testLimits(cfg),
 		Set:            set,
 		Store:          st,
 		Thresholds:     th,
@@ -63,6 +62,13 @@ func newEngine(t testing.TB, cfg *config.Config) (*detect.Engine, *store.Embedde
 		t.Fatal(err)
 	}
 	return e, st
+}
+
+// testLimits are the daemon's limits for a configuration.
+func testLimits(cfg *config.Config) detect.Limits {
+	l := detect.DefaultLimits
+	l.Text = mailtext.Limits{MaxDepth: cfg.Limits.MaxMIMEDepth, MaxParts: cfg.Limits.MaxMIMEParts, MaxTextBytes: int(cfg.Limits.MaxTextBytes)}
+	return l
 }
 
 type env struct {
@@ -84,7 +90,21 @@ func newEnv(t *testing.T, edit func(*config.Config)) *env {
 	}
 	e := &env{cfg: &c, reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, clock: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
 	e.eng, e.store = newEngine(t, e.cfg)
-	h, err := New(Options{Config: e.cfg, Engine: e.eng, Store: e.store, Metrics: metrics.New(e.reg), Now: func() time.Time { return e.clock }})
+	f := e.cfg.Feedback
+	o := Options{
+		TrustAuthenticated: f.TrustAuthenticated, LoginDomain: f.LoginDomain, RateLimit: f.RateLimit,
+		SubjectTag: e.cfg.Actions.SubjectTag, StoreTimeout: e.cfg.Policy.StoreTimeout.D(),
+		Limits: testLimits(e.cfg), VerdictHeader: e.cfg.Actions.Header, FeedbackHeader: f.Header,
+		Engine: e.eng, Store: e.store, Observer: metrics.New(e.reg), Now: func() time.Time { return e.clock },
+	}
+	for _, n := range f.TrustedNetworks {
+		p, err := config.ParseNetwork(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.TrustedNetworks = append(o.TrustedNetworks, p)
+	}
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +138,21 @@ The Garden Weekly team
 `, name, addr)
 }
 
-// parse turns a raw message into what the milter hands over: header
-// values unfolded, the body with CRLF line ends.
+// parse turns a raw message into what the milter hands over, through the
+// daemon's own builder.
 func parse(t testing.TB, raw string, rcpts ...string) *detect.Message {
 	t.Helper()
-	raw = strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\n", "\r\n")
-	h, body, err := readHeader([]byte(raw))
-	if err != nil {
-		t.Fatal(err)
+	b := detect.NewBuilder(detect.DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+	b.ReadRaw([]byte(raw))
+	for _, r := range rcpts {
+		b.Recipient(r)
 	}
-	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts}
+	return b.Message()
 }
+
+// fbFrom is a report's envelope: the SASL login, the client address and
+// the envelope sender.
+type fbFrom struct{ AuthUser, ClientAddr, Sender string }
 
 // stored is the copy as it sits in the user's mailbox: delivery headers
 // and the verdict on top, optionally the subject tag, LF line ends.
@@ -161,12 +185,13 @@ func report(kind, orig string, base64Encoded bool) string {
 		"--=-fb-=\n" + part + "\n--=-fb-=--\n"
 }
 
-func (e *env) feedback(t testing.TB, value, raw string, fb milter.Feedback) milter.FeedbackOutcome {
+func (e *env) feedback(t testing.TB, value, raw string, from fbFrom) Outcome {
 	t.Helper()
-	fb.Value = value
-	fb.Message = parse(t, raw, "bulk-feedback@example.test")
-	fb.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
-	return e.h.HandleFeedback(context.Background(), &fb)
+	msg := parse(t, raw, "bulk-feedback@example.test")
+	msg.Sender = from.Sender
+	msg.Client, _ = detect.ParseClientAddr(from.ClientAddr)
+	r := &Report{Value: value, AuthUser: from.AuthUser, Message: msg, Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
+	return e.h.Handle(context.Background(), r)
 }
 
 func (e *env) votes(t testing.TB, voter string) []store.VoteEntry {
@@ -228,8 +253,8 @@ func TestVoteMatchesDeliveredKeys(t *testing.T) {
 			if tc.inline {
 				raw = stored(orig, tc.tag)
 			}
-			out := e.feedback(t, "not-bulk", raw, milter.Feedback{AuthUser: anna, ClientAddr: "192.0.2.1", Sender: anna})
-			if out != milter.FeedbackConsumed {
+			out := e.feedback(t, "not-bulk", raw, fbFrom{AuthUser: anna, ClientAddr: "192.0.2.1", Sender: anna})
+			if out != Consumed {
 				t.Fatalf("outcome %v, want consumed\n%s", out, e.logs)
 			}
 			var wantIDs, gotIDs []string
@@ -295,28 +320,28 @@ func TestTrust(t *testing.T) {
 	tests := []struct {
 		name   string
 		edit   func(*config.Config)
-		fb     milter.Feedback
-		out    milter.FeedbackOutcome
+		fb     fbFrom
+		out    Outcome
 		voter  string // whose votes must exist ("" when none)
 		reason string // rejection counted
 	}{
-		{name: "authenticated", fb: milter.Feedback{AuthUser: "Anna.Ivanova@Example.TEST", ClientAddr: "192.0.2.1", Sender: "anyone@else.example"},
-			out: milter.FeedbackConsumed, voter: anna},
+		{name: "authenticated", fb: fbFrom{AuthUser: "Anna.Ivanova@Example.TEST", ClientAddr: "192.0.2.1", Sender: "anyone@else.example"},
+			out: Consumed, voter: anna},
 		{name: "authenticated, login completed with login_domain", edit: func(c *config.Config) { c.Feedback.LoginDomain = "example.test" },
-			fb: milter.Feedback{AuthUser: "anna.ivanova", ClientAddr: "192.0.2.1"}, out: milter.FeedbackConsumed, voter: anna},
+			fb: fbFrom{AuthUser: "anna.ivanova", ClientAddr: "192.0.2.1"}, out: Consumed, voter: anna},
 		{name: "authenticated but not trusted", edit: func(c *config.Config) { c.Feedback.TrustAuthenticated = false },
-			fb: milter.Feedback{AuthUser: anna, ClientAddr: "192.0.2.1", Sender: anna}, out: milter.FeedbackIgnored, reason: ReasonUntrusted},
-		{name: "trusted network: the envelope sender votes", fb: milter.Feedback{ClientAddr: "10.1.2.3", Sender: "<" + anna + ">"},
-			out: milter.FeedbackConsumed, voter: anna},
-		{name: "trusted IPv6 network, Sendmail's form", fb: milter.Feedback{ClientAddr: "IPv6:2001:db8::25", Sender: anna},
-			out: milter.FeedbackConsumed, voter: anna},
-		{name: "trusted network, IPv4-mapped", fb: milter.Feedback{ClientAddr: "::ffff:10.0.0.1", Sender: anna},
-			out: milter.FeedbackConsumed, voter: anna},
-		{name: "trusted network, null sender", fb: milter.Feedback{ClientAddr: "10.1.2.3", Sender: "<>"},
-			out: milter.FeedbackConsumed, reason: ReasonInvalid},
-		{name: "untrusted network", fb: milter.Feedback{ClientAddr: "192.0.2.1", Sender: anna},
-			out: milter.FeedbackIgnored, reason: ReasonUntrusted},
-		{name: "no client address", fb: milter.Feedback{Sender: anna}, out: milter.FeedbackIgnored, reason: ReasonUntrusted},
+			fb: fbFrom{AuthUser: anna, ClientAddr: "192.0.2.1", Sender: anna}, out: Ignored, reason: ReasonUntrusted},
+		{name: "trusted network: the envelope sender votes", fb: fbFrom{ClientAddr: "10.1.2.3", Sender: "<" + anna + ">"},
+			out: Consumed, voter: anna},
+		{name: "trusted IPv6 network, Sendmail's form", fb: fbFrom{ClientAddr: "IPv6:2001:db8::25", Sender: anna},
+			out: Consumed, voter: anna},
+		{name: "trusted network, IPv4-mapped", fb: fbFrom{ClientAddr: "::ffff:10.0.0.1", Sender: anna},
+			out: Consumed, voter: anna},
+		{name: "trusted network, null sender", fb: fbFrom{ClientAddr: "10.1.2.3", Sender: "<>"},
+			out: Consumed, reason: ReasonInvalid},
+		{name: "untrusted network", fb: fbFrom{ClientAddr: "192.0.2.1", Sender: anna},
+			out: Ignored, reason: ReasonUntrusted},
+		{name: "no client address", fb: fbFrom{Sender: anna}, out: Ignored, reason: ReasonUntrusted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,7 +388,7 @@ func TestValues(t *testing.T) {
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			e := newEnv(t, nil)
-			if out := e.feedback(t, tc.value, orig, milter.Feedback{AuthUser: anna}); out != milter.FeedbackConsumed {
+			if out := e.feedback(t, tc.value, orig, fbFrom{AuthUser: anna}); out != Consumed {
 				t.Fatalf("outcome %v, want consumed (trusted sender)", out)
 			}
 			votes := e.votes(t, anna)
@@ -387,7 +412,7 @@ func TestRateLimit(t *testing.T) {
 	const anna = "anna.ivanova@example.test"
 	e := newEnv(t, func(c *config.Config) { c.Feedback.RateLimit = 2 })
 	orig := report("x", stored(personalised("Anna Ivanova", anna), ""), false)
-	fb := milter.Feedback{AuthUser: anna}
+	fb := fbFrom{AuthUser: anna}
 	for i := range 3 {
 		e.feedback(t, "not-bulk", orig, fb)
 		if want := float64(max(0, i-1)); e.rejected(ReasonRateLimited) != want {
@@ -395,7 +420,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	// Another voter is not limited by Anna's votes.
-	e.feedback(t, "not-bulk", orig, milter.Feedback{AuthUser: "bob@example.test"})
+	e.feedback(t, "not-bulk", orig, fbFrom{AuthUser: "bob@example.test"})
 	if got := len(e.votes(t, "bob@example.test")); got == 0 {
 		t.Error("bob's vote was not recorded")
 	}
@@ -419,7 +444,7 @@ func TestStoreFailureRetries(t *testing.T) {
 	orig := report("x", stored(personalised("Anna Ivanova", anna), ""), false)
 	e.store.Close()
 	for range 2 {
-		if out := e.feedback(t, "not-bulk", orig, milter.Feedback{AuthUser: anna}); out != milter.FeedbackRetry {
+		if out := e.feedback(t, "not-bulk", orig, fbFrom{AuthUser: anna}); out != Retry {
 			t.Fatalf("outcome %v, want retry", out)
 		}
 	}
@@ -432,7 +457,7 @@ func TestUnsigned(t *testing.T) {
 	const anna = "anna.ivanova@example.test"
 	e := newEnv(t, nil)
 	orig := report("x", "Subject: hi\n\nok\n", false)
-	if out := e.feedback(t, "not-bulk", orig, milter.Feedback{AuthUser: anna}); out != milter.FeedbackConsumed {
+	if out := e.feedback(t, "not-bulk", orig, fbFrom{AuthUser: anna}); out != Consumed {
 		t.Fatalf("outcome %v, want consumed", out)
 	}
 	if e.rejected(ReasonUnsigned) != 1 || len(e.votes(t, anna)) != 0 {
@@ -445,10 +470,10 @@ func TestUntrustedLogIsSampled(t *testing.T) {
 	e := newEnv(t, nil)
 	orig := report("x", stored(personalised("Anna Ivanova", "a@example.test"), ""), false)
 	for range 50 {
-		e.feedback(t, "not-bulk", orig, milter.Feedback{ClientAddr: "192.0.2.9", Sender: "spammer@evil.example"})
+		e.feedback(t, "not-bulk", orig, fbFrom{ClientAddr: "192.0.2.9", Sender: "spammer@evil.example"})
 	}
 	e.clock = e.clock.Add(time.Minute)
-	e.feedback(t, "not-bulk", orig, milter.Feedback{ClientAddr: "192.0.2.9", Sender: "spammer@evil.example"})
+	e.feedback(t, "not-bulk", orig, fbFrom{ClientAddr: "192.0.2.9", Sender: "spammer@evil.example"})
 	if got := e.rejected(ReasonUntrusted); got != 51 {
 		t.Errorf("rejected{untrusted} = %v, want 51", got)
 	}
@@ -481,7 +506,7 @@ func TestReported(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			msg, attached := Reported(parse(t, tc.raw))
+			msg, attached := (&Handler{}).reported(parse(t, tc.raw))
 			if attached != tc.attached {
 				t.Errorf("attached = %v, want %v", attached, tc.attached)
 			}
@@ -555,7 +580,7 @@ func FuzzReported(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, ct string) {
 		var h textproto.Header
 		h.Set("Content-Type", ct)
-		msg, _ := Reported(&detect.Message{Header: h, Body: bytes.NewReader(body)})
+		msg, _ := (&Handler{}).reported(&detect.Message{Header: h, Body: bytes.NewReader(body)})
 		if msg == nil || msg.Body == nil {
 			t.Fatal("nil message")
 		}

@@ -3,7 +3,6 @@ package feedback
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -11,11 +10,8 @@ import (
 
 	"github.com/emersion/go-message/textproto"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/ratelog"
-	"github.com/bulkmilter/bulkmilter/metrics"
-	"github.com/bulkmilter/bulkmilter/milter"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -31,6 +27,24 @@ type VoteRecorder interface {
 	RecordVote(ctx context.Context, v store.Vote) error
 }
 
+// Observer is told about votes; the daemon's metrics implement it (see
+// detect.Observer for why each package defines its own).
+type Observer interface {
+	Vote(kind string)               // a vote recorded: not_bulk, bulk
+	FeedbackRejected(reason string) // feedback not recorded, by Reason*
+	Error(stage string)             // StageFeedback: the store failed
+}
+
+// StageFeedback is the stage Observer.Error is given when a vote could not
+// be stored.
+const StageFeedback = "feedback"
+
+type nop struct{}
+
+func (nop) Vote(string)             {}
+func (nop) FeedbackRejected(string) {}
+func (nop) Error(string)            {}
+
 // Rejection reasons, the values of bulkmilter_feedback_rejected_total's
 // reason label.
 const (
@@ -44,68 +58,109 @@ const (
 // maxVoterLen bounds a voter identity (an address is at most 254 bytes).
 const maxVoterLen = 320
 
-// Options configure a Handler.
+// Report is a message that carries the feedback header, with what the
+// MTA vouches for: the SASL login, and the envelope sender and client
+// address in Message.
+type Report struct {
+	Value    string // the header's value, e.g. "not-bulk"
+	AuthUser string // the SASL login, empty when not authenticated
+	Message  *detect.Message
+	Logger   *slog.Logger
+
+	// Set by Handle for the message's log line: the voter (masked), how
+	// the report was trusted ("sasl", "network"), the vote's kind and,
+	// when it was not recorded, why (a Reason*).
+	Voter, TrustedBy, Kind, Rejected string
+}
+
+// Outcome is what a Handler made of a report.
+type Outcome int8
+
+const (
+	// Ignored: not feedback the handler accepts (an untrusted sender). The
+	// message is checked like any other; the feedback header is removed.
+	Ignored Outcome = iota
+	// Consumed: feedback from a trusted sender, recorded or refused
+	// (invalid, rate limited). feedback.keep decides whether it is
+	// discarded or delivered (without the feedback header).
+	Consumed
+	// Retry: trusted feedback whose vote could not be recorded now (the
+	// store failed). The MTA is told to try again later, so the vote is
+	// not lost.
+	Retry
+)
+
+// String names the outcome for logs.
+func (o Outcome) String() string {
+	switch o {
+	case Consumed:
+		return "consumed"
+	case Retry:
+		return "retry"
+	}
+	return "ignored"
+}
+
+// Options configure a Handler: the feedback section of the configuration,
+// parsed, and what the handler works with.
 type Options struct {
-	// Config supplies the feedback section, actions.subject_tag and
-	// policy.store_timeout.
-	Config *config.Config
+	// TrustAuthenticated accepts reports from SASL-authenticated senders;
+	// the voter is the login (feedback.trust_authenticated).
+	TrustAuthenticated bool
+	// TrustedNetworks accepts reports from these client networks; the
+	// voter is the envelope sender (feedback.trusted_networks).
+	TrustedNetworks []netip.Prefix
+	// LoginDomain completes a voter without a domain (feedback.login_domain).
+	LoginDomain string
+	// RateLimit is the most votes a voter may cast per hour.
+	RateLimit int
+	// SubjectTag is actions.subject_tag, removed from a reported Subject.
+	SubjectTag string
+	// StoreTimeout bounds the store call of one vote.
+	StoreTimeout time.Duration
+	// Limits, VerdictHeader and FeedbackHeader are the daemon's: the
+	// attached message is read with them as if the MTA had sent it.
+	Limits                        detect.Limits
+	VerdictHeader, FeedbackHeader string
+
 	Engine Analyzer
 	Store  VoteRecorder
 	// Limiter is shared across reloads; nil makes a new one.
-	Limiter *Limiter
-	Metrics *metrics.Metrics // may be nil
+	Limiter  *Limiter
+	Observer Observer // nil observes nothing
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
 
-// Handler records the votes carried by feedback messages. It implements
-// milter.FeedbackHandler and is safe for concurrent use.
+// Handler records the votes carried by feedback reports. It is safe for
+// concurrent use.
 type Handler struct {
-	fb         config.Feedback
-	subjectTag string
-	timeout    time.Duration
-	trusted    []netip.Prefix
-	engine     Analyzer
-	store      VoteRecorder
-	limiter    *Limiter
-	met        *metrics.Metrics
-	now        func() time.Time
-	untrusted  ratelog.Sampler
+	opt       Options
+	limiter   *Limiter
+	met       Observer
+	now       func() time.Time
+	untrusted ratelog.Sampler
 }
 
 // New returns a handler.
 func New(o Options) (*Handler, error) {
-	if o.Config == nil || o.Engine == nil || o.Store == nil {
-		return nil, errors.New("feedback: config, engine and store are required")
+	if o.Engine == nil || o.Store == nil {
+		return nil, errors.New("feedback: engine and store are required")
 	}
-	h := &Handler{
-		fb:         o.Config.Feedback,
-		subjectTag: o.Config.Actions.SubjectTag,
-		timeout:    o.Config.Policy.StoreTimeout.D(),
-		engine:     o.Engine,
-		store:      o.Store,
-		limiter:    o.Limiter,
-		met:        o.Metrics,
-		now:        o.Now,
-		untrusted:  ratelog.Sampler{Every: time.Minute},
-	}
-	for i, n := range h.fb.TrustedNetworks {
-		p, err := config.ParseNetwork(n)
-		if err != nil {
-			return nil, fmt.Errorf("feedback.trusted_networks[%d]: %w", i, err)
-		}
-		h.trusted = append(h.trusted, p)
-	}
+	h := &Handler{opt: o, limiter: o.Limiter, met: o.Observer, now: o.Now, untrusted: ratelog.Sampler{Every: time.Minute}}
 	if h.limiter == nil {
-		h.limiter = NewLimiter(h.fb.RateLimit, 0)
+		h.limiter = NewLimiter(o.RateLimit, 0)
 	} else {
-		h.limiter.SetRate(h.fb.RateLimit)
+		h.limiter.SetRate(o.RateLimit)
+	}
+	if h.met == nil {
+		h.met = nop{}
 	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if h.timeout <= 0 {
-		h.timeout = 500 * time.Millisecond
+	if h.opt.StoreTimeout <= 0 {
+		h.opt.StoreTimeout = 500 * time.Millisecond
 	}
 	return h, nil
 }
@@ -122,86 +177,89 @@ func ParseKind(value string) (store.VoteKind, bool) {
 	return store.VoteNone, false
 }
 
-// HandleFeedback implements milter.FeedbackHandler.
-func (h *Handler) HandleFeedback(ctx context.Context, fb *milter.Feedback) milter.FeedbackOutcome {
-	log := fb.Logger
+// Handle records the vote a report carries, when its sender is trusted.
+func (h *Handler) Handle(ctx context.Context, r *Report) Outcome {
+	log := r.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	voter, via, trusted := h.trust(fb)
+	voter, via, trusted := h.trust(r)
 	if !trusted {
 		h.met.FeedbackRejected(ReasonUntrusted)
 		if n, ok := h.untrusted.Allow(h.now()); ok {
 			log.Warn("feedback header from an untrusted sender; removed, message checked as usual",
-				"client_addr", fb.ClientAddr, "authenticated", fb.AuthUser != "", "since_last_report", n)
+				"client_addr", r.Message.Client.String(), "authenticated", r.AuthUser != "", "since_last_report", n)
 		}
-		return milter.FeedbackIgnored
+		return Ignored
 	}
-	log = log.With("voter", maskAddress(voter), "trusted_by", via)
-	reject := func(reason, msg string, args ...any) milter.FeedbackOutcome {
+	r.Voter, r.TrustedBy = maskAddress(voter), via
+	log = log.With("voter", r.Voter, "trusted_by", via)
+	reject := func(reason, msg string, args ...any) Outcome {
 		h.met.FeedbackRejected(reason)
+		r.Rejected = reason
 		log.Warn(msg, append(args, "reason", reason)...)
-		return milter.FeedbackConsumed
+		return Consumed
 	}
 
-	kind, ok := ParseKind(fb.Value)
+	kind, ok := ParseKind(r.Value)
 	if !ok {
-		return reject(ReasonInvalid, "feedback not recorded: value is not \"not-bulk\" or \"bulk\"", "value", truncate(fb.Value, 40))
+		return reject(ReasonInvalid, "feedback not recorded: value is not \"not-bulk\" or \"bulk\"", "value", truncate(r.Value, 40))
 	}
+	r.Kind = kind.String()
 	if voter == "" || len(voter) > maxVoterLen {
 		return reject(ReasonInvalid, "feedback not recorded: no usable voter (empty or overlong envelope sender or login)")
 	}
 	if !h.limiter.Allow(voter, h.now()) {
-		return reject(ReasonRateLimited, "feedback not recorded: voter over feedback.rate_limit", "rate_limit", h.fb.RateLimit)
+		return reject(ReasonRateLimited, "feedback not recorded: voter over feedback.rate_limit", "rate_limit", h.opt.RateLimit)
 	}
 
-	msg, attached := Reported(fb.Message)
+	msg, attached := h.reported(r.Message)
 	msg.Recipients = []string{voter}
-	if h.subjectTag != "" {
-		msg.Header = untagSubject(msg.Header, h.subjectTag)
+	if h.opt.SubjectTag != "" {
+		msg.Header = untagSubject(msg.Header, h.opt.SubjectTag)
 	}
-	a := h.engine.Analyze(msg)
+	a := h.opt.Engine.Analyze(msg)
 	if len(a.Keys) == 0 {
 		return reject(ReasonUnsigned, "feedback not recorded: no signature family could sign the reported message", "attached", attached)
 	}
 	ids := make([]string, len(a.Keys))
 	for i, k := range a.Keys {
-		ids[i] = h.engine.StoreID(k)
+		ids[i] = h.opt.Engine.StoreID(k)
 	}
 
-	sctx, cancel := context.WithTimeout(ctx, h.timeout)
+	sctx, cancel := context.WithTimeout(ctx, h.opt.StoreTimeout)
 	defer cancel()
-	if err := h.store.RecordVote(sctx, store.Vote{Keys: ids, Voter: voter, Kind: kind, Time: h.now()}); err != nil {
+	if err := h.opt.Store.RecordVote(sctx, store.Vote{Keys: ids, Voter: voter, Kind: kind, Time: h.now()}); err != nil {
 		h.limiter.Refund(voter)
 		h.met.FeedbackRejected(ReasonStoreError)
-		h.met.Error(metrics.StageFeedback)
+		r.Rejected = ReasonStoreError
+		h.met.Error(StageFeedback)
 		log.Warn("feedback not recorded: store failed; the MTA is asked to retry", "err", err)
-		return milter.FeedbackRetry
+		return Retry
 	}
 	h.met.Vote(strings.ReplaceAll(kind.String(), "-", "_"))
-	log.Info("feedback recorded", "kind", kind.String(), "keys", len(ids), "attached", attached)
-	return milter.FeedbackConsumed
+	// Debug: the milter logs the message's info line, with the voter.
+	log.Debug("feedback recorded", "kind", kind.String(), "keys", len(ids), "attached", attached)
+	return Consumed
 }
 
 // trust decides whether a report counts and who the voter is: the SASL
 // login when authenticated senders are trusted, else the envelope sender
 // when the client is in a trusted network. Nothing in the message itself
 // names the voter.
-func (h *Handler) trust(fb *milter.Feedback) (voter, via string, ok bool) {
-	if fb.AuthUser != "" && h.fb.TrustAuthenticated {
-		return h.normaliseVoter(fb.AuthUser), "sasl", true
+func (h *Handler) trust(r *Report) (voter, via string, ok bool) {
+	if r.AuthUser != "" && h.opt.TrustAuthenticated {
+		return Voter(r.AuthUser, h.opt.LoginDomain), "sasl", true
 	}
-	if addr, ok := parseClientAddr(fb.ClientAddr); ok {
-		for _, p := range h.trusted {
+	if addr := r.Message.Client; addr.IsValid() {
+		for _, p := range h.opt.TrustedNetworks {
 			if p.Contains(addr) {
-				return h.normaliseVoter(fb.Sender), "network", true
+				return Voter(r.Message.Sender, h.opt.LoginDomain), "network", true
 			}
 		}
 	}
 	return "", "", false
 }
-
-func (h *Handler) normaliseVoter(v string) string { return Voter(v, h.fb.LoginDomain) }
 
 // Voter normalises a voter's identity like recipients (detect.
 // NormaliseAddress) and completes one without a domain with loginDomain
@@ -213,20 +271,6 @@ func Voter(raw, loginDomain string) string {
 		v += "@" + strings.ToLower(loginDomain)
 	}
 	return v
-}
-
-// parseClientAddr reads {client_addr}: Postfix sends IPv6 plain, Sendmail
-// with an "IPv6:" prefix; some wrap it in brackets.
-func parseClientAddr(s string) (netip.Addr, bool) {
-	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]")
-	if len(s) > 5 && strings.EqualFold(s[:5], "ipv6:") {
-		s = s[5:]
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.Unmap().WithZone(""), true
 }
 
 // untagSubject removes the verdict's subject tag (actions.subject_tag),

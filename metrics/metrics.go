@@ -1,7 +1,10 @@
 // Package metrics defines every Prometheus metric bulkmilter exports, on a
 // registry passed in by main, with one typed helper per metric so label
-// values cannot be passed in the wrong order. The pure packages (mailtext,
-// signature, store) never import it; the daemon plugs it in.
+// values cannot be passed in the wrong order. No other package imports it:
+// store, detect, milter and feedback each define the small Observer
+// interface of the events they report, *Metrics implements them all, and
+// the daemon plugs it in. The label values are those packages' constants
+// (detect.OutcomeBulk, milter.StageAction, …).
 //
 // Label values are bounded: never a signature, an address, a message id or
 // a queue id.
@@ -29,6 +32,9 @@ type Metrics struct {
 	stageErrors     *prometheus.CounterVec
 	defects         *prometheus.CounterVec
 	truncated       prometheus.Counter
+	slow            prometheus.Counter
+	held            prometheus.Gauge
+	memoryLimited   prometheus.Counter
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
 	votes           *prometheus.CounterVec
@@ -83,6 +89,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		truncated: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "messages_truncated_total",
 			Help: "Messages larger than the analysis limits; only their first part was analysed.",
+		}),
+		slow: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "analysis_slow_total",
+			Help: "Messages whose analysis took longer than limits.max_analysis_time (a busy machine); they still got the store's verdict, marked \"slow\".",
+		}),
+		held: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "held_bytes",
+			Help: "Bytes of messages all milter sessions keep now (header fields, body, recipients), bounded by limits.max_held_bytes.",
+		}),
+		memoryLimited: f.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "memory_limited_messages_total",
+			Help: "Messages cut short because the sessions together held limits.max_held_bytes; each was analysed on what it had kept.",
 		}),
 		storeDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "store_request_duration_seconds",
@@ -154,15 +172,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Verdicts counted by Message.
-const (
-	VerdictBulk     = "bulk"
-	VerdictNotBulk  = "not_bulk"
-	VerdictUnsigned = "unsigned" // no family could sign the message
-	VerdictFeedback = "feedback" // the message was a feedback vote
-	VerdictError    = "error"    // the failure policy decided
-)
-
 // Message counts one verdict and observes its processing time.
 func (m *Metrics) Message(verdict string, d time.Duration) {
 	if m == nil {
@@ -194,16 +203,6 @@ func (m *Metrics) Volume(family string, v int64) {
 	}
 }
 
-// Pipeline stages for Error.
-const (
-	StageParse    = "parse"
-	StageSign     = "sign"
-	StageStore    = "store"
-	StageAction   = "action"
-	StageProtocol = "protocol"
-	StageFeedback = "feedback"
-)
-
 // Error counts one error in a pipeline stage.
 func (m *Metrics) Error(stage string) {
 	if m != nil {
@@ -222,6 +221,28 @@ func (m *Metrics) Defect(kind string) {
 func (m *Metrics) Truncated() {
 	if m != nil {
 		m.truncated.Inc()
+	}
+}
+
+// SlowAnalysis counts one message whose analysis was slow.
+func (m *Metrics) SlowAnalysis() {
+	if m != nil {
+		m.slow.Inc()
+	}
+}
+
+// Held sets the bytes all sessions keep of their messages.
+func (m *Metrics) Held(bytes int64) {
+	if m != nil {
+		m.held.Set(float64(bytes))
+	}
+}
+
+// MemoryLimited counts one message cut short by the sessions' memory
+// budget.
+func (m *Metrics) MemoryLimited() {
+	if m != nil {
+		m.memoryLimited.Inc()
 	}
 }
 
@@ -332,7 +353,7 @@ func (m *Metrics) SignatureSet(version string) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
-		m.defects, m.truncated, m.storeDuration, m.storeErrors, m.votes,
+		m.defects, m.truncated, m.slow, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
 	}

@@ -19,11 +19,14 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md")
 
 // exercise calls every helper once so every metric has a sample.
 func exercise(m *Metrics) {
-	m.Message(VerdictBulk, time.Millisecond)
+	m.Message("bulk", time.Millisecond)
 	m.Action("header")
 	m.Signature("imatch", "signed")
 	m.Volume("imatch", 12)
-	m.Error(StageStore)
+	m.Error("store")
+	m.SlowAnalysis()
+	m.Held(1 << 20)
+	m.MemoryLimited()
 	m.Defect("bad-charset")
 	m.Truncated()
 	m.ObserveRequest("observe", time.Millisecond, errors.New("x"))
@@ -118,10 +121,10 @@ func TestLint(t *testing.T) {
 func TestHelpersCount(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.Message(VerdictBulk, time.Millisecond)
-	m.Message(VerdictBulk, time.Millisecond)
-	m.Message(VerdictNotBulk, time.Millisecond)
-	if got := testutil.ToFloat64(m.messages.WithLabelValues(VerdictBulk)); got != 2 {
+	m.Message("bulk", time.Millisecond)
+	m.Message("bulk", time.Millisecond)
+	m.Message("not_bulk", time.Millisecond)
+	if got := testutil.ToFloat64(m.messages.WithLabelValues("bulk")); got != 2 {
 		t.Errorf("bulk messages = %v, want 2", got)
 	}
 	m.SessionOpened()
@@ -131,7 +134,7 @@ func TestHelpersCount(t *testing.T) {
 		t.Errorf("sessions_active = %v, want 1", got)
 	}
 	var nilM *Metrics
-	nilM.Message(VerdictBulk, time.Second) // must not panic
+	nilM.Message("bulk", time.Second) // must not panic
 }
 
 // A failed reload flips config_last_reload_successful without touching

@@ -8,30 +8,32 @@ import (
 
 	gomilter "github.com/d--j/go-milter"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 )
 
 // apply turns a verdict into modifications of the message. Incoming copies
 // of the verdict and feedback headers go first, so a sender can forge
 // neither.
-func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger) error {
-	cfg := s.state.Config
-	met := s.srv.opt.Metrics
+func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdict, log *slog.Logger) error {
+	act := &s.state.Actions
+	met := s.srv.opt.Observer
 	errs := s.removeIncoming(m, log)
 
-	routed, bulkFor := routedRecipients(v, s.rcpts, &cfg.Actions)
-	value := v.Header(cfg.Actions.RevealKeys)
+	routed, bulkFor := routedRecipients(v, msg.Recipients, act)
+	value := v.Header(act.RevealKeys)
 	if v.Bulk && bulkFor == 0 {
 		// Every recipient is exempt: for them the message is not bulk.
 		value = "no" + strings.TrimPrefix(value, "yes") + "; exempt"
 	}
-	errs = append(errs, m.AddHeader(cfg.Actions.Header, value))
+	errs = append(errs, m.AddHeader(act.Header, value))
 	met.Action("header")
 
 	if len(routed) > 0 {
-		if detail := cfg.Actions.RecipientDetail; detail != "" {
+		if detail := act.RecipientDetail; detail != "" {
 			for _, r := range routed {
+				if s.b.IsCut(r) {
+					continue // cut at limits.AddressBytes: not the address the MTA has
+				}
 				to, ok := withDetail(r, detail)
 				if !ok || alreadyRouted(r, to, detail) {
 					continue
@@ -44,18 +46,18 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 	// The Subject tag and quarantine change the one copy every recipient
 	// gets, so they apply only when the message is routed for all of them:
 	// an exempt recipient's mail is never tagged or held.
-	if len(routed) > 0 && len(routed) == len(s.rcpts) {
-		if tag := cfg.Actions.SubjectTag; tag != "" {
+	if len(routed) > 0 && len(routed) == len(msg.Recipients) {
+		if tag := act.SubjectTag; tag != "" {
 			errs = append(errs, s.tagSubject(m, tag))
 			met.Action("subject_tag")
 		}
-		if cfg.Actions.Quarantine {
+		if act.Quarantine {
 			errs = append(errs, m.Quarantine(fmt.Sprintf("bulk: family=%s volume=%d", v.Family, v.Volume)))
 			met.Action("quarantine")
 		}
-	} else if len(routed) > 0 && (cfg.Actions.SubjectTag != "" || cfg.Actions.Quarantine) {
+	} else if len(routed) > 0 && (act.SubjectTag != "" || act.Quarantine) {
 		log.Debug("bulk for some recipients only; subject tag and quarantine skipped",
-			"routed", len(routed), "recipients", len(s.rcpts))
+			"routed", len(routed), "recipients", len(msg.Recipients))
 	}
 	return errors.Join(errs...)
 }
@@ -63,20 +65,23 @@ func (s *session) apply(m gomilter.Modifier, v detect.Verdict, log *slog.Logger)
 // removeIncoming deletes every incoming copy of the verdict and feedback
 // headers.
 func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error {
-	cfg := s.state.Config
+	act := &s.state.Actions
+	own := s.b.VerdictHeaders()
+	fb, _ := s.b.FeedbackHeaders()
 	var errs []error
 	// Delete from the last copy back, so indexes of earlier copies hold.
-	for i := s.ownHeaders; i >= 1; i-- {
-		errs = append(errs, m.ChangeHeader(i, cfg.Actions.Header, ""))
+	for i := own; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, act.Header, ""))
 	}
-	for i := s.fbHeaders; i >= 1; i-- {
-		errs = append(errs, m.ChangeHeader(i, cfg.Feedback.Header, ""))
+	for i := fb; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, act.FeedbackHeader, ""))
 	}
-	if s.ownHeaders+s.fbHeaders > 0 {
-		s.srv.opt.Metrics.Action("remove_forged")
-		// Debug: a sender can add these to every message; the feedback
-		// handler reports untrusted feedback, rate-limited.
-		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", s.ownHeaders, "feedback_headers", s.fbHeaders)
+	if own+fb > 0 {
+		s.srv.opt.Observer.Action("remove_forged")
+		// Debug: a sender can add these to every message (the message's
+		// info line counts them); the feedback handler reports untrusted
+		// feedback, rate-limited.
+		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", own, "feedback_headers", fb)
 	}
 	return errs
 }
@@ -87,7 +92,7 @@ func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error 
 // those without votes of their own (the base verdict), but the exceptions
 // and those whose own "not bulk" votes exempt them; else for those whose
 // own "bulk" votes make it so.
-func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) (routed []string, bulkFor int) {
+func routedRecipients(v detect.Verdict, rcpts []string, a *Actions) (routed []string, bulkFor int) {
 	exempt := map[string]bool{}
 	for _, r := range v.NotBulkFor {
 		exempt[r] = true
@@ -98,44 +103,18 @@ func routedRecipients(v detect.Verdict, rcpts []string, a *config.Actions) (rout
 	}
 	for _, r := range rcpts {
 		n := detect.NormaliseAddress(r)
-		if matches(n, a.ExceptRecipients, a.ExceptDomains) {
+		if a.Except.Match(n) {
 			continue
 		}
 		if !(v.Base && !exempt[n]) && !wanted[n] {
 			continue
 		}
 		bulkFor++
-		if !matches(n, a.HeaderOnlyRecipients, a.HeaderOnlyDomains) {
+		if !a.HeaderOnly.Match(n) {
 			routed = append(routed, r)
 		}
 	}
 	return routed, bulkFor
-}
-
-// matches reports whether a normalised address is one of addrs or in one of
-// domains; a domain with a leading dot matches its subdomains.
-// An address with a +detail matches its base address too.
-func matches(addr string, addrs, domains []string) bool {
-	local, domain, _ := strings.Cut(addr, "@")
-	base, _, _ := strings.Cut(local, "+")
-	base += "@" + domain
-	for _, r := range addrs {
-		if strings.EqualFold(r, addr) || strings.EqualFold(r, base) {
-			return true
-		}
-	}
-	for _, d := range domains {
-		if sub, ok := strings.CutPrefix(d, "."); ok {
-			if len(domain) > len(sub) && strings.HasSuffix(strings.ToLower(domain), "."+strings.ToLower(sub)) {
-				return true
-			}
-			continue
-		}
-		if strings.EqualFold(d, domain) {
-			return true
-		}
-	}
-	return false
 }
 
 // withDetail returns user+detail@domain. An existing detail is replaced:
@@ -155,13 +134,17 @@ func alreadyRouted(rcpt, to, detail string) bool {
 	return strings.EqualFold(detect.NormaliseAddress(rcpt), to) && strings.Contains(rcpt, "+"+detail+"@")
 }
 
+// tagSubject prefixes the tag to the first Subject as the MTA has it
+// (folding and all, whatever the limits kept for analysis), or adds a
+// Subject when there is none.
 func (s *session) tagSubject(m gomilter.Modifier, tag string) error {
-	if s.subject == 0 {
+	cur, n := s.b.Subject()
+	if n == 0 {
 		return m.AddHeader("Subject", tag)
 	}
-	cur := s.header.Get("Subject")
-	if strings.HasPrefix(strings.TrimSpace(cur), tag) {
+	cur = strings.TrimLeft(cur, " \t")
+	if strings.HasPrefix(cur, tag) {
 		return nil
 	}
-	return m.ChangeHeader(1, "Subject", tag+" "+strings.TrimSpace(cur))
+	return m.ChangeHeader(1, "Subject", tag+" "+cur)
 }

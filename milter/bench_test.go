@@ -11,7 +11,6 @@ import (
 	gomilter "github.com/d--j/go-milter"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/load"
 	"github.com/bulkmilter/bulkmilter/internal/sample"
@@ -42,10 +41,10 @@ func BenchmarkSession(b *testing.B) {
 			b.Fatal(err)
 		}
 		if wrap {
-			cfg := config.Default()
-			state := &State{Pipeline: instant{}, Config: &cfg}
+			state := defaultState()
+			state.Pipeline = instant{}
 			srv := NewServer(Options{State: func() *State { return state },
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.New(prometheus.NewRegistry())})
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: metrics.New(prometheus.NewRegistry())})
 			go srv.Serve(ln) //nolint:errcheck // ends with Close
 			b.Cleanup(func() { srv.Close() })
 		} else {

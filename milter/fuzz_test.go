@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
@@ -93,17 +92,17 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 5, 'C', 'h', 'o', 's', 't'})
 	f.Add([]byte{0, 0x80, 0, 0, 0, 'B'})
 
-	cfg := config.Default()
 	reg := prometheus.NewRegistry()
 	met := metrics.New(reg)
 	pipe := &scripted{verdict: func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 12}
 	}}
-	state := &State{Pipeline: pipe, Config: &cfg, Feedback: &fbRecorder{}}
+	state := defaultState()
+	state.Pipeline, state.Feedback = pipe, &fbRecorder{}
 	srv := NewServer(Options{
-		State:   func() *State { return state },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: met,
+		State:    func() *State { return state },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer: met,
 	})
 	ln := &chanListener{conns: make(chan net.Conn), closed: make(chan struct{})}
 	go srv.Serve(ln)

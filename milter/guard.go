@@ -10,8 +10,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"github.com/bulkmilter/bulkmilter/metrics"
 )
 
 // The packet guard stands between the MTA connection and go-milter, which
@@ -45,7 +43,7 @@ var errBadPacket = errors.New("milter: bad packet")
 // would stop the daemon for good. Like net/http, it waits and tries again.
 type guardListener struct {
 	net.Listener
-	met *metrics.Metrics
+	met Observer
 	log *slog.Logger
 }
 
@@ -60,7 +58,7 @@ func (l guardListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-		l.met.Error(metrics.StageProtocol)
+		l.met.Error(StageProtocol)
 		l.log.Warn("accept failed; retrying", "err", err, "retry_in", wait)
 		time.Sleep(wait)
 	}
@@ -79,7 +77,7 @@ func (l guardListener) Accept() (net.Conn, error) {
 // one write.
 type guardConn struct {
 	net.Conn
-	met     *metrics.Metrics
+	met     Observer
 	pkt     *[]byte // the checked packet being served, nil when drained
 	pending []byte  // the unread part of *pkt
 	err     error   // sticky: once refused, the session is over
@@ -148,7 +146,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		if err := c.fill(); err != nil {
 			c.release()
 			if errors.Is(err, errBadPacket) {
-				c.met.Error(metrics.StageProtocol)
+				c.met.Error(StageProtocol)
 				c.err = err
 			}
 			return 0, err

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 	"github.com/bulkmilter/bulkmilter/metrics"
@@ -242,7 +241,7 @@ func TestHugeHeaderFieldIsCut(t *testing.T) {
 	if got := m.Header.Get("X-After"); got != "intact" {
 		t.Errorf("header after the cut one = %q, want intact", got)
 	}
-	if s := m.Header.Get("Subject"); len(s) == 0 || len(s) > maxHeaderValue || !strings.HasPrefix(s, "spam spam") {
+	if s := m.Header.Get("Subject"); len(s) == 0 || len(s) > detect.DefaultLimits.FieldBytes || !strings.HasPrefix(s, "spam spam") {
 		t.Errorf("cut Subject: %d bytes, prefix %.20q", len(s), s)
 	}
 	if !m.Truncated {
@@ -273,7 +272,7 @@ func TestGuardPassesNormalTraffic(t *testing.T) {
 	h.pipe.mu.Lock()
 	defer h.pipe.mu.Unlock()
 	for i, b := range h.pipe.bodies {
-		if want := strings.ReplaceAll(body, "\n", "\r\n"); b != want[:min(len(want), int(h.cfg.Limits.MaxMessageBytes))] {
+		if want := strings.ReplaceAll(body, "\n", "\r\n"); b != want[:min(len(want), h.state.Limits.BodyBytes)] {
 			t.Errorf("message %d: body of %d bytes differs from the %d sent", i, len(b), len(want))
 		}
 	}
@@ -299,14 +298,13 @@ func (l *flakyListener) Accept() (net.Conn, error) {
 // A failed Accept (EMFILE) does not stop the server: go-milter alone
 // returns from Serve, which ended the daemon.
 func TestAcceptErrorsAreOutlasted(t *testing.T) {
-	cfg := config.Default()
 	reg := prometheus.NewRegistry()
-	h := &harness{cfg: &cfg, pipe: &scripted{}, reg: reg, met: metrics.New(reg)}
+	h := &harness{state: defaultState(), pipe: &scripted{}, reg: reg, met: metrics.New(reg)}
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Family: signature.FamilyIMatch, Volume: 1}
 	}
-	state := &State{Pipeline: h.pipe, Config: h.cfg}
-	h.srv = NewServer(Options{State: func() *State { return state }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: h.met})
+	h.state.Pipeline = h.pipe
+	h.srv = NewServer(Options{State: func() *State { return h.state }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: h.met})
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,13 @@
 package milter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
@@ -48,51 +51,67 @@ func (p *scripted) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 	return f(msg)
 }
 
-type fbRecorder struct {
-	mu    sync.Mutex
-	got   []Feedback
-	retry bool // answer FeedbackRetry to authenticated senders
+// fbReport is what a feedback handler was given.
+type fbReport struct {
+	Value, AuthUser, Sender string
+	Client                  netip.Addr
 }
 
-func (r *fbRecorder) HandleFeedback(ctx context.Context, fb *Feedback) FeedbackOutcome {
+type fbRecorder struct {
+	mu    sync.Mutex
+	got   []fbReport
+	retry bool // answer Retry to authenticated senders
+}
+
+func (r *fbRecorder) Handle(ctx context.Context, fb *feedback.Report) feedback.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, *fb)
+	r.got = append(r.got, fbReport{Value: fb.Value, AuthUser: fb.AuthUser, Sender: fb.Message.Sender, Client: fb.Message.Client})
 	switch {
 	case fb.AuthUser == "":
-		return FeedbackIgnored
+		return feedback.Ignored
 	case r.retry:
-		return FeedbackRetry
+		return feedback.Retry
 	}
-	return FeedbackConsumed
+	return feedback.Consumed
 }
 
 type harness struct {
-	srv  *Server
-	addr string
-	cfg  *config.Config
-	pipe *scripted
-	fb   *fbRecorder
-	reg  *prometheus.Registry
-	met  *metrics.Metrics
+	srv   *Server
+	addr  string
+	state *State
+	pipe  *scripted
+	fb    *fbRecorder
+	reg   *prometheus.Registry
+	met   *metrics.Metrics
+	logs  *syncBuffer
 }
 
-func start(t *testing.T, edit func(*config.Config)) *harness {
-	t.Helper()
-	cfg := config.Default()
-	if edit != nil {
-		edit(&cfg)
+// defaultState is the state of the default configuration, with a
+// scripted pipeline and a recording feedback handler.
+func defaultState() *State {
+	return &State{
+		Limits:  detect.DefaultLimits,
+		Actions: Actions{Header: "X-Bulk", FeedbackHeader: "X-Bulk-Feedback", DiscardFeedback: true},
 	}
-	h := &harness{cfg: &cfg, pipe: &scripted{}, fb: &fbRecorder{}, reg: prometheus.NewRegistry()}
+}
+
+func start(t *testing.T, edit func(*State)) *harness {
+	t.Helper()
+	state := defaultState()
+	if edit != nil {
+		edit(state)
+	}
+	h := &harness{state: state, pipe: &scripted{}, fb: &fbRecorder{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Family: signature.FamilyIMatch, Volume: 1}
 	}
 	h.met = metrics.New(h.reg)
-	state := &State{Pipeline: h.pipe, Config: h.cfg, Feedback: h.fb}
+	state.Pipeline, state.Feedback = h.pipe, h.fb
 	h.srv = NewServer(Options{
-		State:   func() *State { return state },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: h.met,
+		State:    func() *State { return state },
+		Logger:   slog.New(slog.NewTextHandler(h.logs, nil)),
+		Observer: h.met,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,11 +178,11 @@ func TestVerdictHeaderReplacesForgedCopies(t *testing.T) {
 }
 
 func TestBulkActions(t *testing.T) {
-	h := start(t, func(c *config.Config) {
-		c.Actions.SubjectTag = "[BULK]"
-		c.Actions.RecipientDetail = "Bulk"
-		c.Actions.Quarantine = true
-		c.Actions.ExceptDomains = []string{"vip.test"}
+	h := start(t, func(s *State) {
+		s.Actions.SubjectTag = "[BULK]"
+		s.Actions.RecipientDetail = "Bulk"
+		s.Actions.Quarantine = true
+		s.Actions.Except = NewRecipients(nil, []string{"vip.test"})
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilySift, Volume: 42}
@@ -195,14 +214,12 @@ func TestRoutingExceptions(t *testing.T) {
 	bulk := func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 30}
 	}
-	edit := func(c *config.Config) {
-		c.Actions.SubjectTag = "[BULK]"
-		c.Actions.RecipientDetail = "Bulk"
-		c.Actions.Quarantine = true
-		c.Actions.ExceptDomains = []string{"vip.test", ".partners.test"}
-		c.Actions.ExceptRecipients = []string{"ceo@example.test"}
-		c.Actions.HeaderOnlyDomains = []string{"lists.test"}
-		c.Actions.HeaderOnlyRecipients = []string{"archive@example.test"}
+	edit := func(s *State) {
+		s.Actions.SubjectTag = "[BULK]"
+		s.Actions.RecipientDetail = "Bulk"
+		s.Actions.Quarantine = true
+		s.Actions.Except = NewRecipients([]string{"ceo@example.test"}, []string{"vip.test", ".partners.test"})
+		s.Actions.HeaderOnly = NewRecipients([]string{"archive@example.test"}, []string{"lists.test"})
 	}
 	for _, tc := range []struct {
 		name  string
@@ -252,7 +269,7 @@ func TestRoutingExceptions(t *testing.T) {
 // A message without a Subject gets the tag as its Subject; a Subject that
 // already carries the tag is left alone.
 func TestSubjectTagEdges(t *testing.T) {
-	h := start(t, func(c *config.Config) { c.Actions.SubjectTag = "[BULK]" })
+	h := start(t, func(s *State) { s.Actions.SubjectTag = "[BULK]" })
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyShingle, Volume: 11}
 	}
@@ -291,9 +308,9 @@ func labelled(t *testing.T, reg *prometheus.Registry, name, label, value string)
 }
 
 func TestAllRecipientsExempt(t *testing.T) {
-	h := start(t, func(c *config.Config) {
-		c.Actions.SubjectTag = "[BULK]"
-		c.Actions.ExceptRecipients = []string{"boss@vip.test"}
+	h := start(t, func(s *State) {
+		s.Actions.SubjectTag = "[BULK]"
+		s.Actions.Except = NewRecipients([]string{"boss@vip.test"}, nil)
 	})
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 12}
@@ -306,7 +323,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 }
 
 func TestUserNotBulkVoteExemptsThatUserOnly(t *testing.T) {
-	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
+	h := start(t, func(s *State) { s.Actions.RecipientDetail = "Bulk" })
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 50,
 			Override: "user not-bulk", NotBulkFor: []string{"ann@example.test"}}
@@ -339,7 +356,7 @@ func TestStoreFailurePolicy(t *testing.T) {
 		}
 	})
 	t.Run("tempfail", func(t *testing.T) {
-		h := start(t, func(c *config.Config) { c.Policy.OnStoreError = "tempfail" })
+		h := start(t, func(s *State) { s.Actions.TempfailOnStoreError = true })
 		h.pipe.verdict = failing
 		res := h.send(t, mtaclient.Envelope{From: "a@b.example", Rcpts: []string{"c@example.test"}}, plain)
 		if res.Action.Type != gomilter.ActionTempFail {
@@ -422,14 +439,14 @@ func TestConnectionFactsSurviveAbort(t *testing.T) {
 		t.Fatalf("feedback handler called %d times, want 2", len(h.fb.got))
 	}
 	for i, got := range h.fb.got {
-		if got.ClientAddr != "198.51.100.7" || got.AuthUser != "ann" || got.Sender != "ann@example.test" || got.Value != "not-bulk" {
+		if got.Client != netip.MustParseAddr("198.51.100.7") || got.AuthUser != "ann" || got.Sender != "ann@example.test" || got.Value != "not-bulk" {
 			t.Errorf("feedback %d: %+v", i, got)
 		}
 	}
 }
 
 func TestBodyIsBounded(t *testing.T) {
-	h := start(t, func(c *config.Config) { c.Limits.MaxMessageBytes = 4096 })
+	h := start(t, func(s *State) { s.Limits.BodyBytes = 4096 })
 	big := "From: a@b.example\nSubject: big\n\n" + strings.Repeat("0123456789abcdef\n", 2000)
 	res := h.send(t, mtaclient.Envelope{From: "a@b.example", Rcpts: []string{"c@example.test"}}, big)
 	if _, ok := res.Header("X-Bulk"); !ok {
@@ -532,7 +549,7 @@ func TestListenUnixSocket(t *testing.T) {
 // A user's own "bulk" vote routes the message for her only: the others
 // get it as the base verdict says, not bulk.
 func TestUserBulkVoteRoutesThatUserOnly(t *testing.T) {
-	h := start(t, func(c *config.Config) { c.Actions.RecipientDetail = "Bulk" })
+	h := start(t, func(s *State) { s.Actions.RecipientDetail = "Bulk" })
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Bulk: true, Base: false, Family: signature.FamilyIMatch, Volume: 2,
 			Override: "user bulk", BulkFor: []string{"ann@example.test"}}
@@ -574,7 +591,7 @@ func TestFeedbackOutcomes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := start(t, func(c *config.Config) { c.Feedback.Keep = tc.keep })
+			h := start(t, func(s *State) { s.Actions.DiscardFeedback = tc.keep == "discard" })
 			h.fb.retry = tc.retry
 			res := h.send(t, tc.env, fb)
 			if got := res.Action.Type; got != tc.action && !(tc.action == gomilter.ActionContinue && accepted(res)) {
@@ -593,4 +610,22 @@ func TestFeedbackOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

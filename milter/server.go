@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,8 +41,8 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/ratelog"
-	"github.com/bulkmilter/bulkmilter/metrics"
 )
 
 // Pipeline is what the milter needs from detection.
@@ -49,59 +50,147 @@ type Pipeline interface {
 	Check(ctx context.Context, msg *detect.Message) detect.Verdict
 }
 
+// FeedbackHandler records the vote a message carrying the feedback header
+// brings; its outcome says what happens to the message.
+type FeedbackHandler interface {
+	Handle(ctx context.Context, r *feedback.Report) feedback.Outcome
+}
+
 // State is everything a message is processed with. The daemon replaces it
 // atomically on reload; a message in progress keeps the state it started
 // with.
 type State struct {
 	Pipeline Pipeline
-	Config   *config.Config
 	// Feedback handles feedback messages; nil disables feedback (the
 	// feedback header is still removed).
 	Feedback FeedbackHandler
+	// Limits bound what a message keeps (detect.Builder).
+	Limits detect.Limits
+	// MaxHeldBytes bounds the bytes all sessions keep of their messages
+	// together (limits.max_held_bytes); 0 means no bound. Past it a
+	// message keeps only what every message may (256 KiB) and is analysed
+	// on that: an early verdict rather than memory without end.
+	MaxHeldBytes int64
+	Actions      Actions
 }
 
-// FeedbackHandler records a user's vote carried by a message.
-type FeedbackHandler interface {
-	// HandleFeedback is called at end of message for a message carrying
-	// the feedback header. Its outcome says what happens to the message.
-	HandleFeedback(ctx context.Context, fb *Feedback) FeedbackOutcome
+// Actions are what the milter does with messages: the configuration's
+// actions, policy and feedback settings, parsed once.
+type Actions struct {
+	// Header is the verdict header (actions.header), always added;
+	// incoming copies are removed. FeedbackHeader (feedback.header) is
+	// removed from every message.
+	Header, FeedbackHeader string
+	// SubjectTag is prefixed to the Subject of bulk messages.
+	SubjectTag string
+	// RecipientDetail rewrites recipients of bulk messages to
+	// user+DETAIL@domain.
+	RecipientDetail string
+	// Quarantine holds bulk messages in the MTA's hold queue.
+	Quarantine bool
+	// RevealKeys adds the message's keys to the verdict header.
+	RevealKeys bool
+	// Except are never tagged or routed; HeaderOnly get the verdict
+	// header but no routing.
+	Except, HeaderOnly Recipients
+	// TempfailOnStoreError asks the MTA to retry when the store fails
+	// (policy.on_store_error: tempfail); otherwise the message passes.
+	TempfailOnStoreError bool
+	// DiscardFeedback discards a consumed feedback message
+	// (feedback.keep: discard); otherwise it is delivered.
+	DiscardFeedback bool
+	// LogAddresses adds the envelope sender and recipients to the log
+	// line of each message (log.addresses).
+	LogAddresses bool
 }
 
-// FeedbackOutcome is what a FeedbackHandler made of a message.
-type FeedbackOutcome int8
+// Recipients is a set of addresses and domains, matched without case.
+type Recipients struct {
+	addrs   map[string]bool
+	domains map[string]bool
+	subs    []string // ".example.com": its subdomains
+}
 
+// NewRecipients returns the set of the given addresses and domains; a
+// domain with a leading dot matches its subdomains.
+func NewRecipients(addrs, domains []string) Recipients {
+	r := Recipients{addrs: map[string]bool{}, domains: map[string]bool{}}
+	for _, a := range addrs {
+		r.addrs[detect.NormaliseAddress(a)] = true
+	}
+	for _, d := range domains {
+		d = strings.ToLower(strings.TrimSpace(d))
+		if sub, ok := strings.CutPrefix(d, "."); ok {
+			r.subs = append(r.subs, "."+sub)
+			continue
+		}
+		r.domains[d] = true
+	}
+	return r
+}
+
+// Match reports whether a normalised address is in the set. An address
+// with a +detail matches its base address too.
+func (r Recipients) Match(addr string) bool {
+	local, domain, _ := strings.Cut(addr, "@")
+	if r.addrs[addr] {
+		return true
+	}
+	if base, _, ok := strings.Cut(local, "+"); ok && r.addrs[base+"@"+domain] {
+		return true
+	}
+	if r.domains[domain] {
+		return true
+	}
+	for _, s := range r.subs {
+		if len(domain) > len(s) && strings.HasSuffix(domain, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Observer is told what the milter does; the daemon's metrics implement
+// it (see detect.Observer for why each package defines its own).
+type Observer interface {
+	Message(verdict string, d time.Duration) // a verdict the milter gave itself (VerdictFeedback)
+	Action(action string)                    // an action taken
+	Error(stage string)                      // StageAction, StageProtocol
+	Panic(callback string)                   // a panic recovered in a callback
+	SessionOpened()
+	SessionClosed()
+	MessageStarted()
+	MessageDone()
+	Held(bytes int64) // the bytes all sessions keep of their messages
+	MemoryLimited()   // a message cut short because the sessions held State.MaxHeldBytes
+}
+
+// Labels the milter gives its Observer.
 const (
-	// FeedbackIgnored: not feedback the handler accepts (an untrusted
-	// sender). The message is checked like any other; the feedback header
-	// is removed.
-	FeedbackIgnored FeedbackOutcome = iota
-	// FeedbackConsumed: feedback from a trusted sender, recorded or
-	// refused (invalid, rate limited). feedback.keep decides whether it
-	// is discarded or delivered (without the feedback header).
-	FeedbackConsumed
-	// FeedbackRetry: trusted feedback whose vote could not be recorded now
-	// (the store failed). The MTA is told to try again later, so the vote
-	// is not lost.
-	FeedbackRetry
+	VerdictFeedback = "feedback" // the message was a feedback report
+	StageAction     = "action"   // the MTA refused a modification
+	StageProtocol   = "protocol" // a malformed packet or a failed accept
 )
 
-// Feedback is a message that carries the feedback header, with the facts
-// needed to decide whether to trust it.
-type Feedback struct {
-	Value      string // the header's value, e.g. "not-bulk"
-	ClientAddr string // the SMTP client's address
-	AuthUser   string // the SASL login, empty when not authenticated
-	Sender     string // the envelope sender
-	Message    *detect.Message
-	Logger     *slog.Logger
-}
+type nop struct{}
+
+func (nop) Message(string, time.Duration) {}
+func (nop) Action(string)                 {}
+func (nop) Error(string)                  {}
+func (nop) Panic(string)                  {}
+func (nop) SessionOpened()                {}
+func (nop) SessionClosed()                {}
+func (nop) MessageStarted()               {}
+func (nop) MessageDone()                  {}
+func (nop) Held(int64)                    {}
+func (nop) MemoryLimited()                {}
 
 // Options configure a Server.
 type Options struct {
 	// State returns the current state; it is called once per message.
-	State   func() *State
-	Logger  *slog.Logger
-	Metrics *metrics.Metrics // may be nil
+	State    func() *State
+	Logger   *slog.Logger
+	Observer Observer // nil observes nothing
 	// ReadTimeout closes MTA connections idle for longer (default 15m).
 	ReadTimeout time.Duration
 }
@@ -117,7 +206,31 @@ type Server struct {
 	// storeFailures samples the warning logged when the store fails, so an
 	// outage gives one line a minute rather than one per message.
 	storeFailures ratelog.Sampler
+	// held is what all sessions keep of their messages (State.MaxHeldBytes).
+	held atomic.Int64
 }
+
+// grant accounts for n more bytes kept by a session, up to limit; within
+// the floor every message may keep (must), they are always granted.
+func (s *Server) grant(n int, must bool, limit int64) bool {
+	total := s.held.Add(int64(n))
+	if !must && limit > 0 && total > limit {
+		s.held.Add(-int64(n))
+		return false
+	}
+	s.opt.Observer.Held(total)
+	return true
+}
+
+// release returns the bytes a session kept.
+func (s *Server) release(n int) {
+	if n > 0 {
+		s.opt.Observer.Held(s.held.Add(-int64(n)))
+	}
+}
+
+// Held returns the bytes all sessions keep of their messages now.
+func (s *Server) Held() int64 { return s.held.Load() }
 
 // The macros the milter uses, requested for every stage: Postfix sends only
 // the macros a milter lists once it lists any.
@@ -168,6 +281,9 @@ func NewServer(opt Options) *Server {
 	if opt.ReadTimeout == 0 {
 		opt.ReadTimeout = 15 * time.Minute
 	}
+	if opt.Observer == nil {
+		opt.Observer = nop{}
+	}
 	s := &Server{opt: opt, storeFailures: ratelog.Sampler{Every: time.Minute}}
 	o := append(ProtocolOptions(),
 		gomilter.WithMilter(func() gomilter.Milter { return newSession(s) }),
@@ -196,7 +312,7 @@ func ProtocolOptions() []gomilter.Option {
 
 // Serve accepts MTA connections on ln until Shutdown or Close.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.ms.Serve(guardListener{Listener: ln, met: s.opt.Metrics, log: s.opt.Logger})
+	err := s.ms.Serve(guardListener{Listener: ln, met: s.opt.Observer, log: s.opt.Logger})
 	if errors.Is(err, gomilter.ErrServerClosed) {
 		return nil
 	}

@@ -1,28 +1,23 @@
 package milter
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	gomilter "github.com/d--j/go-milter"
-	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/detect"
-	"github.com/bulkmilter/bulkmilter/metrics"
+	"github.com/bulkmilter/bulkmilter/feedback"
 )
 
-// maxHeaderValue bounds the bytes of one header field kept for analysis;
-// the MTA still gets the whole field.
-const maxHeaderValue = 64 << 10
-
 // session is one MTA connection. Connection facts live here, not in the
-// library's macros, which are cleared on ABORT.
+// library's macros, which are cleared on ABORT. The message itself is
+// kept by a detect.Builder, within the state's limits and the server's
+// memory budget: the same code turns a raw file into a message offline.
 type session struct {
 	srv *Server
 	log *slog.Logger
@@ -30,20 +25,13 @@ type session struct {
 	clientAddr, clientName string
 
 	// Per message; reset by MailFrom and Abort.
-	state      *State
-	inMessage  bool
-	started    time.Time
-	sender     string
-	authUser   string
-	rcpts      []string
-	header     textproto.Header
-	headers    int
-	ownHeaders int // copies of the verdict header in the message
-	fbHeaders  int // copies of the feedback header
-	fbValue    string
-	subject    int // Subject fields seen
-	body       bytes.Buffer
-	truncated  bool
+	state     *State
+	inMessage bool
+	started   time.Time
+	authUser  string
+	b         *detect.Builder
+	bState    *State // the state b was made for
+	limited   bool   // the server's memory budget cut this message
 }
 
 func newSession(s *Server) *session {
@@ -57,7 +45,7 @@ func (s *session) guard(callback string, resp **gomilter.Response, err *error) {
 	if r == nil {
 		return
 	}
-	s.srv.opt.Metrics.Panic(callback)
+	s.srv.opt.Observer.Panic(callback)
 	s.log.Error("panic in milter callback; message passed untagged", "callback", callback,
 		"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	s.endMessage()
@@ -71,7 +59,7 @@ func (s *session) guard(callback string, resp **gomilter.Response, err *error) {
 
 func (s *session) NewConnection(m gomilter.Modifier) (err error) {
 	defer s.guard("NewConnection", nil, &err)
-	s.srv.opt.Metrics.SessionOpened()
+	s.srv.opt.Observer.SessionOpened()
 	return nil
 }
 
@@ -93,21 +81,39 @@ func (s *session) MailFrom(from, esmtpArgs string, m gomilter.Modifier) (resp *g
 	s.endMessage()
 	s.inMessage = true
 	s.srv.busy.Add(1)
-	s.srv.opt.Metrics.MessageStarted()
+	s.srv.opt.Observer.MessageStarted()
 	s.started = time.Now()
 	s.state = s.srv.opt.State()
-	s.sender = from
+	if s.b == nil || s.bState != s.state {
+		s.b = detect.NewBuilder(s.state.Limits, s.state.Actions.Header, s.state.Actions.FeedbackHeader)
+		s.b.Grant = s.grant
+		s.bState = s.state
+	}
 	s.authUser = m.Get(gomilter.MacroAuthAuthen)
 	if s.clientAddr == "" {
 		s.clientAddr = m.Get(gomilter.MacroClientAddr)
 	}
+	s.b.Sender(from)
+	s.b.Client(s.clientAddr)
 	return gomilter.RespContinue, nil
+}
+
+// grant asks the server for bytes beyond what every message may keep.
+func (s *session) grant(n int, must bool) bool {
+	if s.srv.grant(n, must, s.state.MaxHeldBytes) {
+		return true
+	}
+	if !s.limited {
+		s.limited = true
+		s.srv.opt.Observer.MemoryLimited()
+	}
+	return false
 }
 
 func (s *session) RcptTo(rcptTo, esmtpArgs string, m gomilter.Modifier) (resp *gomilter.Response, err error) {
 	defer s.guard("RcptTo", &resp, &err)
-	if len(s.rcpts) < 100_000 {
-		s.rcpts = append(s.rcpts, rcptTo)
+	if s.state != nil {
+		s.b.Recipient(rcptTo)
 	}
 	return gomilter.RespContinue, nil
 }
@@ -118,44 +124,12 @@ func (s *session) Data(m gomilter.Modifier) (*gomilter.Response, error) {
 
 func (s *session) Header(name, value string, m gomilter.Modifier) (resp *gomilter.Response, err error) {
 	defer s.guard("Header", &resp, &err)
-	if s.state == nil {
-		return gomilter.RespContinue, nil
+	if s.state != nil {
+		// Every copy of our own headers is counted, even past the
+		// limits, so that all of them are removed.
+		s.b.Header(name, value)
 	}
-	cfg := s.state.Config
-	// Every copy of our own headers is counted, even past the analysis
-	// limit, so that all of them are removed.
-	switch {
-	case strings.EqualFold(name, cfg.Actions.Header):
-		s.ownHeaders++
-		return gomilter.RespContinue, nil
-	case strings.EqualFold(name, cfg.Feedback.Header):
-		s.fbHeaders++
-		if s.fbValue == "" {
-			s.fbValue = strings.TrimSpace(value)
-		}
-		return gomilter.RespContinue, nil
-	case strings.EqualFold(name, "Subject"):
-		s.subject++
-	}
-	if s.headers >= cfg.Limits.MaxHeaders {
-		s.truncated = true
-		return gomilter.RespContinue, nil
-	}
-	s.headers++
-	if len(value) > maxHeaderValue {
-		value, s.truncated = value[:maxHeaderValue], true
-	}
-	s.header.Add(name, unfold(value))
 	return gomilter.RespContinue, nil
-}
-
-// unfold joins a folded header value into one line (RFC 5322 §2.2.3).
-func unfold(v string) string {
-	if !strings.ContainsAny(v, "\r\n") {
-		return v
-	}
-	v = strings.ReplaceAll(v, "\r\n", "")
-	return strings.ReplaceAll(v, "\n", "")
 }
 
 func (s *session) Headers(m gomilter.Modifier) (*gomilter.Response, error) {
@@ -164,14 +138,9 @@ func (s *session) Headers(m gomilter.Modifier) (*gomilter.Response, error) {
 
 func (s *session) BodyChunk(chunk []byte, m gomilter.Modifier) (resp *gomilter.Response, err error) {
 	defer s.guard("BodyChunk", &resp, &err)
-	if s.state == nil {
-		return gomilter.RespContinue, nil
+	if s.state != nil {
+		s.b.Body(chunk)
 	}
-	limit := int(s.state.Config.Limits.MaxMessageBytes)
-	if room := limit - s.body.Len(); room < len(chunk) {
-		chunk, s.truncated = chunk[:max(room, 0)], true
-	}
-	s.body.Write(chunk)
 	return gomilter.RespContinue, nil
 }
 
@@ -193,34 +162,45 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 		return gomilter.RespContinue, nil
 	}
 	log := s.log.With("queue_id", m.Get(gomilter.MacroQueueId))
-	cfg := s.state.Config
-	msg := &detect.Message{
-		Header:     s.header,
-		Body:       bytes.NewReader(s.body.Bytes()),
-		Recipients: s.rcpts,
-		Truncated:  s.truncated,
-	}
-	// The store budget bounds Check; the extra second covers extraction of
-	// a large message, and keeps us far below Postfix's 30 s timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Policy.StoreTimeout.D()+time.Second)
-	defer cancel()
+	act := &s.state.Actions
+	obs := s.srv.opt.Observer
+	msg := s.b.Message()
+	// No deadline here: the pipeline bounds its store call by
+	// policy.store_timeout from the moment the analysis is done, and the
+	// limits bound the analysis, so a large message is never taken for a
+	// store failure.
+	ctx := context.Background()
 
-	if s.fbHeaders > 0 {
-		switch s.feedback(ctx, msg, log) {
-		case FeedbackConsumed:
-			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
-			if cfg.Feedback.Keep == "discard" {
-				s.srv.opt.Metrics.Action("discard")
-				return gomilter.RespDiscard, nil
+	if n, value := s.b.FeedbackHeaders(); n > 0 && s.state.Feedback != nil {
+		r := &feedback.Report{Value: value, AuthUser: s.authUser, Message: msg, Logger: log}
+		out := s.state.Feedback.Handle(ctx, r)
+		fbArgs := []any{"outcome", out.String()}
+		for _, kv := range [][2]string{{"voter", r.Voter}, {"trusted_by", r.TrustedBy}, {"kind", r.Kind}, {"rejected", r.Rejected}} {
+			if kv[1] != "" {
+				fbArgs = append(fbArgs, kv[0], kv[1])
 			}
-			if err := errors.Join(s.removeIncoming(m, log)...); err != nil {
-				s.srv.opt.Metrics.Error(metrics.StageAction)
-				log.Error("remove feedback header", "err", err)
+		}
+		switch out {
+		case feedback.Consumed:
+			obs.Message(VerdictFeedback, time.Since(s.started))
+			action := "deliver"
+			if act.DiscardFeedback {
+				obs.Action("discard")
+				action = "discard"
+				resp = gomilter.RespDiscard
+			} else {
+				if err := errors.Join(s.removeIncoming(m, log)...); err != nil {
+					obs.Error(StageAction)
+					log.Error("remove feedback header", "err", err)
+				}
+				resp = gomilter.RespContinue
 			}
-			return gomilter.RespContinue, nil
-		case FeedbackRetry:
-			s.srv.opt.Metrics.Message(metrics.VerdictFeedback, time.Since(s.started))
-			s.srv.opt.Metrics.Action("tempfail")
+			s.logMessage(log, VerdictFeedback, append(fbArgs, "action", action)...)
+			return resp, nil
+		case feedback.Retry:
+			obs.Message(VerdictFeedback, time.Since(s.started))
+			obs.Action("tempfail")
+			s.logMessage(log, VerdictFeedback, append(fbArgs, "action", "tempfail")...)
 			return gomilter.RespTempFail, nil
 		}
 	}
@@ -228,39 +208,56 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	v := s.state.Pipeline.Check(ctx, msg)
 	if v.Err != nil {
 		if skipped, ok := s.srv.storeFailures.Allow(time.Now()); ok {
-			log.Warn("store failed; failure policy applied", "policy", cfg.Policy.OnStoreError,
+			log.Warn("store failed; failure policy applied", "tempfail", act.TempfailOnStoreError,
 				"err", v.Err, "similar_failures_not_logged", skipped)
 		}
-		if cfg.Policy.OnStoreError == "tempfail" {
-			s.srv.opt.Metrics.Action("tempfail")
+		if act.TempfailOnStoreError {
+			obs.Action("tempfail")
+			s.logMessage(log, v.Outcome(), "action", "tempfail")
 			return gomilter.RespTempFail, nil
 		}
 	}
-	if err := s.apply(m, v, log); err != nil {
+	if err := s.apply(m, msg, v, log); err != nil {
 		// A failed modification leaves the message as the MTA has it:
 		// delivered, possibly untagged. Never lose it.
-		s.srv.opt.Metrics.Error(metrics.StageAction)
+		obs.Error(StageAction)
 		log.Error("apply verdict", "err", err)
 	}
-	log.Debug("verdict", "bulk", v.Bulk, "family", v.Family.String(), "volume", v.Volume,
-		"override", v.Override, "recipients", len(s.rcpts), "truncated", s.truncated)
+	args := []any{}
+	if !v.Unsigned && v.Err == nil {
+		args = append(args, "family", v.Family.String(), "volume", v.Volume)
+	}
+	if v.Override != "" {
+		args = append(args, "feedback", v.Override)
+	}
+	if v.Slow {
+		args = append(args, "slow", true)
+	}
+	s.logMessage(log, v.Outcome(), args...)
 	return gomilter.RespContinue, nil
 }
 
-// feedback hands a message carrying the feedback header to the feedback
-// handler. The header itself is removed from the message in any case.
-func (s *session) feedback(ctx context.Context, msg *detect.Message, log *slog.Logger) FeedbackOutcome {
-	if s.state.Feedback == nil || !s.state.Config.Feedback.Enabled {
-		return FeedbackIgnored
+// maxLoggedRecipients bounds the addresses one log line names.
+const maxLoggedRecipients = 10
+
+// logMessage writes the one info line each message gets: its verdict,
+// what it was, how long it took; the addresses only when configured.
+func (s *session) logMessage(log *slog.Logger, verdict string, args ...any) {
+	msg := s.b.Message()
+	args = append([]any{"verdict", verdict}, args...)
+	args = append(args, "recipients", len(msg.Recipients))
+	if msg.Truncated {
+		args = append(args, "truncated", true)
 	}
-	return s.state.Feedback.HandleFeedback(ctx, &Feedback{
-		Value:      s.fbValue,
-		ClientAddr: s.clientAddr,
-		AuthUser:   s.authUser,
-		Sender:     s.sender,
-		Message:    msg,
-		Logger:     log,
-	})
+	if n := s.b.VerdictHeaders(); n > 0 {
+		args = append(args, "forged_headers", n)
+	}
+	if s.state.Actions.LogAddresses {
+		rcpts := msg.Recipients[:min(len(msg.Recipients), maxLoggedRecipients)]
+		args = append(args, "from", msg.Sender, "to", rcpts)
+	}
+	args = append(args, "took", time.Since(s.started).Round(10*time.Microsecond))
+	log.Info("message", args...)
 }
 
 func (s *session) Abort(m gomilter.Modifier) (err error) {
@@ -276,24 +273,22 @@ func (s *session) Unknown(cmd string, m gomilter.Modifier) (*gomilter.Response, 
 func (s *session) Cleanup(m gomilter.Modifier) {
 	defer s.guard("Cleanup", nil, nil)
 	s.endMessage()
-	s.srv.opt.Metrics.SessionClosed()
+	s.srv.opt.Observer.SessionClosed()
 }
 
-// endMessage forgets the current message.
+// endMessage forgets the current message and returns its bytes to the
+// server's budget.
 func (s *session) endMessage() {
 	if s.inMessage {
 		s.inMessage = false
 		s.srv.busy.Add(-1)
-		s.srv.opt.Metrics.MessageDone()
+		s.srv.opt.Observer.MessageDone()
 	}
 	s.state = nil
-	s.sender, s.authUser, s.fbValue = "", "", ""
-	s.rcpts = s.rcpts[:0]
-	s.header = textproto.Header{}
-	s.headers, s.ownHeaders, s.fbHeaders, s.subject = 0, 0, 0, 0
-	s.body.Reset()
-	if s.body.Cap() > 1<<20 {
-		s.body = bytes.Buffer{} // don't keep a huge buffer for the next message
+	s.authUser = ""
+	s.limited = false
+	if s.b != nil {
+		s.srv.release(s.b.Held())
+		s.b.Reset()
 	}
-	s.truncated = false
 }

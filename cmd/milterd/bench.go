@@ -319,9 +319,9 @@ func serveRuntime(rt *runtime, met *metrics.Metrics, log *slog.Logger) (string, 
 		return "", nil, err
 	}
 	srv := milter.NewServer(milter.Options{
-		State:   func() *milter.State { return rt.state },
-		Logger:  log,
-		Metrics: met,
+		State:    func() *milter.State { return rt.state },
+		Logger:   log,
+		Observer: met, // nil-safe
 	})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

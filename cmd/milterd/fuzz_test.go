@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/bulkmilter/bulkmilter/config"
 )
 
 // The secret key file: whatever it holds, loadSecret refuses it with an
@@ -28,41 +25,6 @@ func FuzzLoadSecret(f *testing.F) {
 		}
 		if created || len(secret) < 16 || hex.EncodeToString(secret) != strings.ToLower(strings.TrimSpace(string(data))) {
 			t.Fatalf("loadSecret(%q) = %x, created %v", data, secret, created)
-		}
-	})
-}
-
-// The scan command's header splitter: the body is what follows the
-// header in the input, the fields kept are bounded in number and size,
-// and the verdict and feedback headers are never kept.
-func FuzzSplitHeader(f *testing.F) {
-	for _, s := range []string{
-		"From a@b Mon Jan 1\nSubject: x\n folded\nX-Bulk: yes\n\nbody",
-		"Subject: x\r\nX-Bulk-Feedback: not-bulk\r\n\r\nbody",
-		"not a header\nSubject: x\n",
-		"A: " + strings.Repeat("v", 20000) + "\n " + strings.Repeat("w", 20000) + "\n\nb",
-		" leading fold\n\n",
-	} {
-		f.Add([]byte(s))
-	}
-	cfg := config.Default()
-	cfg.Limits.MaxHeaders = 8
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		h, body := splitHeader(raw, &cfg)
-		if !bytes.HasSuffix(raw, body) {
-			t.Fatalf("body %q is not the end of the input", body)
-		}
-		n := 0
-		for f := h.Fields(); f.Next(); n++ {
-			if strings.EqualFold(f.Key(), cfg.Actions.Header) || strings.EqualFold(f.Key(), cfg.Feedback.Header) {
-				t.Errorf("kept %s", f.Key())
-			}
-			if len(f.Value()) > maxHeaderValue {
-				t.Errorf("field %s: %d bytes", f.Key(), len(f.Value()))
-			}
-		}
-		if n > cfg.Limits.MaxHeaders {
-			t.Errorf("%d fields kept, limit %d", n, cfg.Limits.MaxHeaders)
 		}
 	})
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,8 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
-
-	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
@@ -124,11 +120,8 @@ The Garden Weekly team
 }
 
 func parseRaw(t testing.TB, raw []byte, rcpt string) *detect.Message {
-	br := bufio.NewReader(bytes.NewReader(raw))
-	h, err := textproto.ReadHeader(br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(br)
-	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: []string{rcpt}}
+	b := detect.NewBuilder(detect.DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+	b.ReadRaw(raw)
+	b.Recipient(rcpt)
+	return b.Message()
 }

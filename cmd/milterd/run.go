@@ -82,9 +82,9 @@ func newDaemon(cfg *config.Config, cf *configFlags, logOut io.Writer) (*daemon, 
 	d.met.ConfigLoaded()
 	d.met.SignatureSet(rt.set.Version())
 	d.srv = milter.NewServer(milter.Options{
-		State:   func() *milter.State { return d.current.Load().state },
-		Logger:  d.log,
-		Metrics: d.met,
+		State:    func() *milter.State { return d.current.Load().state },
+		Logger:   d.log,
+		Observer: d.met,
 	})
 	if d.ln, err = milter.Listen(cfg.Listen, cfg.Socket); err != nil {
 		rt.close()

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emersion/go-message/textproto"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkmilter/bulkmilter/config"
@@ -26,23 +25,26 @@ import (
 )
 
 // replay feeds raw messages to a runtime's pipeline the way the milter
-// session does: header fields one by one (the verdict and feedback headers
-// left out), the body as it follows, both cut at the configured limits.
+// session does: through a detect.Builder with the runtime's limits and
+// header names, fields and body as detect.Split cuts them (Postfix's
+// split), so offline and online run the same bytes through the same code.
 type replay struct {
 	rt  *runtime
 	dir string // temporary data directory to remove on Close, if any
 }
 
-// message splits a raw message as an MTA hands it over, arriving at at
+// message builds a raw message as an MTA hands it over, arriving at at
 // (zero: now).
 func (r *replay) message(raw []byte, rcpts []string, at time.Time) *detect.Message {
-	cfg := r.rt.cfg
-	h, body := splitHeader(raw, cfg)
-	truncated := false
-	if limit := int(cfg.Limits.MaxMessageBytes); limit > 0 && len(body) > limit {
-		body, truncated = body[:limit], true
+	st := r.rt.state
+	b := detect.NewBuilder(st.Limits, st.Actions.Header, st.Actions.FeedbackHeader)
+	b.ReadRaw(raw)
+	for _, rc := range rcpts {
+		b.Recipient(rc)
 	}
-	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts, Truncated: truncated, Time: at}
+	m := b.Message()
+	m.Time = at
+	return m
 }
 
 // Check runs the whole pipeline for one message arriving at at (zero:
@@ -63,68 +65,6 @@ func (r *replay) Close() error {
 		return os.RemoveAll(r.dir)
 	}
 	return nil
-}
-
-// maxHeaderValue matches the milter session's cap on one field.
-const maxHeaderValue = 16 << 10
-
-// splitHeader reads the top-level header fields the way Postfix passes
-// them to a milter: a line that is not a field (no colon) ends the header
-// and starts the body. Folded values are unfolded; the verdict and
-// feedback headers are dropped, as the milter does.
-func splitHeader(raw []byte, cfg *config.Config) (textproto.Header, []byte) {
-	var h textproto.Header
-	var name, value string
-	count := 0
-	flush := func() {
-		if name == "" {
-			return
-		}
-		if !strings.EqualFold(name, cfg.Actions.Header) && !strings.EqualFold(name, cfg.Feedback.Header) && count < cfg.Limits.MaxHeaders {
-			if len(value) > maxHeaderValue {
-				value = value[:maxHeaderValue]
-			}
-			h.Add(name, value)
-			count++
-		}
-		name, value = "", ""
-	}
-	rest := raw
-	if bytes.HasPrefix(rest, []byte("From ")) { // an mbox postmark
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			rest = rest[i+1:]
-		}
-	}
-	for len(rest) > 0 {
-		i := bytes.IndexByte(rest, '\n')
-		line, next := rest, []byte(nil)
-		if i >= 0 {
-			line, next = rest[:i], rest[i+1:]
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		switch {
-		case len(line) == 0:
-			flush()
-			return h, next
-		case line[0] == ' ' || line[0] == '\t':
-			// Past the cap the rest is dropped anyway; appending it
-			// would be quadratic in a header folded many times.
-			if name != "" && len(value) <= maxHeaderValue {
-				value += " " + strings.TrimSpace(string(line))
-			}
-		default:
-			colon := bytes.IndexByte(line, ':')
-			if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
-				flush()
-				return h, rest
-			}
-			flush()
-			name, value = string(line[:colon]), strings.TrimSpace(string(line[colon+1:]))
-		}
-		rest = next
-	}
-	flush()
-	return h, nil
 }
 
 // scanRecord is the JSON line printed per message.

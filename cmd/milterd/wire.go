@@ -87,27 +87,25 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 	for _, s := range set.Signers() {
 		thresholds[s.Family()] = cfg.ThresholdFor(s.Family().String())
 	}
+	lim := limitsOf(cfg)
 	rt.engine, err = detect.New(detect.Options{
-		Limits: mailtext.Limits{
-			MaxDepth:     cfg.Limits.MaxMIMEDepth,
-			MaxParts:     cfg.Limits.MaxMIMEParts,
-			MaxTextBytes: int(cfg.Limits.MaxTextBytes),
-		},
+		Limits:         lim,
 		Set:            set,
 		Store:          rt.store,
 		Thresholds:     thresholds,
 		StoreTimeout:   cfg.Policy.StoreTimeout.D(),
+		SlowAnalysis:   cfg.Limits.MaxAnalysisTime.D(),
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,
-		Metrics:        met,
+		Observer:       met, // nil-safe
 	})
 	if err != nil {
 		rt.close()
 		return nil, err
 	}
-	rt.state = &milter.State{Pipeline: rt.engine, Config: cfg}
+	rt.state = &milter.State{Pipeline: rt.engine, Limits: lim, MaxHeldBytes: int64(cfg.Limits.MaxHeldBytes), Actions: actionsOf(cfg)}
 	if cfg.Feedback.Enabled {
-		fb, err := feedback.New(feedback.Options{Config: cfg, Engine: rt.engine, Store: rt.store, Limiter: rt.limiter, Metrics: met})
+		fb, err := newFeedback(cfg, lim, rt, met)
 		if err != nil {
 			rt.close()
 			return nil, err
@@ -119,6 +117,73 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 	}
 	return rt, nil
 }
+
+// limitsOf returns the per-message limits of a configuration.
+func limitsOf(cfg *config.Config) detect.Limits {
+	l := detect.DefaultLimits
+	l.BodyBytes = int(cfg.Limits.MaxMessageBytes)
+	l.HeaderFields = cfg.Limits.MaxHeaders
+	l.HeaderBytes = int(cfg.Limits.MaxHeaderBytes)
+	l.Recipients = cfg.Limits.MaxRecipients
+	l.Text = mailtext.Limits{
+		MaxDepth:     cfg.Limits.MaxMIMEDepth,
+		MaxParts:     cfg.Limits.MaxMIMEParts,
+		MaxTextBytes: int(cfg.Limits.MaxTextBytes),
+	}
+	return l
+}
+
+// actionsOf returns what the milter does, from a configuration.
+func actionsOf(cfg *config.Config) milter.Actions {
+	a := cfg.Actions
+	return milter.Actions{
+		Header:               a.Header,
+		FeedbackHeader:       cfg.Feedback.Header,
+		SubjectTag:           a.SubjectTag,
+		RecipientDetail:      a.RecipientDetail,
+		Quarantine:           a.Quarantine,
+		RevealKeys:           a.RevealKeys,
+		Except:               milter.NewRecipients(a.ExceptRecipients, a.ExceptDomains),
+		HeaderOnly:           milter.NewRecipients(a.HeaderOnlyRecipients, a.HeaderOnlyDomains),
+		TempfailOnStoreError: cfg.Policy.OnStoreError == "tempfail",
+		DiscardFeedback:      cfg.Feedback.Keep == "discard",
+		LogAddresses:         cfg.Log.Addresses,
+	}
+}
+
+// newFeedback returns the feedback handler of a runtime.
+func newFeedback(cfg *config.Config, lim detect.Limits, rt *runtime, met *metrics.Metrics) (*feedback.Handler, error) {
+	f := cfg.Feedback
+	o := feedback.Options{
+		TrustAuthenticated: f.TrustAuthenticated,
+		LoginDomain:        f.LoginDomain,
+		RateLimit:          f.RateLimit,
+		SubjectTag:         cfg.Actions.SubjectTag,
+		StoreTimeout:       cfg.Policy.StoreTimeout.D(),
+		Limits:             lim,
+		VerdictHeader:      cfg.Actions.Header,
+		FeedbackHeader:     f.Header,
+		Engine:             rt.engine,
+		Store:              rt.store,
+		Limiter:            rt.limiter,
+		Observer:           met, // nil-safe
+	}
+	for i, n := range f.TrustedNetworks {
+		p, err := config.ParseNetwork(n)
+		if err != nil {
+			return nil, fmt.Errorf("feedback.trusted_networks[%d]: %w", i, err)
+		}
+		o.TrustedNetworks = append(o.TrustedNetworks, p)
+	}
+	return feedback.New(o)
+}
+
+// The daemon's metrics are what every package reports to.
+var (
+	_ detect.Observer   = (*metrics.Metrics)(nil)
+	_ milter.Observer   = (*metrics.Metrics)(nil)
+	_ feedback.Observer = (*metrics.Metrics)(nil)
+)
 
 // adminToken derives the credential of the votes admin endpoint from the
 // secret: whoever can read the secret file may administer votes (and

@@ -1,11 +1,13 @@
 // Package mtaclient drives a milter the way Postfix does, with
 // github.com/d--j/go-milter's client: connect, HELO, MAIL, RCPT, header
 // fields, body chunks and end of message, with the macros Postfix sends.
-// Tests, the benchmark command and the soak command use it.
+// A raw message is cut into fields and body by detect.Split, the split
+// the daemon's offline commands use and that TestSplitAsPostfix holds to
+// a real Postfix's. Tests, the benchmark command and the soak command use
+// it.
 package mtaclient
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/d--j/go-milter"
+
+	"github.com/bulkmilter/bulkmilter/detect"
 )
 
 // Envelope is the SMTP side of one message.
@@ -157,10 +161,10 @@ func (s *Session) head(from string, rcpts []string, msg []byte) (Result, error) 
 	if err := check(s.s.DataStart()); err != nil {
 		return Result{}, fmt.Errorf("data: %w", err)
 	}
-	fields, _ := split(msg)
+	fields, _ := detect.Split(msg)
 	for _, f := range fields {
-		if err := check(s.s.HeaderField(f.name, f.value, nil)); err != nil {
-			return Result{}, fmt.Errorf("header %s: %w", f.name, err)
+		if err := check(s.s.HeaderField(f.Name, f.Value, nil)); err != nil {
+			return Result{}, fmt.Errorf("header %s: %w", f.Name, err)
 		}
 	}
 	if err := check(s.s.HeaderEnd()); err != nil {
@@ -176,11 +180,10 @@ const bodyChunk = 65535
 // Send sends one message with the session's envelope and the given
 // sender and recipients (empty values keep the envelope's).
 func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) {
-	_, body := split(msg)
+	_, body := detect.Split(msg)
 	if _, err := s.head(from, rcpts, msg); err != nil {
 		return Result{}, err
 	}
-	body = toCRLF(body)
 	for len(body) > 0 {
 		n := min(len(body), bodyChunk)
 		if err := check(s.s.BodyChunk(body[:n])); err != nil {
@@ -202,11 +205,11 @@ func (s *Session) Send(from string, rcpts []string, msg []byte) (Result, error) 
 // session cannot be used afterwards.
 func (s *Session) SendCut(from string, rcpts []string, msg []byte, bodyBytes int) error {
 	defer s.Close()
-	_, body := split(msg)
+	_, body := detect.Split(msg)
 	if _, err := s.head(from, rcpts, msg); err != nil {
 		return err
 	}
-	body = toCRLF(body)[:min(bodyBytes, len(body))]
+	body = body[:min(bodyBytes, len(body))]
 	for len(body) > 0 {
 		n := min(len(body), bodyChunk)
 		if err := check(s.s.BodyChunk(body[:n])); err != nil {
@@ -228,81 +231,4 @@ func (c *Client) Send(env Envelope, msg []byte) (Result, error) {
 	}
 	defer s.Close()
 	return s.Send("", nil, msg)
-}
-
-type field struct{ name, value string }
-
-// split cuts a raw message into header fields and body the way an MTA
-// does, tolerating anything: the header ends at the first empty line or
-// at the first line that is neither a field nor a continuation, which
-// then starts the body. A value is passed as it appears after the colon,
-// folding kept, without the final line break and the one leading space
-// (Postfix's default, without SMFIP_HDR_LEADSPC).
-func split(msg []byte) ([]field, []byte) {
-	var fields []field
-	// The open field's value is msg[vstart:vend]: continuation lines
-	// extend it in place (appending to a string would be quadratic in a
-	// header folded a thousand times).
-	vstart, vend := -1, -1
-	endField := func() {
-		if vstart >= 0 {
-			fields[len(fields)-1].value = string(msg[vstart:vend])
-			vstart = -1
-		}
-	}
-	pos := 0
-	for pos < len(msg) {
-		line, _ := cutLine(msg[pos:])
-		next := pos + len(line)
-		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			endField()
-			return finish(fields), msg[next:] // the empty line ending the header
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			if len(fields) == 0 {
-				return nil, msg[pos:]
-			}
-			vend = next
-			pos = next
-			continue
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
-			endField()
-			return finish(fields), msg[pos:] // not a field: the body starts here
-		}
-		endField()
-		fields = append(fields, field{name: string(line[:colon])})
-		vstart, vend = pos+colon+1, next
-		pos = next
-	}
-	endField()
-	return finish(fields), nil
-}
-
-// cutLine returns the first line of b with its line break, and the rest.
-func cutLine(b []byte) (line, rest []byte) {
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		return b[:i+1], b[i+1:]
-	}
-	return b, nil
-}
-
-// finish trims each value: one leading space, the final line break.
-func finish(fields []field) []field {
-	for i := range fields {
-		v := strings.TrimPrefix(fields[i].value, " ")
-		v = strings.TrimSuffix(v, "\n")
-		v = strings.TrimSuffix(v, "\r")
-		fields[i].value = v
-	}
-	return fields
-}
-
-// toCRLF turns LF line ends into CRLF, as on the wire.
-func toCRLF(b []byte) []byte {
-	if !bytes.Contains(b, []byte("\n")) || bytes.Contains(b, []byte("\r\n")) {
-		return b
-	}
-	return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n"))
 }
