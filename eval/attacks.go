@@ -267,6 +267,7 @@ func Attacks() []*Attack {
 	out = append(out, tricks()...)
 	out = append(out, extras()...)
 	out = append(out, combinations()...)
+	out = append(out, recipientNames()...)
 	return out
 }
 
@@ -335,6 +336,66 @@ func combinations() []*Attack {
 				c.applyAll(as)
 			}},
 	}
+}
+
+// recipientNames are the attacks of issue 22 on the stripping of the
+// recipient's name (detect's personalWords): the display name the To or
+// Cc field gives the recipient is made of the body's own words, a
+// different random 40 % of them for each copy, so that stripping "her
+// name" deletes different words from each copy. They are listed apart
+// from the tricks so that the combinations' draws stay as they were.
+func recipientNames() []*Attack {
+	return []*Attack{
+		{Name: "display-name", Class: "extra", Doc: "the To display name of each copy is a different random 40 % of the body's words",
+			apply: func(c *Copy) { c.To.Name = c.bodyWords(0.4) }},
+		{Name: "display-name-short", Class: "extra", Doc: "the To display name of each copy is four of the body's words, capitalised like a name, drawn per copy",
+			apply: func(c *Copy) { c.To.Name = c.nameOfBodyWords(4) }},
+		{Name: "display-name-cc", Class: "extra", Doc: "as display-name, through Cc: To names a list address, Cc names the recipient with 40 % of the body's words",
+			apply: func(c *Copy) {
+				c.Cc = Person{Name: c.bodyWords(0.4), Address: c.To.Address}
+				c.To = Person{Name: "Members", Address: "members@list.example.org"}
+			}},
+	}
+}
+
+// bodyWords returns a random share of the words of the copy's text, in
+// order.
+func (c *Copy) bodyWords(rate float64) string {
+	text := c.Plain
+	if d := c.htmlDoc(); d != nil && strings.TrimSpace(text) == "" {
+		var b strings.Builder
+		for _, t := range d.textNodes() {
+			b.WriteString(t.Data + " ")
+		}
+		text = b.String()
+	}
+	var out []string
+	for _, w := range strings.Fields(text) {
+		if c.Rng.Float64() < rate {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// nameOfBodyWords returns n words of the copy's text that look like a
+// name (letters only, capitalised), drawn at random: the most a name
+// stripped from the text may have.
+func (c *Copy) nameOfBodyWords(n int) string {
+	var letters []string
+	for _, w := range strings.Fields(c.bodyWords(1)) {
+		w = strings.Trim(w, ".,;:!?\"'()")
+		if utf8.RuneCountInString(w) >= 3 && strings.IndexFunc(w, func(r rune) bool { return !unicode.IsLetter(r) }) < 0 {
+			letters = append(letters, w)
+		}
+	}
+	var out []string
+	for range min(n, len(letters)) {
+		w := []rune(strings.ToLower(letters[c.Rng.IntN(len(letters))]))
+		w[0] = unicode.ToUpper(w[0])
+		out = append(out, string(w))
+	}
+	return strings.Join(out, " ")
 }
 
 // trick returns a trick by name.

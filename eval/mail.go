@@ -32,6 +32,7 @@ type Mail struct {
 
 	// Rendering of one copy.
 	To       Person // the recipient; its Name goes into the To header
+	Cc       Person // when its Address is set, a Cc field with its Name
 	MsgID    string
 	Charset  string // charset of the text parts; "" is utf-8
 	Subj8    string // charset of the Subject's encoded-words; "" is utf-8
@@ -191,6 +192,9 @@ func (m *Mail) Render() []byte {
 		to = encodeWord(m.To.Name, "", true) + " <" + to + ">"
 	}
 	hdr("To", to)
+	if m.Cc.Address != "" {
+		hdr("Cc", encodeWord(m.Cc.Name, "", true)+" <"+m.Cc.Address+">")
+	}
 	hdr("Subject", encodeWord(m.Subject, m.Subj8, false))
 	if m.Date != "" {
 		hdr("Date", m.Date)
