@@ -1,13 +1,17 @@
-// Package detect is the one pipeline shared by the daemon and the offline
-// commands (scan, eval, bench), so that what is measured offline is exactly
-// what runs online:
+// Package detect is the one message and the one pipeline shared by the
+// daemon and the offline commands (scan, eval, bench), so that what is
+// measured offline is exactly what runs online:
 //
-//	raw message → mailtext.Text → signature.Doc → keys → store → verdict
+//	MTA events or raw file → Builder → Message → mailtext.Text → signature.Doc → keys → store → verdict
 //
-// It owns the policy that turns volumes and feedback votes into a verdict:
-// a message is bulk when any enabled family's volume (the highest volume
-// over its keys) reaches that family's threshold, unless feedback
-// overrides it.
+// It owns how a message is taken in (Split, Builder, within Limits), the
+// stripping of the recipient's name, and the policy that turns volumes
+// and feedback votes into a verdict: a message is bulk when any enabled
+// family's volume (the highest volume over its keys) reaches that
+// family's threshold, unless feedback overrides it.
+//
+// It may import mailtext, signature and store; it reports through its
+// own Observer and never imports metrics or config.
 package detect
 
 import (
@@ -17,6 +21,7 @@ import (
 	"io"
 	"math/bits"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -58,12 +63,18 @@ type Options struct {
 	// GlobalVoters is the number of distinct voters after which a vote on a
 	// key applies to every recipient.
 	GlobalVoters int
-	Observer     Observer // nil observes nothing
+	// Analyses bounds the analyses that run at once (default GOMAXPROCS):
+	// an analysis is CPU work, so more at once only adds their working
+	// sets (tens of MiB for the largest message) to the daemon's memory.
+	// Further messages wait for a turn: back pressure, not a verdict.
+	Analyses int
+	Observer Observer // nil observes nothing
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
 type Engine struct {
-	opt Options
+	opt   Options
+	turns chan struct{} // one token per analysis running (Options.Analyses)
 }
 
 // New returns an engine.
@@ -91,8 +102,11 @@ func New(opt Options) (*Engine, error) {
 	if opt.Observer == nil {
 		opt.Observer = nop{}
 	}
+	if opt.Analyses <= 0 {
+		opt.Analyses = runtime.GOMAXPROCS(0)
+	}
 	opt.Limits = opt.Limits.orDefault()
-	return &Engine{opt: opt}, nil
+	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses)}, nil
 }
 
 // Message is one message as the MTA handed it over.
@@ -137,6 +151,8 @@ type Analysis struct {
 // who names each recipient with words of the body to delete them from
 // each copy differently gets copies whose unstripped text is the same.
 func (e *Engine) Analyze(msg *Message) *Analysis {
+	e.turns <- struct{}{}
+	defer func() { <-e.turns }()
 	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits.Text)
 	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
 	for _, p := range text.Parts {

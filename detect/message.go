@@ -342,7 +342,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	case b.fbName != "" && strings.EqualFold(name, b.fbName):
 		b.feedbacks++
 		if b.feedbacks == 1 {
-			b.fbValue = strings.TrimSpace(value[:min(len(value), maxFeedbackValue)])
+			b.fbValue = strings.Clone(strings.TrimSpace(value[:min(len(value), maxFeedbackValue)]))
 		}
 		return FieldFeedback
 	case strings.EqualFold(name, "Subject"):
@@ -363,6 +363,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	if len(v) < len(value) {
 		b.msg.Truncated = true
+		v = strings.Clone(v) // not the whole value behind it
 	}
 	b.fields++
 	b.hdrBytes += len(v)

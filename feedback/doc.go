@@ -4,8 +4,10 @@
 // default X-Bulk-Feedback) with the value "not-bulk" or "bulk", sent for
 // example by a Dovecot imapsieve script when a user moves mail out of or
 // into the Bulk folder (deploy/dovecot). The reported message is the
-// first attached message/rfc822 part, else the report itself. Its keys are
-// computed by the same pipeline as the daemon's (detect.Engine.Analyze),
+// first attached message/rfc822 or message/global part, found by
+// mailtext.Attached (the MIME walk the pipeline uses) and read by a
+// detect.Builder as if the MTA had sent it, else the report itself. Its
+// keys are computed by the same pipeline as the daemon's (detect.Engine.Analyze),
 // with the voter as the recipient, so that the recipient-stripping and the
 // keys match those of the copy the user received; the verdict subject tag
 // is removed first.
@@ -26,4 +28,7 @@
 // Each voter may cast feedback.rate_limit votes per hour (a token bucket
 // of that size, refilled at that rate), counted in this process: see
 // Limiter.
+//
+// The milter hands reports to Handler.Handle; this package defines Report
+// and Outcome and imports neither milter nor config (Options are typed).
 package feedback

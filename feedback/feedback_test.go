@@ -601,3 +601,43 @@ func FuzzParseKind(f *testing.F) {
 		}
 	})
 }
+
+// The attached message is found however the report wraps it, by the walk
+// that reads every message: base64 and message/global too, deep nesting
+// within the depth limit, and not past it.
+func TestReportedWrappings(t *testing.T) {
+	inner := "From: a@b.example\nSubject: the original\n\nOriginal body.\n"
+	b64 := base64.StdEncoding.EncodeToString([]byte(inner))
+	nest := func(depth int) string {
+		s := "Content-Type: message/rfc822\n\n" + inner
+		for i := range depth {
+			s = fmt.Sprintf("Content-Type: multipart/mixed; boundary=b%d\n\n--b%d\n%s\n--b%d--\n", i, i, s, i)
+		}
+		return "Subject: report\n" + s
+	}
+	for _, tc := range []struct {
+		name     string
+		raw      string
+		depth    int // limits.max_mime_depth; 0: default
+		attached bool
+	}{
+		{"base64", "Subject: report\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: message/rfc822\nContent-Transfer-Encoding: base64\n\n" + b64 + "\n--b--\n", 0, true},
+		{"message/global", "Subject: report\nContent-Type: multipart/report; boundary=b\n\n--b\nContent-Type: text/plain\n\nx\n--b\nContent-Type: message/global\n\n" + inner + "\n--b--\n", 0, true},
+		{"nested 10 deep", nest(10), 0, true},
+		{"nested past the depth limit", nest(10), 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := detect.DefaultLimits
+			if tc.depth > 0 {
+				lim.Text.MaxDepth = tc.depth
+			}
+			msg, attached := (&Handler{opt: Options{Limits: lim}}).reported(parse(t, tc.raw))
+			if attached != tc.attached {
+				t.Fatalf("attached = %v, want %v", attached, tc.attached)
+			}
+			if want := map[bool]string{true: "the original", false: "report"}[tc.attached]; msg.Header.Get("Subject") != want {
+				t.Errorf("subject %q, want %q", msg.Header.Get("Subject"), want)
+			}
+		})
+	}
+}

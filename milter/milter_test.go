@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -628,4 +629,89 @@ func (w *syncBuffer) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// A recipient flood: the session keeps every recipient up to
+// limits.max_recipients (100,000 by default) and hands them all to the
+// pipeline, marks the message truncated past it, and keeps an overlong
+// address cut (counted, never rewritten).
+func TestRecipientFlood(t *testing.T) {
+	h := start(t, func(s *State) {
+		s.Actions.RecipientDetail = "Bulk"
+		s.Limits.Recipients = 100_000
+	})
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 99}
+	}
+	rcpts := make([]string, 100_002)
+	for i := range rcpts {
+		rcpts[i] = fmt.Sprintf("r%06d@example.test", i)
+	}
+	long := strings.Repeat("x", 1<<20) + "@example.test"
+	rcpts[0] = long
+	res := h.send(t, mtaclient.Envelope{From: "a@b.example", Rcpts: rcpts}, plain)
+	if _, ok := res.Header("X-Bulk"); !ok {
+		t.Fatal("no verdict header")
+	}
+	h.pipe.mu.Lock()
+	m := h.pipe.seen[0]
+	h.pipe.mu.Unlock()
+	if len(m.Recipients) != 100_000 || !m.Truncated {
+		t.Errorf("pipeline got %d recipients, truncated %v; want 100000 and true", len(m.Recipients), m.Truncated)
+	}
+	if got := m.Recipients[0]; len(got) != detect.DefaultLimits.AddressBytes || !strings.HasPrefix(long, got) {
+		t.Errorf("overlong address kept as %d bytes", len(got))
+	}
+	for _, mod := range res.Mods {
+		if strings.Contains(mod.String(), "xxxxxxxx") {
+			t.Errorf("the cut address was rewritten: %.80s", mod.String())
+			break
+		}
+	}
+	if n := len(res.Mods); n != 1+2*(100_000-1) {
+		t.Errorf("%d modifications, want the header and a detail for each of the 99,999 whole recipients", n)
+	}
+}
+
+// Every message gets one info line, with its queue id and verdict and no
+// address unless configured.
+func TestOneLogLinePerMessage(t *testing.T) {
+	for _, addresses := range []bool{false, true} {
+		h := start(t, func(s *State) { s.Actions.LogAddresses = addresses })
+		var n atomic.Int32
+		h.pipe.verdict = func(*detect.Message) detect.Verdict {
+			if n.Add(1) == 2 {
+				return detect.Verdict{Err: errors.New("store down")}
+			}
+			return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyShingle, Volume: 12, Slow: true}
+		}
+		env := mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"ann@example.test"}, QueueID: "Q1"}
+		h.send(t, env, plain)
+		env.QueueID = "Q2"
+		h.send(t, env, "X-Bulk: yes\n"+plain)
+		env.QueueID, env.AuthUser = "Q3", "ann@example.test"
+		h.send(t, env, "X-Bulk-Feedback: not-bulk\n"+plain)
+		var lines []string
+		for _, l := range strings.Split(h.logs.String(), "\n") {
+			if strings.Contains(l, "level=INFO") {
+				lines = append(lines, l)
+			}
+		}
+		want := []string{
+			`msg=message queue_id=Q1 verdict=bulk family=shingle volume=12 slow=true recipients=1 `,
+			`msg=message queue_id=Q2 verdict=error recipients=1 forged_headers=1 `,
+			`msg=message queue_id=Q3 verdict=feedback outcome=consumed action=discard recipients=1 `,
+		}
+		if len(lines) != len(want) {
+			t.Fatalf("addresses=%v: %d info lines for 3 messages:\n%s", addresses, len(lines), h.logs)
+		}
+		for i, l := range lines {
+			if !strings.Contains(l, want[i]) || !strings.Contains(l, " took=") {
+				t.Errorf("addresses=%v: line %d\n got %s\nwant …%s…took=…", addresses, i+1, l, want[i])
+			}
+			if got := strings.Contains(l, "ann@example.test") && strings.Contains(l, "from=news@shop.example"); got != addresses {
+				t.Errorf("addresses=%v: line %d names the addresses: %v\n%s", addresses, i+1, got, l)
+			}
+		}
+	}
 }

@@ -1,10 +1,13 @@
 // Package milter is bulkmilter's protocol adapter: it speaks the milter
 // protocol (version 6, through github.com/d--j/go-milter's low-level
-// Server) to Postfix and Sendmail, collects each message (envelope
-// recipients, headers and a bounded body), hands it to the detection
-// pipeline at end of message, and turns the verdict into actions: the
-// verdict header, and for bulk mail an optional Subject tag, recipient
-// detail or quarantine.
+// Server) to Postfix and Sendmail, collects each message through a
+// detect.Builder (within the state's limits and a memory budget shared by
+// all sessions), hands it to the detection pipeline at end of message, and
+// turns the verdict into actions: the verdict header, and for bulk mail an
+// optional Subject tag, recipient detail or quarantine. Each message gets
+// one info log line. It is configured by typed fields (State, Actions),
+// imports detect and feedback for their types, and reports through its
+// Observer.
 //
 // It owns the failure policy: a store failure gives the configured safe
 // verdict, a panic in any callback is recovered into a safe reply and a
