@@ -715,3 +715,68 @@ func TestOneLogLinePerMessage(t *testing.T) {
 		}
 	}
 }
+
+// The Subject tag goes on the Subject as the MTA has it: a Subject that
+// comes after a thousand fields, folded and longer than what is analysed,
+// keeps all of it, folding included.
+func TestSubjectTagAsTheMTAHasIt(t *testing.T) {
+	h := start(t, func(s *State) { s.Actions.SubjectTag = "[BULK]" })
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 10}
+	}
+	var b strings.Builder
+	for i := range 1200 {
+		fmt.Fprintf(&b, "X-Filler-%d: %d\n", i, i)
+	}
+	subject := "Spring offers\n\t" + strings.Repeat("long ", 5000) + "end"
+	b.WriteString("Subject: " + subject + "\nFrom: a@example.com\n\nbody\n")
+	res := h.send(t, mtaclient.Envelope{From: "a@example.com", Rcpts: []string{"b@example.test"}}, b.String())
+	want := []string{`AddHeader "X-Bulk" "yes; family=imatch; volume=10"`, fmt.Sprintf("ChangeHeader 1 %q %q", "Subject", "[BULK] "+subject)}
+	if got := mods(res); !equal(got, want) {
+		t.Errorf("modifications:\n got %.200q\nwant %.200q", got, want)
+	}
+}
+
+// A peer on the milter socket may send a header name with blanks around
+// it, which Postfix never does: "x-bulk " is the verdict header too.
+func TestForgedHeaderNameWithBlanks(t *testing.T) {
+	h := start(t, nil)
+	cl := gomilter.NewClient("tcp", h.addr)
+	s, err := cl.Session(gomilter.NewMacroBag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	steps := []func() (*gomilter.Action, error){
+		func() (*gomilter.Action, error) { return s.Conn("client.example", gomilter.FamilyInet, 25, "192.0.2.1") },
+		func() (*gomilter.Action, error) { return s.Helo("client.example") },
+		func() (*gomilter.Action, error) { return s.Mail("a@example.com", "") },
+		func() (*gomilter.Action, error) { return s.Rcpt("b@example.test", "") },
+		func() (*gomilter.Action, error) { return s.DataStart() },
+		func() (*gomilter.Action, error) { return s.HeaderField("x-bulk ", "yes; forged", nil) },
+		func() (*gomilter.Action, error) { return s.HeaderField(" X-Bulk-Feedback\t", "not-bulk", nil) },
+		func() (*gomilter.Action, error) { return s.HeaderField("Subject", "hi", nil) },
+		func() (*gomilter.Action, error) { return s.HeaderEnd() },
+		func() (*gomilter.Action, error) { return s.BodyChunk([]byte("body\r\n")) },
+	}
+	for i, step := range steps {
+		if _, err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	modsGot, _, err := s.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range modsGot {
+		got = append(got, m.String())
+	}
+	want := []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1"`}
+	if !equal(got, want) {
+		t.Errorf("modifications:\n got %q\nwant %q", got, want)
+	}
+	if v := h.pipe.seen[0].Header.Get("X-Bulk"); v != "" {
+		t.Errorf("the pipeline saw the forged header: %q", v)
+	}
+}
