@@ -748,7 +748,9 @@ func TestForgedHeaderNameWithBlanks(t *testing.T) {
 	}
 	defer s.Close()
 	steps := []func() (*gomilter.Action, error){
-		func() (*gomilter.Action, error) { return s.Conn("client.example", gomilter.FamilyInet, 25, "192.0.2.1") },
+		func() (*gomilter.Action, error) {
+			return s.Conn("client.example", gomilter.FamilyInet, 25, "192.0.2.1")
+		},
 		func() (*gomilter.Action, error) { return s.Helo("client.example") },
 		func() (*gomilter.Action, error) { return s.Mail("a@example.com", "") },
 		func() (*gomilter.Action, error) { return s.Rcpt("b@example.test", "") },
