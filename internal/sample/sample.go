@@ -5,9 +5,8 @@
 package sample
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/corpus"
+	"github.com/bulkmilter/bulkmilter/detect"
 )
 
 // Message is one message of the benchmark corpus, raw for the milter
@@ -75,21 +75,15 @@ func LoadCorpus(dir string, archives []string, every, limit int) (*Corpus, error
 	return c, nil
 }
 
-// add splits a message as the milter session has it at end of message:
-// the header fields parsed, the body with CRLF line ends as the MTA sends
-// it. A message whose header does not parse is all body.
+// add takes a message in as the milter session does at end of message:
+// through detect.Builder, fields and body as Postfix hands them over, within
+// the default limits.
 func (c *Corpus) add(raw []byte) {
-	m := Message{Raw: raw, Body: raw}
-	r := bytes.NewReader(raw)
-	br := bufio.NewReader(r)
-	if h, err := textproto.ReadHeader(br); err == nil {
-		m.Header = h
-		m.Body = raw[len(raw)-r.Len()-br.Buffered():]
-	}
-	if bytes.Contains(m.Body, []byte("\n")) && !bytes.Contains(m.Body, []byte("\r\n")) {
-		m.Body = bytes.ReplaceAll(m.Body, []byte("\n"), []byte("\r\n"))
-	}
-	c.Messages = append(c.Messages, m)
+	b := detect.NewBuilder(detect.DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+	b.ReadRaw(raw)
+	msg := b.Message()
+	body, _ := io.ReadAll(msg.Body)
+	c.Messages = append(c.Messages, Message{Raw: raw, Header: msg.Header, Body: body})
 	c.Bytes += int64(len(raw))
 }
 
