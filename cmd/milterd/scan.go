@@ -21,7 +21,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/cli"
-	"github.com/bulkmilter/bulkmilter/lab/corpus"
+	"github.com/bulkmilter/bulkmilter/mailbox"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
@@ -144,16 +144,16 @@ that state (and count every message scanned).`)
 	}
 	ctx := context.Background()
 	for _, path := range fs.Args() {
-		opts := corpus.Options{
+		opts := mailbox.Options{
 			MaxSize: 64 << 20,
 			OnSkip: func(name string, reason error) error {
-				if errors.Is(reason, corpus.ErrTooLarge) {
+				if errors.Is(reason, mailbox.ErrTooLarge) {
 					fmt.Fprintf(stderr, "milterd scan: skipped %s: %v\n", name, reason)
 				}
 				return nil
 			},
 		}
-		err := opts.Walk(path, func(m *corpus.Message) error {
+		err := opts.Walk(path, func(m *mailbox.Message) error {
 			return s.scan(ctx, m)
 		})
 		if err != nil {
@@ -209,7 +209,7 @@ func (s *scanner) recipients(raw []byte) []string {
 	return []string{fmt.Sprintf("scan-recipient-%d@scan.invalid", s.n)}
 }
 
-func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
+func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 	if s.byFamily == nil {
 		s.byFamily, s.keyOwner = map[string]int{}, map[signature.Key]int{}
 	}

@@ -7,61 +7,6 @@ import (
 	"testing"
 )
 
-// FuzzSplitMbox checks that any input splits without panic within the size limit, and
-// that messages written as an mboxrd file come back byte for byte.
-func FuzzSplitMbox(f *testing.F) {
-	f.Add([]byte("From a@b Thu Aug 22 13:17:22 2002\nSubject: x\n\nbody\n\n"), int64(-1))
-	f.Add([]byte("Subject: one\n\n>From quoted\n\x00Subject: two\n\nFrom the desk\n>>From x\n"), int64(100))
-	f.Add([]byte("From a@b Thu Aug 22 13:17:22 2002\r\nSubject: x\r\n\r\nb\r\n\r\nFrom c@d Fri Aug 23 13:17:22 2002\r\n"), int64(10))
-	f.Fuzz(func(t *testing.T, data []byte, limit int64) {
-		// Any input: no panic, nothing above the limit.
-		_ = splitMbox(bytes.NewReader(data), limit, func(m []byte, size int64) error {
-			if limit >= 0 && int64(len(m)) > limit {
-				t.Fatalf("message of %d bytes above limit %d", len(m), limit)
-			}
-			if m == nil && (limit < 0 || size <= limit) {
-				t.Fatalf("nil message of size %d within limit %d", size, limit)
-			}
-			return nil
-		})
-
-		// Round trip: NUL-separated messages, each ending in a newline.
-		var msgs [][]byte
-		for _, m := range bytes.Split(data, []byte{0}) {
-			if len(m) == 0 || m[len(m)-1] != '\n' {
-				m = append(m, '\n')
-			}
-			msgs = append(msgs, m)
-		}
-		var mbox bytes.Buffer
-		for _, m := range msgs {
-			mbox.WriteString("From fuzz@example.org Thu Jan  1 00:00:00 2004\n")
-			for _, line := range bytes.SplitAfter(m, []byte("\n")) {
-				if bytes.HasPrefix(bytes.TrimLeft(line, ">"), []byte("From ")) {
-					mbox.WriteByte('>') // mboxrd quoting
-				}
-				mbox.Write(line)
-			}
-			mbox.WriteByte('\n')
-		}
-		var got [][]byte
-		if err := splitMbox(&mbox, -1, func(m []byte, _ int64) error {
-			got = append(got, m)
-			return nil
-		}); err != nil {
-			t.Fatalf("split of a well-formed mbox: %v", err)
-		}
-		if len(got) != len(msgs) {
-			t.Fatalf("got %d messages, want %d", len(got), len(msgs))
-		}
-		for i := range msgs {
-			if !bytes.Equal(got[i], msgs[i]) {
-				t.Fatalf("message %d: got %q, want %q", i, got[i], msgs[i])
-			}
-		}
-	})
-}
-
 // FuzzEnron checks that the converted file is a message whose body is everything after
 // the Subject line.
 func FuzzEnron(f *testing.F) {

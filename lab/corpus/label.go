@@ -43,10 +43,33 @@ func under(dir, scope string) bool {
 	return scope == "." || dir == scope || strings.HasPrefix(dir, scope+"/")
 }
 
-// loadLabels parses a label file named name and adds its scope.
-func (w *walker) loadLabels(r io.Reader, name string) error {
+// labeller labels the messages of one walk: by the label files read so far, else by
+// the message's directories.
+type labeller struct {
+	labels labelScopes
+	// seenDirs records the directories of delivered messages so that a label file
+	// arriving after the messages it labels is an error rather than silently ignored.
+	seenDirs map[string]bool
+}
+
+// label returns the label of a delivered message.
+func (l *labeller) label(name string) Label {
+	if l.seenDirs == nil {
+		l.seenDirs = make(map[string]bool)
+	}
+	l.seenDirs[path.Dir(name)] = true
+	if lb, ok := l.labels.lookup(name); ok {
+		return lb
+	}
+	return inferLabel(name)
+}
+
+// loadLabels parses a label file named name and adds its scope (mailbox's
+// Hooks.ReadSidecar).
+func (l *labeller) loadLabels(name string, r io.Reader) error {
+	r = io.LimitReader(r, maxLabelFile)
 	scope := path.Dir(name)
-	for d := range w.seenDirs {
+	for d := range l.seenDirs {
 		if under(d, scope) {
 			return fmt.Errorf("label file %s comes after messages it may label (under %s); put it first in the archive", name, d)
 		}
@@ -74,12 +97,13 @@ func (w *walker) loadLabels(r io.Reader, name string) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("label file %s: %w", name, err)
 	}
-	w.labels = append(w.labels, labelScope{dir: scope, labels: labels})
+	l.labels = append(l.labels, labelScope{dir: scope, labels: labels})
 	return nil
 }
 
 // inferLabel takes the label from the deepest directory component of name that is a
-// spam or ham folder: spam, ham, spam_2, easy_ham, hard_ham_2, enron1/ham, ...
+// spam or ham folder: spam, ham, spam_2, easy_ham, hard_ham_2, enron1/ham, ... (the
+// file name itself never labels).
 func inferLabel(name string) Label {
 	dir := path.Dir(name)
 	for dir != "." && dir != "/" && dir != "" {

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/bulkmilter/bulkmilter/mailbox"
 )
 
 var (
@@ -16,34 +18,11 @@ var (
 	reutersClose = []byte("</REUTERS>")
 )
 
-// walkSGML delivers the Reuters-21578 documents of an SGML stream as messages named
-// name#NEWID (name#N, the 1-based position, when a document has no NEWID).
-func (w *walker) walkSGML(r io.Reader, p, name string) error {
-	err := splitSGML(r, w.max, func(id string, doc []byte, size int64) error {
-		mname := name + "#" + id
-		if !w.want(mname) {
-			return nil
-		}
-		if doc == nil {
-			return w.skipTooLarge(mname, size)
-		}
-		msg, ok := reutersMessage(doc)
-		if !ok {
-			return w.skipNotMessage(mname, "Reuters document without BODY")
-		}
-		return w.deliver(mname, msg, Unknown)
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return fmt.Errorf("corpus: read sgml %s: %w", p, err)
-	}
-	return err
-}
-
 // splitSGML calls emit for each <REUTERS ...>...</REUTERS> element of r, in order, with
 // its id and bytes. An element larger than limit (limit < 0: no limit) is emitted with
 // nil doc and not held in memory.
 func splitSGML(r io.Reader, limit int64, emit func(id string, doc []byte, size int64) error) error {
-	br := bufio.NewReaderSize(r, bufSize)
+	br := bufio.NewReaderSize(r, 64<<10)
 	var (
 		doc     []byte
 		size    int64
@@ -68,7 +47,7 @@ func splitSGML(r io.Reader, limit int64, emit func(id string, doc []byte, size i
 	for n := 1; ; n++ {
 		var total int64
 		var err error
-		line, total, err = readLine(br, line[:0], lineCap)
+		line, total, err = mailbox.ReadLine(br, line[:0], lineCap)
 		if total > int64(len(line)) {
 			// The end tag could hide in the part not kept: refuse rather than guess.
 			return fmt.Errorf("line %d: longer than %d bytes", n, lineCap)

@@ -1,4 +1,4 @@
-package corpus
+package mailbox
 
 import (
 	"bufio"
@@ -27,16 +27,16 @@ const sniffSize = 4096
 func (w *walker) walkDir(root string) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return fmt.Errorf("corpus %s: %w", root, err)
+		return fmt.Errorf("mailbox %s: %w", root, err)
 	}
 	base := filepath.Base(abs)
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return fmt.Errorf("corpus: walk %s: %w", p, err)
+			return fmt.Errorf("mailbox: walk %s: %w", p, err)
 		}
 		rel, err := filepath.Rel(root, p)
 		if err != nil {
-			return fmt.Errorf("corpus: walk %s: %w", p, err)
+			return fmt.Errorf("mailbox: walk %s: %w", p, err)
 		}
 		name := base
 		if rel != "." {
@@ -50,12 +50,12 @@ func (w *walker) walkDir(root string) error {
 			if d.Name() == "tmp" && isMaildir(filepath.Dir(p)) {
 				return filepath.SkipDir
 			}
-			return w.loadLabelDir(p, name)
+			return w.sidecarDir(p, name)
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			fi, err := os.Stat(p)
 			if err != nil {
-				return fmt.Errorf("corpus: walk %s: %w", p, err)
+				return fmt.Errorf("mailbox: walk %s: %w", p, err)
 			}
 			if !fi.Mode().IsRegular() {
 				return nil // symlinked directories are not followed: no loops
@@ -76,41 +76,44 @@ func isMaildir(dir string) bool {
 	return true
 }
 
-// loadLabelDir loads a label file in directory p before any message under it.
-func (w *walker) loadLabelDir(p, name string) error {
-	lp := filepath.Join(p, labelFileName)
-	f, err := os.Open(lp)
+// sidecarDir hands directory p's sidecar file, if any, to the hook before any message
+// under p.
+func (w *walker) sidecarDir(p, name string) error {
+	if w.hooks.Sidecar == "" || w.hooks.ReadSidecar == nil {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(p, w.hooks.Sidecar))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("corpus: open label file: %w", err)
+		return fmt.Errorf("mailbox: open %s: %w", w.hooks.Sidecar, err)
 	}
 	defer f.Close()
-	return w.loadLabels(f, name+"/"+labelFileName)
+	return w.sidecar(name+"/"+w.hooks.Sidecar, f)
 }
 
-// walkFile reads one file: a tar archive, an mbox, a Reuters SGML file or a message.
+// walkFile reads one file: a tar archive, an mbox, a file a Splitter reads, or a message.
 // top is true for the path given to Walk, whose tar members are named without prefix.
 func (w *walker) walkFile(p, name string, top bool) error {
 	base := path.Base(name)
-	if why := auxiliary(base); why != "" {
+	if why := w.auxiliary(base); why != "" {
 		return w.skipNotMessage(name, why)
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return fmt.Errorf("corpus: %w", err)
+		return fmt.Errorf("mailbox: %w", err)
 	}
 	defer f.Close()
 
 	inner, r, err := decompress(base, bufio.NewReaderSize(f, bufSize))
 	if err != nil {
-		return fmt.Errorf("corpus %s: %w", p, err)
+		return fmt.Errorf("mailbox %s: %w", p, err)
 	}
 	br := bufio.NewReaderSize(r, bufSize)
 	head, err := br.Peek(sniffSize)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return fmt.Errorf("corpus: read %s: %w", p, err)
+		return fmt.Errorf("mailbox: read %s: %w", p, err)
 	}
 	ext := strings.ToLower(path.Ext(inner))
 	switch {
@@ -120,11 +123,11 @@ func (w *walker) walkFile(p, name string, top bool) error {
 			prefix = name + "/"
 		}
 		return w.walkTar(br, p, prefix)
-	case ext == ".sgm":
-		return w.walkSGML(br, p, name)
+	case w.hooks.Split[ext] != nil:
+		return w.walkSplit(br, p, name, w.hooks.Split[ext])
 	case ext == ".mbox" || ext == ".mbx" ||
 		(top && !isMessageExt(ext) && bytes.HasPrefix(head, []byte("From "))):
-		return w.walkMbox(br, p, name, inferLabel(name))
+		return w.walkMbox(br, p, name)
 	}
 	if !w.want(name) {
 		return nil
@@ -134,25 +137,44 @@ func (w *walker) walkFile(p, name string, top bool) error {
 	}
 	data, size, err := readMax(br, w.max)
 	if err != nil {
-		return fmt.Errorf("corpus: read %s: %w", p, err)
+		return fmt.Errorf("mailbox: read %s: %w", p, err)
 	}
 	if data == nil {
 		return w.skipTooLarge(name, size)
 	}
-	return w.message(name, data, inferLabel(name))
+	return w.message(name, data)
 }
 
 // message converts the content of one message file and delivers it.
-func (w *walker) message(name string, data []byte, label Label) error {
-	if isEnron(name, data) {
-		data = enronToRFC822(data)
-	} else {
-		data = stripFromLine(data)
+func (w *walker) message(name string, data []byte) error {
+	if w.hooks.Convert != nil {
+		data = w.hooks.Convert(name, data)
 	}
+	data = stripFromLine(data)
 	if !looksLikeMessage(data) {
 		return w.skipNotMessage(name, "no header field at the start")
 	}
-	return w.deliver(name, data, label)
+	return w.deliver(name, data)
+}
+
+// walkSplit delivers the documents of a file a Splitter reads, named name#ID.
+func (w *walker) walkSplit(r io.Reader, p, name string, split Splitter) error {
+	err := split(r, w.max, func(id string, msg []byte, skip error) error {
+		mname := name + "#" + id
+		switch {
+		case !w.want(mname):
+			return nil
+		case skip != nil:
+			return w.skip(mname, skip)
+		case msg == nil:
+			return w.skipNotMessage(mname, "empty document")
+		}
+		return w.deliver(mname, msg)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("mailbox: read %s: %w", p, err)
+	}
+	return err
 }
 
 // readMax reads r to the end, or returns nil data and a size above max once it is
@@ -226,29 +248,22 @@ func isMessageExt(ext string) bool {
 }
 
 // auxiliary returns why a file is known not to be a message, or "".
-func auxiliary(base string) string {
+func (w *walker) auxiliary(base string) string {
 	lower := strings.ToLower(base)
 	switch {
 	case strings.HasPrefix(base, "."):
 		return "hidden file"
-	case lower == "cmds":
-		return "SpamAssassin cmds file"
-	case lower == "summary.txt":
-		return "Enron summary"
-	case lower == strings.ToLower(labelFileName):
-		return "label file"
 	case strings.HasPrefix(lower, "readme"), strings.HasPrefix(lower, "license"),
-		strings.HasPrefix(lower, "copying"):
+		strings.HasPrefix(lower, "copying"), path.Ext(lower) == ".md":
 		return "documentation"
-	}
-	switch path.Ext(lower) {
-	case ".md", ".dtd", ".tsv":
-		return "documentation or data file"
 	}
 	switch lower {
 	case "maildirfolder", "subscriptions", "dovecot-uidlist", "dovecot-keywords", "dovecot.index",
 		"dovecot.index.log", "dovecot.index.cache", "courierimapuiddb", "courierimapkeywords":
 		return "maildir metadata"
+	}
+	if w.hooks.Skip != nil {
+		return w.hooks.Skip(base)
 	}
 	return ""
 }

@@ -1,4 +1,4 @@
-package corpus
+package mailbox
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 )
 
 // walkMbox delivers the messages of an mbox stream, named name#1, name#2, ...
-func (w *walker) walkMbox(r io.Reader, p, name string, label Label) error {
+func (w *walker) walkMbox(r io.Reader, p, name string) error {
 	idx := 0
 	err := splitMbox(r, w.max, func(data []byte, size int64) error {
 		idx++
@@ -28,10 +28,10 @@ func (w *walker) walkMbox(r io.Reader, p, name string, label Label) error {
 		if !looksLikeMessage(data) {
 			return w.skipNotMessage(mname, "no header field at the start")
 		}
-		return w.deliver(mname, data, label)
+		return w.deliver(mname, data)
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return fmt.Errorf("corpus: read mbox %s: %w", p, err)
+		return fmt.Errorf("mailbox: read mbox %s: %w", p, err)
 	}
 	return err
 }
@@ -79,7 +79,7 @@ func splitMbox(r io.Reader, limit int64, emit func(data []byte, size int64) erro
 	for n := 1; ; n++ {
 		var total int64
 		var err error
-		line, total, err = readLine(br, line[:0], lineCap)
+		line, total, err = ReadLine(br, line[:0], lineCap)
 		if total > 0 {
 			switch {
 			case isPostmark(line):
@@ -110,9 +110,10 @@ func splitMbox(r io.Reader, limit int64, emit func(data []byte, size int64) erro
 	}
 }
 
-// readLine appends the next line (with its "\n") to buf, storing at most lineCap bytes
-// (lineCap < 0: all) and returning the line's full length.
-func readLine(br *bufio.Reader, buf []byte, lineCap int64) ([]byte, int64, error) {
+// ReadLine appends the next line (with its "\n") to buf, storing at most lineCap bytes
+// (lineCap < 0: all) and returning the line's full length, for Splitters that read
+// lines as the mbox reader does.
+func ReadLine(br *bufio.Reader, buf []byte, lineCap int64) ([]byte, int64, error) {
 	var total int64
 	for {
 		frag, err := br.ReadSlice('\n')

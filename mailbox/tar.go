@@ -1,4 +1,4 @@
-package corpus
+package mailbox
 
 import (
 	"archive/tar"
@@ -19,7 +19,7 @@ func (w *walker) walkTar(r io.Reader, p, prefix string) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("corpus: read tar %s: %w", p, err)
+			return fmt.Errorf("mailbox: read tar %s: %w", p, err)
 		}
 		// '\x00' is the pre-POSIX regular file type (tar.TypeRegA, deprecated).
 		if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != '\x00' {
@@ -31,29 +31,26 @@ func (w *walker) walkTar(r io.Reader, p, prefix string) error {
 		}
 		name := prefix + member
 		base := path.Base(member)
-		if strings.EqualFold(base, labelFileName) {
-			if err := w.loadLabels(io.LimitReader(tr, maxLabelFile), name); err != nil {
-				return fmt.Errorf("corpus %s: %w", p, err)
+		if w.hooks.ReadSidecar != nil && strings.EqualFold(base, w.hooks.Sidecar) {
+			if err := w.sidecar(name, tr); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
 			}
-			if err := w.skipNotMessage(name, "label file"); err != nil {
-				return err
-			}
-			continue
 		}
-		if why := auxiliary(base); why != "" {
+		if why := w.auxiliary(base); why != "" {
 			if err := w.skipNotMessage(name, why); err != nil {
 				return err
 			}
 			continue
 		}
-		switch strings.ToLower(path.Ext(base)) {
-		case ".sgm":
-			if err := w.walkSGML(tr, p+":"+member, name); err != nil {
+		ext := strings.ToLower(path.Ext(base))
+		if split := w.hooks.Split[ext]; split != nil {
+			if err := w.walkSplit(tr, p+":"+member, name, split); err != nil {
 				return err
 			}
 			continue
-		case ".mbox", ".mbx":
-			if err := w.walkMbox(tr, p+":"+member, name, inferLabel(member)); err != nil {
+		}
+		if ext == ".mbox" || ext == ".mbx" {
+			if err := w.walkMbox(tr, p+":"+member, name); err != nil {
 				return err
 			}
 			continue
@@ -69,9 +66,9 @@ func (w *walker) walkTar(r io.Reader, p, prefix string) error {
 		}
 		data, err := readMember(tr, hdr.Size)
 		if err != nil {
-			return fmt.Errorf("corpus: read tar %s: member %s: %w", p, member, err)
+			return fmt.Errorf("mailbox: read tar %s: member %s: %w", p, member, err)
 		}
-		if err := w.message(name, data, inferLabel(member)); err != nil {
+		if err := w.message(name, data); err != nil {
 			return err
 		}
 	}
