@@ -8,4 +8,7 @@
 // (getrusage), steadier than wall time on a shared machine; the wall-time
 // figures are reported next to it. The command wires the parts (it builds
 // the daemon's runtime); this package only measures.
+//
+// It may import milter, store, internal/mtaclient and the other lab packages (load,
+// sample, redisinfo); never daemon: the command passes the runtime in.
 package bench

@@ -54,14 +54,6 @@ var (
 	}
 )
 
-func prefixed(prefix string, in []got) []got {
-	out := make([]got, len(in))
-	for i, g := range in {
-		out[i] = got{prefix + g.Name, g.Label, g.Data}
-	}
-	return out
-}
-
 func TestWalk(t *testing.T) {
 	tests := []struct {
 		name      string

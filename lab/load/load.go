@@ -3,6 +3,8 @@
 // failures, throughput and the latency each message added. The benchmark
 // command, the soak command and the fault tests share it, so their figures
 // mean the same thing.
+//
+// It may import internal/mtaclient.
 package load
 
 import (

@@ -9,6 +9,8 @@
 // total_writes_processed can: it grows once each time the server flushes
 // replies to a client, so a client that sends one pipeline and waits for
 // its answer adds exactly one.
+//
+// It may import go-redis, nothing of bulkmilter.
 package redisinfo
 
 import (

@@ -2,6 +2,8 @@
 // ("bulklab bench" and the Go benchmarks of the pipeline): messages from
 // the shared corpora, raw and split as the milter holds them at end of
 // message.
+//
+// It may import lab/corpus and go-message's textproto.
 package sample
 
 import (

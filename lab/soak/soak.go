@@ -4,6 +4,9 @@
 // what was sent, and goroutines and memory back where they were once the
 // load stops. "bulklab soak" wires it to a daemon it spawns or one that
 // already runs; a short version runs in CI.
+//
+// It may import internal/mtaclient and lab/load; the daemon under test is a separate
+// process.
 package soak
 
 import (
