@@ -91,20 +91,20 @@ func votesCommand(args []string, stdout, stderr io.Writer) error {
 	q.Voter = feedback.Voter(q.Voter, cfg.Feedback.LoginDomain)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, err := openVotesAdmin(ctx, cfg)
+	a, closeAdmin, err := openVotes(cfg)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer closeAdmin()
 	if sub == "remove" {
-		n, err := a.remove(ctx, q)
+		n, err := a.RemoveVotes(ctx, q)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "removed %d votes\n", n)
 		return nil
 	}
-	votes, err := a.list(ctx, q)
+	votes, err := a.ListVotes(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -129,42 +129,30 @@ func votesCommand(args []string, stdout, stderr io.Writer) error {
 	return tw.Flush()
 }
 
-// votesAdmin is where the command lists and removes votes: a store it
-// opened, or a running daemon.
-type votesAdmin struct {
-	list   func(ctx context.Context, q store.VoteQuery) ([]store.VoteEntry, error)
-	remove func(ctx context.Context, q store.VoteQuery) (int, error)
-	close  func()
-}
-
-func openVotesAdmin(ctx context.Context, cfg *config.Config) (*votesAdmin, error) {
+// openVotes returns where the command lists and removes votes: the store,
+// opened by the command, or the running daemon that holds it.
+func openVotes(cfg *config.Config) (admin.Votes, func(), error) {
 	path := cfg.SecretKeyPath()
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no secret key at %s: no daemon has run with this configuration (check -config and -data-dir)", path)
+		return nil, nil, fmt.Errorf("no secret key at %s: no daemon has run with this configuration (check -config and -data-dir)", path)
 	}
 	secret, _, err := daemon.LoadSecret(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, _, err := daemon.OpenStore(cfg, secret, quiet, nil)
+	st, _, err := daemon.OpenStore(cfg, secret, slog.New(slog.DiscardHandler), nil)
 	if errors.Is(err, daemon.ErrStoreBusy) {
 		if cfg.MetricsListen == "" {
-			return nil, fmt.Errorf("%w; the daemon holding it has no metrics listener to ask: stop milterd, or set metrics_listen (and restart it) to manage votes while it runs", err)
+			return nil, nil, fmt.Errorf("%w; the daemon holding it has no metrics listener to ask: stop milterd, or set metrics_listen (and restart it) to manage votes while it runs", err)
 		}
-		c := admin.NewClient(cfg.MetricsListen, admin.Token(secret))
-		return &votesAdmin{list: c.ListVotes, remove: c.RemoveVotes, close: func() {}}, nil
+		return admin.NewClient(cfg.MetricsListen, admin.Token(secret)), func() {}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &votesAdmin{
-		list:   st.ListVotes,
-		remove: st.RemoveVotes,
-		close: func() {
-			if err := st.Close(); err != nil {
-				slog.Error("close store", "err", err)
-			}
-		},
+	return st, func() {
+		if err := st.Close(); err != nil {
+			slog.Error("close store", "err", err)
+		}
 	}, nil
 }
