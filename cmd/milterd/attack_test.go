@@ -165,7 +165,7 @@ func TestToFloodGetsARealVerdict(t *testing.T) {
 	}
 	flood := toFlood(160, 60_000, "victim@example.test")
 	budget := 500 * time.Millisecond
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		budget *= 5 // the race detector slows CPU-bound work 5 to 10 times
 	}
 	for round := range 3 {
@@ -213,7 +213,7 @@ func TestConcurrentFloodsMemoryBound(t *testing.T) {
 	}
 	base := vmHWM(t, pid)
 	scale := int64(1)
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		scale = 2 // the race detector's shadow memory
 	}
 	for _, phase := range []struct {

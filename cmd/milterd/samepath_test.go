@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmilter/bulkmilter/daemon"
+	"github.com/bulkmilter/bulkmilter/internal/cli"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 )
 
@@ -55,16 +57,15 @@ func TestSamePathOnlineAndOffline(t *testing.T) {
 	d := startDaemonConfig(t, cfgText)
 	cfgFile := filepath.Join(t.TempDir(), "offline.yml")
 	writeFile(t, cfgFile, cfgText+"secret_key_file: "+filepath.Join(d.dataDir, "secret.key")+"\ndata_dir: "+t.TempDir()+"\n")
-	cfg, err := loadOrDefault(cfgFile)
+	cfg, err := cli.LoadOrDefault(cfgFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := newRuntime(cfg, discardLogger, nil)
+	rt, err := daemon.NewRuntime(cfg, discardLogger, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := &replay{rt: rt}
-	defer rp.Close()
+	defer rt.Close()
 
 	cl := mtaclient.New("tcp", d.milterAddr)
 	for name, tmpl := range samePathMessages() {
@@ -75,7 +76,7 @@ func TestSamePathOnlineAndOffline(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			online := verdictOf(t, res)
-			offline := rp.Check(context.Background(), raw, []string{rcpt}, time.Time{}).Header(true)
+			offline := rt.Check(context.Background(), raw, []string{rcpt}, time.Time{}).Header(true)
 			if online != offline {
 				t.Errorf("%s, copy %d:\n online %s\noffline %s", name, copy+1, online, offline)
 			}

@@ -18,54 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkmilter/bulkmilter/config"
-	"github.com/bulkmilter/bulkmilter/corpus"
+	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/internal/cli"
+	"github.com/bulkmilter/bulkmilter/mailbox"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
-
-// replay feeds raw messages to a runtime's pipeline the way the milter
-// session does: through a detect.Builder with the runtime's limits and
-// header names, fields and body as detect.Split cuts them (Postfix's
-// split), so offline and online run the same bytes through the same code.
-type replay struct {
-	rt  *runtime
-	dir string // temporary data directory to remove on Close, if any
-}
-
-// message builds a raw message as an MTA hands it over, arriving at at
-// (zero: now).
-func (r *replay) message(raw []byte, rcpts []string, at time.Time) *detect.Message {
-	st := r.rt.state
-	b := detect.NewBuilder(st.Limits, st.Actions.Header, st.Actions.FeedbackHeader)
-	b.ReadRaw(raw)
-	for _, rc := range rcpts {
-		b.Recipient(rc)
-	}
-	m := b.Message()
-	m.Time = at
-	return m
-}
-
-// Check runs the whole pipeline for one message arriving at at (zero:
-// now).
-func (r *replay) Check(ctx context.Context, raw []byte, rcpts []string, at time.Time) detect.Verdict {
-	return r.rt.engine.Check(ctx, r.message(raw, rcpts, at))
-}
-
-// Analyze runs the pure part of the pipeline for one message.
-func (r *replay) Analyze(raw []byte, rcpts []string) *detect.Analysis {
-	return r.rt.engine.Analyze(r.message(raw, rcpts, time.Time{}))
-}
-
-// Close releases the store and the temporary data directory.
-func (r *replay) Close() error {
-	r.rt.close()
-	if r.dir != "" {
-		return os.RemoveAll(r.dir)
-	}
-	return nil
-}
 
 // scanRecord is the JSON line printed per message.
 type scanRecord struct {
@@ -110,9 +69,9 @@ type scanCluster struct {
 }
 
 func scanCommand(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("scan", stderr)
-	cf := configFlags{}
-	cf.register(fs)
+	fs := cli.NewFlagSet("milterd scan", stderr)
+	cf := cli.ConfigFlags{}
+	cf.Register(fs)
 	rcptFrom := fs.String("rcpt-from", "synth", "recipients: `flag` (-rcpt), headers (To/Cc), or synth (one new recipient per message)")
 	var rcpts stringList
 	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
@@ -129,12 +88,12 @@ new secret, so the daemon's state is never touched; -data-dir or -redis use
 that state (and count every message scanned).`)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	if len(rcpts) > 0 && *rcptFrom == "synth" {
 		*rcptFrom = "flag"
@@ -143,23 +102,23 @@ that state (and count every message scanned).`)
 	case "flag":
 		if len(rcpts) == 0 {
 			fmt.Fprintln(stderr, "milterd scan: -rcpt-from flag needs -rcpt ADDR")
-			return errUsage
+			return cli.ErrUsage
 		}
 	case "headers", "synth":
 	default:
 		fmt.Fprintf(stderr, "milterd scan: -rcpt-from %q: want flag, headers or synth\n", *rcptFrom)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *clock != "date" && *clock != "now" {
 		fmt.Fprintf(stderr, "milterd scan: -time %q: want date or now\n", *clock)
-		return errUsage
+		return cli.ErrUsage
 	}
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		return err
 	}
 	temp := ""
-	if cf.dataDir == "" && cf.redis == "" {
+	if cf.DataDir == "" && cf.Redis == "" {
 		// A dry run: nothing of the daemon's state is read or written.
 		if temp, err = os.MkdirTemp("", "milterd-scan-"); err != nil {
 			return err
@@ -168,34 +127,33 @@ that state (and count every message scanned).`)
 		cfg.DataDir, cfg.Store.File, cfg.SecretKeyFile = temp, "", ""
 		cfg.Store.Redis = config.Redis{}
 	}
-	log := newLogger(cfg, stderr)
+	log := cli.NewLogger(cfg, stderr)
 	if temp != "" {
 		log = discardLogger // "created a new secret key" is about the temporary one
 	}
-	rt, err := newRuntime(cfg, log, metrics.New(prometheus.NewRegistry()))
+	rt, err := daemon.NewRuntime(cfg, log, metrics.New(prometheus.NewRegistry()), nil)
 	if err != nil {
 		return err
 	}
-	rp := &replay{rt: rt}
-	defer rp.Close()
+	defer rt.Close()
 
-	s := &scanner{rp: rp, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
+	s := &scanner{rt: rt, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
 	s.out.SetEscapeHTML(false)
 	if !*quiet {
 		s.progress = stderr
 	}
 	ctx := context.Background()
 	for _, path := range fs.Args() {
-		opts := corpus.Options{
+		opts := mailbox.Options{
 			MaxSize: 64 << 20,
 			OnSkip: func(name string, reason error) error {
-				if errors.Is(reason, corpus.ErrTooLarge) {
+				if errors.Is(reason, mailbox.ErrTooLarge) {
 					fmt.Fprintf(stderr, "milterd scan: skipped %s: %v\n", name, reason)
 				}
 				return nil
 			},
 		}
-		err := opts.Walk(path, func(m *corpus.Message) error {
+		err := opts.Walk(path, func(m *mailbox.Message) error {
 			return s.scan(ctx, m)
 		})
 		if err != nil {
@@ -207,7 +165,7 @@ that state (and count every message scanned).`)
 
 // scanner holds the state of one scan.
 type scanner struct {
-	rp       *replay
+	rt       *daemon.Runtime
 	out      *json.Encoder
 	progress io.Writer
 	from     string
@@ -251,7 +209,7 @@ func (s *scanner) recipients(raw []byte) []string {
 	return []string{fmt.Sprintf("scan-recipient-%d@scan.invalid", s.n)}
 }
 
-func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
+func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 	if s.byFamily == nil {
 		s.byFamily, s.keyOwner = map[string]int{}, map[signature.Key]int{}
 	}
@@ -268,7 +226,7 @@ func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
 		}
 		s.last = at
 	}
-	v := s.rp.Check(ctx, m.Data, rcpts, at)
+	v := s.rt.Check(ctx, m.Data, rcpts, at)
 	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
 	if herr == nil {
 		rec.MessageID = strings.TrimSpace(hm.Header.Get("Message-Id"))
@@ -374,7 +332,7 @@ func (s *scanner) finish(top int) error {
 	out := &sum.Summary
 	out.Messages, out.Tagged, out.Unsigned, out.Errors = s.n, s.tagged, s.unsigned, s.errs
 	out.ByFamily = s.byFamily
-	out.Store, out.Version = s.rp.rt.storeName, s.rp.rt.set.Version()
+	out.Store, out.Version = s.rt.StoreName(), s.rt.Set().Version()
 	out.Seconds = time.Since(s.start).Seconds()
 	sizes := map[int]*scanCluster{}
 	for i := range s.parent {
@@ -422,6 +380,5 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 var _ flag.Value = (*stringList)(nil)
 
-// discardLogger drops every record (offline commands that build many
-// runtimes).
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// discardLogger drops every record.
+var discardLogger = slog.New(slog.DiscardHandler)

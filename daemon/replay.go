@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/detect"
+)
+
+// Replaying raw messages (scan, the lab's eval and bench): the runtime's
+// pipeline fed the way the milter session feeds it, through a
+// detect.Builder with the runtime's limits and header names, fields and
+// body as detect.Split cuts them (Postfix's split), so offline and online
+// run the same bytes through the same code.
+
+// Message takes a raw message in as an MTA hands it over, arriving at at
+// (zero: now).
+func (rt *Runtime) Message(raw []byte, rcpts []string, at time.Time) *detect.Message {
+	b := detect.NewBuilder(rt.state.Limits, rt.state.Actions.Header, rt.state.Actions.FeedbackHeader)
+	b.ReadRaw(raw)
+	for _, r := range rcpts {
+		b.Recipient(r)
+	}
+	m := b.Message()
+	m.Time = at
+	return m
+}
+
+// Check runs the whole pipeline for one raw message arriving at at (zero:
+// now).
+func (rt *Runtime) Check(ctx context.Context, raw []byte, rcpts []string, at time.Time) detect.Verdict {
+	return rt.engine.Check(ctx, rt.Message(raw, rcpts, at))
+}
+
+// Analyze runs the pure part of the pipeline for one raw message.
+func (rt *Runtime) Analyze(raw []byte, rcpts []string) *detect.Analysis {
+	return rt.engine.Analyze(rt.Message(raw, rcpts, time.Time{}))
+}
