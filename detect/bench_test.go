@@ -14,8 +14,8 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/bundled"
 	"github.com/bulkmilter/bulkmilter/detect"
-	"github.com/bulkmilter/bulkmilter/lab/sample"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/sample"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
