@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-message/textproto"
 
@@ -101,3 +102,59 @@ func TestDisplayNameOfBodyWordsStripsNothing(t *testing.T) {
 		}
 	}
 }
+
+// deadlines hands every call to the real embedded store and records how
+// much of its budget each Observe call had left when it began.
+type deadlines struct {
+	*store.Embedded
+	left []time.Duration
+}
+
+func (d *deadlines) Observe(ctx context.Context, o store.Observation) (store.Result, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		d.left = append(d.left, time.Until(dl))
+	}
+	return d.Embedded.Observe(ctx, o)
+}
+
+// A slow analysis is not a store failure: the store's budget starts when
+// the analysis is done, and the verdict is the store's, marked slow.
+func TestSlowAnalysisIsNotAStoreFailure(t *testing.T) {
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	d := &deadlines{Embedded: st}
+	f := newFixtureWith(t, d)
+	var slow atomic.Int32
+	opt := f.e.opt
+	opt.StoreTimeout, opt.SlowAnalysis, opt.Observer = time.Second, time.Nanosecond, slowCounter{&slow}
+	e, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A large message: its analysis takes tens of milliseconds.
+	m := newsletter("gardening", "a@example.test")
+	body, _ := io.ReadAll(m.Body)
+	m.Body = strings.NewReader(strings.Repeat(string(body), 2000))
+	v := e.Check(context.Background(), m)
+	if v.Err != nil || !v.Slow || !strings.HasSuffix(v.Header(false), "; slow") || slow.Load() != 1 {
+		t.Fatalf("verdict %q (err %v, slow %v), slow analyses counted %d", v.Header(false), v.Err, v.Slow, slow.Load())
+	}
+	if len(d.left) != 1 || d.left[0] < 900*time.Millisecond {
+		t.Errorf("the store call had %v of its 1s budget left: the analysis ate it", d.left)
+	}
+}
+
+// slowCounter counts slow analyses and observes nothing else.
+type slowCounter struct{ n *atomic.Int32 }
+
+func (c slowCounter) Message(string, time.Duration) {}
+func (c slowCounter) Signature(string, string)      {}
+func (c slowCounter) Volume(string, int64)          {}
+func (c slowCounter) Override(string, string)       {}
+func (c slowCounter) Defect(string)                 {}
+func (c slowCounter) Truncated()                    {}
+func (c slowCounter) SlowAnalysis()                 { c.n.Add(1) }
+func (c slowCounter) Error(string)                  {}

@@ -36,15 +36,19 @@ import (
 
 // scripted is a Pipeline whose verdict a test sets.
 type scripted struct {
-	mu      sync.Mutex
-	verdict func(*detect.Message) detect.Verdict
-	seen    []*detect.Message
-	bodies  []string
+	mu        sync.Mutex
+	verdict   func(*detect.Message) detect.Verdict
+	seen      []*detect.Message
+	bodies    []string
+	deadlines int // calls whose context had a deadline
 }
 
 func (p *scripted) Check(ctx context.Context, msg *detect.Message) detect.Verdict {
 	body, _ := io.ReadAll(msg.Body)
 	p.mu.Lock()
+	if _, ok := ctx.Deadline(); ok {
+		p.deadlines++
+	}
 	p.seen = append(p.seen, msg)
 	p.bodies = append(p.bodies, string(body))
 	f := p.verdict
@@ -168,6 +172,12 @@ func TestVerdictHeaderReplacesForgedCopies(t *testing.T) {
 	}
 	if !accepted(res) {
 		t.Errorf("action = %v, want continue", res.Action)
+	}
+	// The session sets no deadline of its own: the pipeline's store
+	// budget starts after the analysis, so a slow analysis is never taken
+	// for a store failure.
+	if h.pipe.deadlines != 0 {
+		t.Errorf("the pipeline got a context with a deadline from the session")
 	}
 	// The pipeline never sees our own headers.
 	if got := h.pipe.seen[0].Header.Get("X-Bulk"); got != "" {
