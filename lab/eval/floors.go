@@ -122,9 +122,12 @@ var ciFloors = Floors{
 		"tags-in-words":                  0.95, // measured 1.000
 		"entities":                       0.95, // measured 1.000
 		"personal+hashbuster+1":          0.90, // measured 0.950
-		"stack-3":                        0.68, // measured 0.735
+		"stack-3":                        0.68, // measured 0.737
+		"display-name":                   0.95, // measured 1.000
+		"display-name-short":             0.90, // measured 0.958
+		"display-name-cc":                0.95, // measured 1.000
 	},
-	MeanRecall:           0.84, // measured 0.866, minus 0.02
+	MeanRecall:           0.85, // measured 0.877 with the display-name attacks, minus 0.02
 	MaxHamTagged:         5,    // measured 0
 	MaxPersonalOneWindow: 2,    // measured 0
 	RealRecall: map[string]float64{
