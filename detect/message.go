@@ -250,6 +250,7 @@ type Builder struct {
 	fbValue   string
 	subject   string
 	subjects  int
+	subjectOK bool // the first Subject was kept whole
 }
 
 // NewBuilder returns a builder for messages whose verdict and feedback
@@ -271,7 +272,7 @@ func (b *Builder) Reset() {
 	}
 	b.held, b.fields, b.hdrBytes, b.rcptBytes = 0, 0, 0, 0
 	b.verdicts, b.feedbacks, b.subjects = 0, 0, 0
-	b.fbValue, b.subject = "", ""
+	b.fbValue, b.subject, b.subjectOK = "", "", false
 }
 
 // floor is what every message may keep whatever the daemon holds, so
@@ -349,7 +350,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 		// The first Subject as the MTA has it, for the subject tag,
 		// whatever the limits below keep for analysis.
 		if b.subjects++; b.subjects == 1 && b.take(len(value)) {
-			b.subject = value
+			b.subject, b.subjectOK = value, true
 		}
 	}
 	v := value[:min(len(value), b.lim.FieldBytes)]
@@ -422,9 +423,10 @@ func (b *Builder) VerdictHeaders() int { return b.verdicts }
 // and the first one's value, trimmed.
 func (b *Builder) FeedbackHeaders() (n int, value string) { return b.feedbacks, b.fbValue }
 
-// Subject returns the first Subject field's value as the MTA sent it, and
-// the number of Subject fields.
-func (b *Builder) Subject() (value string, n int) { return b.subject, b.subjects }
+// Subject returns the first Subject field's value as the MTA sent it, the
+// number of Subject fields, and whether the value was kept (the daemon's
+// memory budget may refuse it).
+func (b *Builder) Subject() (value string, n int, kept bool) { return b.subject, b.subjects, b.subjectOK }
 
 // ParseClientAddr reads the MTA's {client_addr}: Postfix sends IPv6 plain,
 // Sendmail with an "IPv6:" prefix; some wrap it in brackets. The result

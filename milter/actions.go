@@ -138,9 +138,12 @@ func alreadyRouted(rcpt, to, detail string) bool {
 // (folding and all, whatever the limits kept for analysis), or adds a
 // Subject when there is none.
 func (s *session) tagSubject(m gomilter.Modifier, tag string) error {
-	cur, n := s.b.Subject()
-	if n == 0 {
+	cur, n, kept := s.b.Subject()
+	switch {
+	case n == 0:
 		return m.AddHeader("Subject", tag)
+	case !kept:
+		return nil // refused by the memory budget: never replace what is not known
 	}
 	cur = strings.TrimLeft(cur, " \t")
 	if strings.HasPrefix(cur, tag) {
