@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,8 +94,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := cf.load()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
+		return err
 	}
 	var problems []string
 	if _, err := os.Stat(cfg.SecretKeyPath()); err == nil {
@@ -106,11 +106,26 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
-		fmt.Fprintln(stderr, strings.Join(problems, "\n"))
-		return errUsage
+		return errors.New(strings.Join(problems, "\n"))
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg)
 	return nil
+}
+
+// printError prints a command's error. A configuration's problems come one
+// per line after a count, the same for check-config and run: what
+// check-config reports is what run refuses.
+func printError(w io.Writer, cmd string, err error) {
+	var probs config.Problems
+	if errors.As(err, &probs) {
+		noun := "problems"
+		if len(probs) == 1 {
+			noun = "problem"
+		}
+		fmt.Fprintf(w, "milterd %s: %d configuration %s:\n%v\n", cmd, len(probs), noun, err)
+		return
+	}
+	fmt.Fprintf(w, "milterd %s: %v\n", cmd, err)
 }
 
 // loadOrDefault loads the configuration file, or returns the defaults when

@@ -76,7 +76,7 @@ func mainExit(args []string, stdout, stderr io.Writer) int {
 			case errors.Is(err, errUsage):
 				return 2
 			default:
-				fmt.Fprintf(stderr, "milterd %s: %v\n", name, err)
+				printError(stderr, name, err)
 				return 1
 			}
 		}
