@@ -1,0 +1,797 @@
+//go:build linux
+
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+)
+
+// The snippets an admin pastes from the README and the docs are marked
+// there with an HTML comment before the code block,
+//
+//	<!-- snippet: KIND -->
+//
+// and each kind is run against the program it configures, as written in
+// the page: a broken copy in the README fails here. Every code block in
+// these pages must carry a marker, so a new snippet cannot escape.
+var snippetDocs = []string{"../README.md", "../docs/operations.md", "../docs/feedback.md", "README.md", "dovecot/README.md"}
+
+// snippetKinds are the kinds of snippet and what checks them.
+var snippetKinds = map[string]string{
+	"postfix-main.cf": "TestPostfixSnippets: a real Postfix with these main.cf lines in front of milterd delivers mail tagged, and untagged when the daemon is down",
+	"sendmail.mc":     "TestSendmailSnippets: a real Sendmail built from these .mc lines, likewise",
+	"sieve":           "TestSieveSnippets: Dovecot runs the script on mail tagged by milterd through Postfix",
+	"bulkmilter.yml":  "TestConfigSnippets: the configuration parser accepts the YAML",
+	"systemd":         "TestSystemdSnippets: systemd-analyze verify accepts the unit with this drop-in",
+	"shell":           "TestShellSnippets: the programs exist, repository paths exist, milterd's commands and flags exist",
+	"text":            "not pasted: output, usage or a diagram",
+}
+
+type snippet struct {
+	doc  string
+	line int // of the block's first line
+	kind string
+	text string // the block without its indentation or fences
+}
+
+func (s snippet) String() string { return fmt.Sprintf("%s:%d (%s)", s.doc, s.line, s.kind) }
+
+// name is the snippet's subtest name, without slashes.
+func (s snippet) name() string {
+	return fmt.Sprintf("%s:%d", strings.ReplaceAll(strings.TrimPrefix(s.doc, "../"), "/", "_"), s.line)
+}
+
+var markerRE = regexp.MustCompile(`^(\s*)<!-- snippet: (\S+) -->\s*$`)
+
+// parseSnippets returns the marked blocks of a markdown page and the
+// lines of code blocks that carry no marker.
+func parseSnippets(doc, text string) (snips []snippet, unmarked []int, errs []string) {
+	lines := strings.Split(text, "\n")
+	prevNonBlank := func(i int) int {
+		for j := i - 1; j >= 0; j-- {
+			if strings.TrimSpace(lines[j]) != "" {
+				return j
+			}
+		}
+		return -1
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	// block reads the code block starting at line i: fenced, or indented
+	// at least four columns beyond base. It returns the text and the
+	// index of the line after it.
+	block := func(i, base int) (string, int) {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), "```") {
+			ind := indent(lines[i])
+			var b []string
+			j := i + 1
+			for ; j < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[j]), "```"); j++ {
+				b = append(b, strings.TrimPrefix(lines[j], strings.Repeat(" ", ind)))
+			}
+			return strings.Join(b, "\n") + "\n", j + 1
+		}
+		ind := indent(lines[i])
+		var b []string
+		j := i
+		for ; j < len(lines); j++ {
+			l := lines[j]
+			if strings.TrimSpace(l) == "" {
+				// A blank line continues the block if it goes on after it.
+				k := j
+				for k < len(lines) && strings.TrimSpace(lines[k]) == "" {
+					k++
+				}
+				if k < len(lines) && indent(lines[k]) >= ind && indent(lines[k]) >= base+4 {
+					b = append(b, "")
+					continue
+				}
+				break
+			}
+			if indent(l) < base+4 {
+				break
+			}
+			b = append(b, strings.TrimPrefix(l, strings.Repeat(" ", ind)))
+		}
+		for len(b) > 0 && b[len(b)-1] == "" {
+			b = b[:len(b)-1]
+		}
+		return strings.Join(b, "\n") + "\n", j
+	}
+	inFence := false
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if m := markerRE.FindStringSubmatch(l); m != nil {
+			j := i + 1
+			for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+				j++
+			}
+			if j == len(lines) {
+				errs = append(errs, fmt.Sprintf("%s:%d: marker without a code block", doc, i+1))
+				continue
+			}
+			if _, ok := snippetKinds[m[2]]; !ok {
+				errs = append(errs, fmt.Sprintf("%s:%d: unknown snippet kind %q", doc, i+1, m[2]))
+			}
+			isFence := strings.HasPrefix(strings.TrimSpace(lines[j]), "```")
+			if !isFence && indent(lines[j]) < len(m[1])+4 {
+				errs = append(errs, fmt.Sprintf("%s:%d: marker not followed by a code block", doc, i+1))
+				continue
+			}
+			text, next := block(j, len(m[1]))
+			first := j + 1
+			if isFence {
+				first++
+			}
+			snips = append(snips, snippet{doc: doc, line: first, kind: m[2], text: text})
+			i = next - 1
+			continue
+		}
+		trimmed := strings.TrimSpace(l)
+		if strings.HasPrefix(trimmed, "```") {
+			if !inFence {
+				unmarked = append(unmarked, i+1)
+			}
+			inFence = !inFence
+			continue
+		}
+		if inFence || trimmed == "" || indent(l) < 4 {
+			continue
+		}
+		// An indented code block: after a blank line, under a top-level
+		// paragraph (not inside a list item or a table).
+		p := prevNonBlank(i)
+		if p < 0 || p == i-1 || indent(lines[p]) != 0 {
+			continue
+		}
+		if pl := lines[p]; strings.HasPrefix(pl, "- ") || strings.HasPrefix(pl, "* ") || strings.HasPrefix(pl, "|") || regexp.MustCompile(`^\d+\. `).MatchString(pl) {
+			continue
+		}
+		unmarked = append(unmarked, i+1)
+		_, next := block(i, 0)
+		i = next - 1
+	}
+	return snips, unmarked, errs
+}
+
+var (
+	snippetsOnce sync.Once
+	allSnips     []snippet
+	snippetErrs  []string
+)
+
+// snippets returns every marked snippet of snippetDocs.
+func snippets(t *testing.T) []snippet {
+	t.Helper()
+	snippetsOnce.Do(func() {
+		for _, doc := range snippetDocs {
+			b, err := os.ReadFile(doc)
+			if err != nil {
+				snippetErrs = append(snippetErrs, err.Error())
+				continue
+			}
+			s, unmarked, errs := parseSnippets(doc, string(b))
+			allSnips = append(allSnips, s...)
+			snippetErrs = append(snippetErrs, errs...)
+			for _, l := range unmarked {
+				snippetErrs = append(snippetErrs, fmt.Sprintf("%s:%d: a code block without a <!-- snippet: KIND --> marker", doc, l))
+			}
+		}
+	})
+	if len(snippetErrs) > 0 {
+		t.Fatalf("snippet markers:\n%s", strings.Join(snippetErrs, "\n"))
+	}
+	return allSnips
+}
+
+func snippetsOf(t *testing.T, kind string) []snippet {
+	t.Helper()
+	var out []snippet
+	for _, s := range snippets(t) {
+		if s.kind == kind {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s snippet found; is the marker right?", kind)
+	}
+	return out
+}
+
+// Every code block in the pages is marked with a known kind, and the
+// parser finds them (a marker that no longer precedes its block fails).
+func TestSnippetsMarked(t *testing.T) {
+	counts := map[string]int{}
+	for _, s := range snippets(t) {
+		counts[s.kind]++
+		if strings.TrimSpace(s.text) == "" {
+			t.Errorf("%v: empty block", s)
+		}
+	}
+	for kind := range snippetKinds {
+		if counts[kind] == 0 {
+			t.Errorf("no snippet of kind %s", kind)
+		}
+	}
+	t.Logf("snippets by kind: %v", counts)
+
+	// The parser itself: an unmarked block is found, fenced or indented.
+	_, unmarked, _ := parseSnippets("t.md", "Text:\n\n    code\n\n```\nfenced\n```\n\n- item\n\n    list continuation\n")
+	if fmt.Sprint(unmarked) != "[3 5]" {
+		t.Errorf("unmarked blocks at %v, want [3 5]", unmarked)
+	}
+	// And the shell splitter: quotes hold separators, comments go.
+	got := fmt.Sprintf("%q", shellCommands("sed 's|a|b|' f > g && x \"y z\" # c; d\nrm -rf a; tar \\\n  -C b\n"))
+	if want := `[["sed" "s|a|b|" "f" ">" "g"] ["x" "y z"] ["rm" "-rf" "a"] ["tar" "-C" "b"]]`; got != want {
+		t.Errorf("shellCommands = %s, want %s", got, want)
+	}
+}
+
+var (
+	milterdOnce sync.Once
+	milterdPath string
+	milterdErr  error
+)
+
+// milterdBin builds the daemon once for all the tests of the package.
+func milterdBin(t *testing.T) string {
+	t.Helper()
+	milterdOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deploy-milterd")
+		if err != nil {
+			milterdErr = err
+			return
+		}
+		milterdPath = filepath.Join(dir, "milterd")
+		if out, err := exec.Command("go", "build", "-o", milterdPath, "../cmd/milterd").CombinedOutput(); err != nil {
+			milterdErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if milterdErr != nil {
+		t.Fatal(milterdErr)
+	}
+	return milterdPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if milterdPath != "" {
+		os.RemoveAll(filepath.Dir(milterdPath))
+	}
+	os.Exit(code)
+}
+
+// milterd is the real daemon, started from a configuration file.
+type milterd struct {
+	cmd  *exec.Cmd
+	out  syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMilterd runs milterd listening on listen with extra configuration
+// and waits until it is ready (/readyz).
+func startMilterd(t *testing.T, listen, extra string) *milterd {
+	t.Helper()
+	dir := t.TempDir()
+	metrics := testenv.FreeAddr(t)
+	cfg := filepath.Join(dir, "bulkmilter.yml")
+	body := fmt.Sprintf("listen: %s\nmetrics_listen: %s\ndata_dir: %s\n%s", listen, metrics, dir, extra)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := &milterd{done: make(chan struct{})}
+	d.cmd = exec.Command(milterdBin(t), "run", "-config", cfg)
+	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(d.stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-d.done:
+			t.Fatalf("milterd exited at start:\n%s", d.out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + metrics + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("milterd not ready after 30s: %v\n%s", err, d.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the daemon (SIGTERM, then SIGKILL) and waits for it.
+func (d *milterd) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// testMessage is a small newsletter with a unique Message-ID.
+func testMessage(id, to string) []byte {
+	return []byte(fmt.Sprintf("From: news@garden.example\r\nTo: %s\r\nSubject: Spring planting guide\r\nMessage-ID: <%s@garden.example>\r\n\r\n"+
+		"Spring is the season to prepare your vegetable garden. This week we explain how to test the soil,\r\n"+
+		"when to sow tomatoes and peppers indoors, and how to protect young seedlings from late frost.\r\n"+
+		"Our experts compare raised beds with traditional rows and recommend compost for heavy clay.\r\n", to, id))
+}
+
+// delivered waits for the message with the Message-ID id in a sink and
+// returns its X-Bulk fields.
+func delivered(t *testing.T, sink *testenv.Sink, id string, log func() string) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, m := range sink.Messages() {
+			parsed, err := mail.ReadMessage(bytes.NewReader(m.Data))
+			if err != nil {
+				t.Fatalf("delivered message does not parse: %v", err)
+			}
+			if parsed.Header.Get("Message-Id") == "<"+id+"@garden.example>" {
+				return parsed.Header["X-Bulk"]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not delivered within 60s\n%s", id, log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// mainCF parses main.cf lines as Postfix does: "name = value", a line
+// starting with white space continues the previous one, a line whose first
+// non-space character is "#" is a comment. There are no end-of-line
+// comments: what follows a value belongs to it.
+func mainCF(text string) (map[string]string, error) {
+	params := map[string]string{}
+	var last string
+	for n, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
+			continue
+		case line[0] == ' ' || line[0] == '\t':
+			if last == "" {
+				return nil, fmt.Errorf("line %d: continuation without a parameter", n+1)
+			}
+			params[last] += " " + trimmed
+		default:
+			name, value, ok := strings.Cut(line, "=")
+			if !ok {
+				return nil, fmt.Errorf("line %d: not name = value: %q", n+1, line)
+			}
+			last = strings.TrimSpace(name)
+			params[last] = strings.TrimSpace(value)
+		}
+	}
+	return params, nil
+}
+
+// The Postfix snippets of the README and the docs, and
+// deploy/postfix/main.cf, each as main.cf lines of a real Postfix in front
+// of a real milterd: mail through smtpd (smtpd_milters) and submitted
+// locally (non_smtpd_milters) arrives tagged; with milter_default_action
+// set, mail still arrives, untagged, once the daemon is stopped. The
+// milter address of a snippet is the only thing replaced: the default TCP
+// socket by a free port, /var/spool/postfix by the test Postfix's queue
+// directory. smtpd runs chrooted in the queue directory, as on Debian, so
+// a unix socket must be named by its path inside the chroot.
+func TestPostfixSnippets(t *testing.T) {
+	testenv.RequireRoot(t, "Postfix runs its daemons as the postfix user")
+	file, err := os.ReadFile("postfix/main.cf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snips := append(snippetsOf(t, "postfix-main.cf"), snippet{doc: "deploy/postfix/main.cf", line: 1, kind: "postfix-main.cf", text: string(file)})
+	for _, s := range snips {
+		t.Run(s.name(), func(t *testing.T) {
+			params, err := mainCF(s.text)
+			if err != nil {
+				t.Fatalf("%v: %v", s, err)
+			}
+			tcp := testenv.FreeAddr(t)
+			for _, name := range []string{"smtpd_milters", "non_smtpd_milters"} {
+				v, ok := params[name]
+				if !ok {
+					continue
+				}
+				v = strings.ReplaceAll(v, "inet:127.0.0.1:7357", "inet:"+tcp)
+				v = strings.ReplaceAll(v, "unix:/var/spool/postfix/", "unix:$queue_directory/")
+				for _, m := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+					if !strings.HasPrefix(m, "$") && m != "inet:"+tcp && m != "unix:/bulkmilter/milter.sock" && m != "unix:$queue_directory/bulkmilter/milter.sock" {
+						t.Errorf("%v: %s names %q, a milter this test does not know (the daemon's default is inet:127.0.0.1:7357)", s, name, m)
+					}
+				}
+				params[name] = v
+			}
+			if t.Failed() {
+				return
+			}
+			// smtpd chrooted in the queue directory, as Debian runs it.
+			pf := testenv.StartPostfix(t, testenv.PostfixOptions{Main: params, Chroot: true})
+			listen := "inet:" + tcp
+			extra := ""
+			if strings.Contains(params["smtpd_milters"]+params["non_smtpd_milters"], "unix:") {
+				dir := filepath.Join(pf.QueueDir(), "bulkmilter")
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				// The socket's group lets Postfix's processes (user postfix)
+				// in, as the group bulkmilter does in production.
+				listen, extra = "unix:"+filepath.Join(dir, "milter.sock"), "socket:\n  group: postfix\n"
+			}
+			d := startMilterd(t, listen, extra)
+			logs := func() string { return "postfix log:\n" + pf.Log() + "\nmilterd log:\n" + d.out.String() }
+
+			send := map[string]func(id string) error{
+				"smtpd_milters": func(id string) error {
+					return pf.Send("news@garden.example", []string{"ann@example.test"}, testMessage(id, "ann@example.test"))
+				},
+				"non_smtpd_milters": func(id string) error {
+					return pf.Submit("news@garden.example", []string{"ann@example.test"}, testMessage(id, "ann@example.test"))
+				},
+			}
+			var via []string
+			for _, name := range []string{"smtpd_milters", "non_smtpd_milters"} {
+				if _, ok := params[name]; !ok {
+					continue
+				}
+				via = append(via, name)
+				id := "up-" + name
+				if err := send[name](id); err != nil {
+					t.Fatalf("%v: %s: %v\n%s", s, name, err, logs())
+				}
+				if v := delivered(t, pf.Sink(), id, logs); len(v) != 1 || !strings.HasPrefix(v[0], "no; ") {
+					t.Errorf("%v: mail through %s delivered with X-Bulk %q, want one verdict", s, name, v)
+				}
+			}
+			if len(via) == 0 {
+				t.Fatalf("%v sets neither smtpd_milters nor non_smtpd_milters", s)
+			}
+			if params["milter_default_action"] == "" {
+				return
+			}
+			d.stop()
+			for _, name := range via {
+				id := "down-" + name
+				if err := send[name](id); err != nil {
+					t.Fatalf("%v: with the milter down, %s: %v\n%s", s, name, err, logs())
+				}
+				if v := delivered(t, pf.Sink(), id, logs); len(v) != 0 {
+					t.Errorf("%v: with the milter down, mail through %s delivered with X-Bulk %q, want untagged", s, name, v)
+				}
+			}
+		})
+	}
+}
+
+// The Sendmail snippets, and deploy/sendmail/bulkmilter.mc, in a real
+// Sendmail's .mc: mail arrives tagged, and untagged (not refused, not
+// delayed) once the daemon is stopped.
+func TestSendmailSnippets(t *testing.T) {
+	file, err := os.ReadFile("sendmail/bulkmilter.mc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snips := append(snippetsOf(t, "sendmail.mc"), snippet{doc: "deploy/sendmail/bulkmilter.mc", line: 1, kind: "sendmail.mc", text: string(file)})
+	for _, s := range snips {
+		t.Run(s.name(), func(t *testing.T) {
+			const def = "S=inet:7357@127.0.0.1"
+			if !strings.Contains(s.text, def) {
+				t.Fatalf("%v does not say %s, the daemon's default socket", s, def)
+			}
+			tcp := testenv.FreeAddr(t)
+			host, port, _ := strings.Cut(tcp, ":")
+			d := startMilterd(t, "inet:"+tcp, "")
+			sm := testenv.StartSendmail(t, testenv.SendmailOptions{MC: []string{strings.ReplaceAll(s.text, def, "S=inet:"+port+"@"+host)}})
+			logs := func() string { return "sendmail log:\n" + sm.Log() + "\nmilterd log:\n" + d.out.String() }
+			if err := sm.Send("news@garden.example", []string{"ann@example.test"}, testMessage("up", "ann@example.test")); err != nil {
+				t.Fatalf("%v: %v\n%s", s, err, logs())
+			}
+			if v := delivered(t, sm.Sink(), "up", logs); len(v) != 1 || !strings.HasPrefix(v[0], "no; ") {
+				t.Errorf("%v: delivered with X-Bulk %q, want one verdict", s, v)
+			}
+			d.stop()
+			if err := sm.Send("news@garden.example", []string{"ann@example.test"}, testMessage("down", "ann@example.test")); err != nil {
+				t.Fatalf("%v: with the milter down: %v\n%s", s, err, logs())
+			}
+			if v := delivered(t, sm.Sink(), "down", logs); len(v) != 0 {
+				t.Errorf("%v: with the milter down, delivered with X-Bulk %q, want untagged", s, v)
+			}
+		})
+	}
+}
+
+// The Sieve snippets as Dovecot's sieve_before, on mail that came through
+// Postfix and milterd (threshold 2): the first copy of a newsletter stays
+// in INBOX, the second, tagged bulk, lands in Bulk.
+func TestSieveSnippets(t *testing.T) {
+	testenv.RequireRoot(t, "Postfix and Dovecot run their daemons as their own users")
+	for _, s := range snippetsOf(t, "sieve") {
+		t.Run(s.name(), func(t *testing.T) {
+			tcp := testenv.FreeAddr(t)
+			d := startMilterd(t, "inet:"+tcp, "policy:\n  threshold: 2\n")
+			users := []string{"ann@example.test", "bob@example.test"}
+			dc := testenv.StartDovecot(t, testenv.DovecotOptions{Users: users, SieveBefore: s.text})
+			pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: tcp, Transport: "lmtp:inet:" + dc.LMTPAddr()})
+			for i, u := range users {
+				if err := pf.Send("news@garden.example", []string{u}, testMessage(fmt.Sprint("copy-", i), u)); err != nil {
+					t.Fatalf("%v: %v\n%s", s, err, pf.Log())
+				}
+			}
+			for i, want := range []string{"INBOX", "Bulk"} {
+				msgs, err := dc.WaitMessages(users[i], want, 1, 60*time.Second)
+				if err != nil {
+					t.Fatalf("%v: %s: %v\ndovecot log:\n%s\nmilterd log:\n%s", s, users[i], err, dc.Log(), d.out.String())
+				}
+				if got := string(msgs[0].Data); !strings.Contains(got, fmt.Sprintf("copy-%d@", i)) || !strings.Contains(got, "X-Bulk: "+[]string{"no", "yes"}[i]) {
+					t.Errorf("%v: %s's %s holds:\n%s", s, users[i], want, got)
+				}
+			}
+		})
+	}
+}
+
+// The configuration snippets parse, every key known and every value valid.
+func TestConfigSnippets(t *testing.T) {
+	for _, s := range snippetsOf(t, "bulkmilter.yml") {
+		if _, err := config.Parse([]byte(s.text), s.String()); err != nil {
+			t.Errorf("%v:\n%v", s, err)
+		}
+	}
+}
+
+// The systemd drop-ins, beside the shipped unit: systemd-analyze verify
+// accepts them (it warns about an unknown setting in a drop-in, which a
+// control with a misspelt one checks).
+func TestSystemdSnippets(t *testing.T) {
+	analyze := testenv.Program(t, "systemd-analyze")
+	unit, err := os.ReadFile("systemd/bulkmilter.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(dropin string) string {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "bulkmilter.service")
+		if err := os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/bin/milterd"), []byte(milterdBin(t))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(path+".d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(path+".d", "override.conf"), []byte(dropin), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(t, dir, analyze, "verify", path)
+		if err != nil {
+			out += "\n" + err.Error()
+		}
+		return out
+	}
+	if out := verify("[Service]\nReadWritePath=/var/spool/postfix/bulkmilter\n"); !strings.Contains(out, "ReadWritePath") {
+		t.Fatalf("systemd-analyze verify did not read the drop-in (no warning about a misspelt setting):\n%s", out)
+	}
+	for _, s := range snippetsOf(t, "systemd") {
+		if out := verify(s.text); strings.Contains(out, "bulkmilter.service") || strings.Contains(out, "override.conf") {
+			t.Errorf("%v: systemd-analyze verify:\n%s", s, out)
+		}
+	}
+}
+
+var repoPathRE = regexp.MustCompile(`^(?:\./)?(?:deploy|scripts|docs|cmd|config|internal|bundled|metrics|milter|detect|store|signature|mailtext|feedback)(?:/\S*)?$`)
+
+// The shell snippets name programs that exist, repository files that
+// exist, and milterd commands and flags that exist (checked against the
+// built binary's -h; "go run ./cmd/X" counts as X).
+func TestShellSnippets(t *testing.T) {
+	builtins := map[string]bool{"export": true, "cd": true}
+	for _, s := range snippetsOf(t, "shell") {
+		t.Run(s.name(), func(t *testing.T) {
+			for _, cmd := range shellCommands(s.text) {
+				for _, tok := range cmd {
+					if repoPathRE.MatchString(tok) {
+						if m, _ := filepath.Glob(filepath.Join("..", tok)); len(m) == 0 {
+							t.Errorf("%v: %q names %s, which is not in the repository", s, strings.Join(cmd, " "), tok)
+						}
+					}
+				}
+				for len(cmd) > 0 && strings.Contains(cmd[0], "=") {
+					cmd = cmd[1:] // VAR=value before the command
+				}
+				if len(cmd) == 0 || builtins[cmd[0]] {
+					continue
+				}
+				switch {
+				case cmd[0] == "milterd":
+					checkMilterd(t, s, milterdBin(t), cmd[1:])
+				case cmd[0] == "go" && len(cmd) > 2 && cmd[1] == "run" && cmd[2] == "./cmd/milterd":
+					checkMilterd(t, s, milterdBin(t), cmd[3:])
+				case strings.HasPrefix(cmd[0], "scripts/"):
+					if fi, err := os.Stat(filepath.Join("..", cmd[0])); err != nil || fi.Mode()&0o111 == 0 {
+						t.Errorf("%v: %s is not an executable script in the repository", s, cmd[0])
+					}
+				default:
+					testenv.Program(t, cmd[0])
+				}
+			}
+		})
+	}
+}
+
+// shellCommands splits a shell snippet into commands of words: lines
+// joined at a trailing backslash, comments dropped, split at ;, &&, ||
+// and | outside quotes; quotes are removed from the words.
+func shellCommands(text string) [][]string {
+	var cmds [][]string
+	var cmd []string
+	var word strings.Builder
+	inWord := false
+	endWord := func() {
+		if inWord {
+			cmd = append(cmd, word.String())
+			word.Reset()
+			inWord = false
+		}
+	}
+	endCmd := func() {
+		endWord()
+		if len(cmd) > 0 {
+			cmds = append(cmds, cmd)
+		}
+		cmd = nil
+	}
+	text = strings.ReplaceAll(text, "\\\n", " ")
+	var quote rune
+	for i := 0; i < len(text); i++ {
+		c := rune(text[i])
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				word.WriteRune(c)
+			}
+		case c == '\'' || c == '"':
+			quote, inWord = c, true
+		case c == '#' && !inWord:
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+			endCmd()
+		case c == '\n' || c == ';' || c == '|' || c == '&' && i+1 < len(text) && text[i+1] == '&':
+			if c == '&' || c == '|' && i+1 < len(text) && text[i+1] == '|' {
+				i++
+			}
+			endCmd()
+		case c == ' ' || c == '\t':
+			endWord()
+		default:
+			word.WriteRune(c)
+			inWord = true
+		}
+	}
+	endCmd()
+	return cmds
+}
+
+// checkMilterd checks that "milterd ARGS" names a command (and a
+// subcommand) that exists and only flags it lists in its -h.
+func checkMilterd(t *testing.T, s snippet, bin string, args []string) {
+	t.Helper()
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	if len(words) == 0 {
+		words = []string{"run"}
+	}
+	// The command; and its subcommand when the command's own help (or
+	// complaint) names the next word. Nothing runs but -h.
+	help := func(w ...string) (string, error) {
+		out, err := exec.Command(bin, append(w, "-h")...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := help(words[0])
+	if len(words) > 1 && regexp.MustCompile(`\b`+regexp.QuoteMeta(words[1])+`\b`).MatchString(out) {
+		words = words[:2]
+		out, err = help(words...)
+	} else {
+		words = words[:1]
+	}
+	if err != nil || strings.Contains(out, "unknown") {
+		t.Errorf("%v: milterd %s -h: %v\n%s", s, strings.Join(words, " "), err, out)
+		return
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(flag) + `\b`).MatchString(out) {
+			t.Errorf("%v: milterd %s has no flag -%s:\n%s", s, strings.Join(words, " "), flag, out)
+		}
+	}
+}
+
+// The Go the README tells a source builder to install can build the
+// module: its version is at least go.mod's go line, and the README's
+// "Go 1.N" is that release.
+func TestReadmeGoVersion(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := regexp.MustCompile(`(?m)^go (\d+)\.(\d+)(?:\.(\d+))?$`).FindSubmatch(gomod)
+	got := regexp.MustCompile(`go(\d+)\.(\d+)(?:\.(\d+))?\.linux-amd64\.tar\.gz`).FindSubmatch(readme)
+	if need == nil || got == nil {
+		t.Fatalf("go.mod's go line %q or the README's Go download %q not found", need, got)
+	}
+	num := func(m [][]byte) [3]int {
+		var v [3]int
+		for i := range 3 {
+			fmt.Sscan(string(m[i+1]), &v[i])
+		}
+		return v
+	}
+	n, g := num(need), num(got)
+	if g[0] < n[0] || g[0] == n[0] && (g[1] < n[1] || g[1] == n[1] && g[2] < n[2]) {
+		t.Errorf("README installs Go %v, go.mod needs %v", g, n)
+	}
+	if want := fmt.Sprintf("Go %d.%d", n[0], n[1]); !bytes.Contains(readme, []byte("needs "+want)) {
+		t.Errorf("README does not say the module needs %s", want)
+	}
+}
