@@ -26,7 +26,7 @@ import (
 // packageFiles are where the package puts deploy/'s files, besides the
 // examples: installed path → repository path.
 var packageFiles = map[string]string{
-	"/etc/bulkmilter/bulkmilter.yml":        "bulkmilter.yml",
+	"/etc/bulkmilter/bulkmilter.yml":         "bulkmilter.yml",
 	"/lib/systemd/system/bulkmilter.service": "systemd/bulkmilter.service",
 	"/usr/lib/sysusers.d/bulkmilter.conf":    "systemd/bulkmilter.sysusers",
 	"/usr/lib/tmpfiles.d/bulkmilter.conf":    "systemd/bulkmilter.tmpfiles",
