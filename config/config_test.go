@@ -161,6 +161,12 @@ func TestBrokenConfigs(t *testing.T) {
 		{"a section given a value", "store:\n  redis: redis://127.0.0.1:6379\n", []string{
 			`b.yml:2: store.redis: expected a section of keys, got "redis://127.0.0.1:6379" (redis is a section: write the URL on the next line, indented, as url: redis://127.0.0.1:6379)`,
 		}},
+		{"a key in the wrong section", "threshold: 20\n", []string{
+			`b.yml:1: unknown key "threshold" (threshold is a key of another section: policy.threshold; valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+		}},
+		{"not a mapping", "- listen\n", []string{
+			`b.yml:1: expected a section of keys, got a list (write the configuration as key: value lines; top-level keys: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+		}},
 		{"a list given a value", "actions:\n  except_domains: example.com\n", []string{
 			`b.yml:2: actions.except_domains: expected a list, got "example.com" (write a list, e.g. except_domains: [example.com], or one "- item" per line below)`,
 		}},

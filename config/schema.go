@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -52,7 +53,7 @@ func (s *schema) check(n *yaml.Node, t reflect.Type, def reflect.Value, path, ke
 		s.mapping(n, path, func(k *yaml.Node, v *yaml.Node, p string) {
 			i := fieldIndex(t, k.Value)
 			if i < 0 {
-				s.add(k, path, fmt.Sprintf("unknown key %q", k.Value), unknownKeyHint(k.Value, yamlKeys(t)))
+				s.add(k, path, fmt.Sprintf("unknown key %q", k.Value), unknownKeyHint(k.Value, yamlKeys(t), keyPaths()[k.Value]))
 				return
 			}
 			s.check(v, t.Field(i).Type, def.Field(i), p, k.Value)
@@ -63,7 +64,7 @@ func (s *schema) check(n *yaml.Node, t reflect.Type, def reflect.Value, path, ke
 			return
 		}
 		for i, c := range n.Content {
-			s.check(c, t.Elem(), reflect.Zero(t.Elem()), fmt.Sprintf("%s[%d]", path, i), key)
+			s.check(c, t.Elem(), reflect.Value{}, fmt.Sprintf("%s[%d]", path, i), key)
 		}
 	case t.Kind() == reflect.Map:
 		if n.Kind != yaml.MappingNode {
@@ -72,7 +73,7 @@ func (s *schema) check(n *yaml.Node, t reflect.Type, def reflect.Value, path, ke
 			return
 		}
 		s.mapping(n, path, func(k *yaml.Node, v *yaml.Node, p string) {
-			s.check(v, t.Elem(), reflect.Zero(t.Elem()), p, k.Value)
+			s.check(v, t.Elem(), reflect.Value{}, p, k.Value)
 		})
 	}
 }
@@ -132,6 +133,10 @@ func (s *schema) scalar(n *yaml.Node, t reflect.Type, def reflect.Value, path, k
 		return
 	}
 	msg := fmt.Sprintf("expected %s, got %s", want, describe(n))
+	deflt := "" // "; the default is key: value", when the key has one
+	if def.IsValid() {
+		deflt = fmt.Sprintf("; the default is %s: %v", key, def.Interface())
+	}
 	var hint string
 	switch t {
 	case reflect.TypeFor[Duration]():
@@ -141,11 +146,11 @@ func (s *schema) scalar(n *yaml.Node, t reflect.Type, def reflect.Value, path, k
 	default:
 		switch t.Kind() {
 		case reflect.Int, reflect.Int64:
-			hint = fmt.Sprintf("write digits without quotes or units; the default is %s: %v", key, def.Interface())
+			hint = "write digits without quotes or units" + deflt
 		case reflect.Bool:
-			hint = fmt.Sprintf("write true or false without quotes; the default is %s: %v", key, def.Interface())
+			hint = "write true or false without quotes" + deflt
 		case reflect.Float64:
-			hint = fmt.Sprintf("write a number without quotes, such as 0.5; the default is %s: %v", key, def.Interface())
+			hint = "write a number without quotes, such as 0.5" + deflt
 		}
 	}
 	s.refuse(n, path, msg, hint)
@@ -231,6 +236,9 @@ func describe(n *yaml.Node) string {
 
 func sectionHint(n *yaml.Node, t reflect.Type, key string) string {
 	keys := yamlKeys(t)
+	if key == "" {
+		return "write the configuration as key: value lines; top-level keys: " + strings.Join(keys, ", ")
+	}
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "://") && fieldIndex(t, "url") >= 0 {
 		return fmt.Sprintf("%s is a section: write the URL on the next line, indented, as url: %s", key, n.Value)
 	}
@@ -244,8 +252,14 @@ func listHint(n *yaml.Node, key string) string {
 	return fmt.Sprintf("write a list, e.g. %s: [a, b], or one \"- item\" per line below", key)
 }
 
-func unknownKeyHint(key string, keys []string) string {
+func unknownKeyHint(key string, keys, elsewhere []string) string {
 	hint := "valid keys here: " + strings.Join(keys, ", ")
+	if len(elsewhere) > 3 {
+		elsewhere = append(elsewhere[:3:3], "…")
+	}
+	if len(elsewhere) > 0 {
+		return fmt.Sprintf("%s is a key of another section: %s; %s", key, strings.Join(elsewhere, ", "), hint)
+	}
 	best, bestD := "", 3
 	for _, k := range keys {
 		if d := editDistance(strings.ToLower(key), k); d < bestD {
@@ -257,6 +271,30 @@ func unknownKeyHint(key string, keys []string) string {
 	}
 	return hint
 }
+
+// keyPaths maps every key of the schema to the dotted paths it has.
+var keyPaths = sync.OnceValue(func() map[string][]string {
+	paths := map[string][]string{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			name := yamlName(t.Field(i))
+			if name == "" {
+				continue
+			}
+			p := name
+			if prefix != "" {
+				p = prefix + "." + name
+			}
+			paths[name] = append(paths[name], p)
+			if ft := t.Field(i).Type; ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(unmarshalerType) {
+				walk(ft, p)
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return paths
+})
 
 // fieldIndex returns the index of the field of struct t with YAML key
 // name, or -1.
