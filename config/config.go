@@ -76,7 +76,7 @@ type Limits struct {
 
 // Signatures chooses the lexicon and the signature families.
 type Signatures struct {
-	// Lexicon is a lexicon file built by "milterd lexicon build"; empty
+	// Lexicon is a lexicon file built by "bulklab lexicon build"; empty
 	// means the lexicon bundled in the binary.
 	Lexicon string `yaml:"lexicon"`
 	// StripRecipient removes the recipient's own name and address from the

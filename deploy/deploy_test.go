@@ -361,38 +361,44 @@ func TestMacroLists(t *testing.T) {
 	}
 }
 
-var (
-	milterdOnce sync.Once
-	milterdPath string
-	milterdErr  error
-)
+// binaries are the repository's commands (cmd/NAME), each built once for
+// all the tests of the package: the daemon the snippets run against, a
+// real ExecStart for systemd-analyze, the -h of the commands the docs name.
+var binaries = struct {
+	sync.Mutex
+	dir   string
+	built map[string]string
+}{built: map[string]string{}}
 
-// milterdBin builds the daemon once for all the tests of the package
-// (checks that need a real ExecStart, and the daemon the snippets run
-// against).
-func milterdBin(t *testing.T) string {
+// binary builds cmd/NAME once and returns its path.
+func binary(t *testing.T, name string) string {
 	t.Helper()
-	milterdOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "deploy-milterd")
-		if err != nil {
-			milterdErr = err
-			return
-		}
-		milterdPath = filepath.Join(dir, "milterd")
-		if out, err := exec.Command("go", "build", "-o", milterdPath, "../cmd/milterd").CombinedOutput(); err != nil {
-			milterdErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if milterdErr != nil {
-		t.Fatal(milterdErr)
+	binaries.Lock()
+	defer binaries.Unlock()
+	if p, ok := binaries.built[name]; ok {
+		return p
 	}
-	return milterdPath
+	if binaries.dir == "" {
+		dir, err := os.MkdirTemp("", "deploy-bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binaries.dir = dir
+	}
+	p := filepath.Join(binaries.dir, name)
+	if out, err := exec.Command("go", "build", "-o", p, "../cmd/"+name).CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	binaries.built[name] = p
+	return p
 }
+
+func milterdBin(t *testing.T) string { return binary(t, "milterd") }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if milterdPath != "" {
-		os.RemoveAll(filepath.Dir(milterdPath))
+	if binaries.dir != "" {
+		os.RemoveAll(binaries.dir)
 	}
 	os.Exit(code)
 }

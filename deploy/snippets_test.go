@@ -282,11 +282,24 @@ func TestSystemdSnippets(t *testing.T) {
 	}
 }
 
-var repoPathRE = regexp.MustCompile(`^(?:\./)?(?:deploy|scripts|docs|cmd|config|internal|bundled|metrics|milter|detect|store|signature|mailtext|feedback)(?:/\S*)?$`)
+var repoPathRE = regexp.MustCompile(`^(?:\./)?(?:deploy|scripts|docs|cmd|config|internal|bundled|metrics|milter|detect|store|signature|mailtext|feedback|daemon|admin|lab|mailbox)(?:/\S*)?$`)
+
+// ourCommand returns NAME when word runs one of the repository's
+// commands: NAME, bin/NAME (built there by go build -o bin/) or, with
+// "go run", ./cmd/NAME.
+func ourCommand(word string) (string, bool) {
+	name := strings.TrimPrefix(strings.TrimPrefix(word, "./cmd/"), "bin/")
+	if strings.ContainsAny(name, "/.") || name == "" {
+		return "", false
+	}
+	fi, err := os.Stat(filepath.Join("../cmd", name))
+	return name, err == nil && fi.IsDir()
+}
 
 // The shell snippets name programs that exist, repository files that
-// exist, and milterd commands and flags that exist (checked against the
-// built binary's -h; "go run ./cmd/X" counts as X).
+// exist (a Go pattern's directory), and commands of this repository with
+// subcommands and flags that exist (checked against the built binary's
+// -h; "go run ./cmd/X" and "bin/X" count as X).
 func TestShellSnippets(t *testing.T) {
 	builtins := map[string]bool{"export": true, "cd": true}
 	for _, s := range snippetsOf(t, "shell") {
@@ -294,7 +307,8 @@ func TestShellSnippets(t *testing.T) {
 			for _, cmd := range shellCommands(s.text) {
 				for _, tok := range cmd {
 					if repoPathRE.MatchString(tok) {
-						if m, _ := filepath.Glob(filepath.Join("..", tok)); len(m) == 0 {
+						path := strings.TrimSuffix(strings.TrimSuffix(tok, "/..."), "...")
+						if m, _ := filepath.Glob(filepath.Join("..", path)); len(m) == 0 {
 							t.Errorf("%v: %q names %s, which is not in the repository", s, strings.Join(cmd, " "), tok)
 						}
 					}
@@ -305,18 +319,23 @@ func TestShellSnippets(t *testing.T) {
 				if len(cmd) == 0 || builtins[cmd[0]] {
 					continue
 				}
-				switch {
-				case cmd[0] == "milterd":
-					checkMilterd(t, s, milterdBin(t), cmd[1:])
-				case cmd[0] == "go" && len(cmd) > 2 && cmd[1] == "run" && cmd[2] == "./cmd/milterd":
-					checkMilterd(t, s, milterdBin(t), cmd[3:])
-				case strings.HasPrefix(cmd[0], "scripts/"):
+				if cmd[0] == "go" && len(cmd) > 2 && cmd[1] == "run" {
+					if name, ok := ourCommand(cmd[2]); ok {
+						checkCommand(t, s, binary(t, name), cmd[3:])
+						continue
+					}
+				}
+				if name, ok := ourCommand(cmd[0]); ok {
+					checkCommand(t, s, binary(t, name), cmd[1:])
+					continue
+				}
+				if strings.HasPrefix(cmd[0], "scripts/") {
 					if fi, err := os.Stat(filepath.Join("..", cmd[0])); err != nil || fi.Mode()&0o111 == 0 {
 						t.Errorf("%v: %s is not an executable script in the repository", s, cmd[0])
 					}
-				default:
-					testenv.Program(t, cmd[0])
+					continue
 				}
+				testenv.Program(t, cmd[0])
 			}
 		})
 	}
@@ -378,9 +397,9 @@ func shellCommands(text string) [][]string {
 	return cmds
 }
 
-// checkMilterd checks that "milterd ARGS" names a command (and a
-// subcommand) that exists and only flags it lists in its -h.
-func checkMilterd(t *testing.T, s snippet, bin string, args []string) {
+// checkCommand checks that "BIN ARGS" names a command (and a subcommand)
+// that exists and only flags it lists in its -h.
+func checkCommand(t *testing.T, s snippet, bin string, args []string) {
 	t.Helper()
 	var words []string
 	for _, a := range args {
@@ -389,8 +408,12 @@ func checkMilterd(t *testing.T, s snippet, bin string, args []string) {
 		}
 		words = append(words, a)
 	}
+	if len(words) == 0 && filepath.Base(bin) == "milterd" {
+		words = []string{"run"} // milterd's default command
+	}
 	if len(words) == 0 {
-		words = []string{"run"}
+		t.Errorf("%v: %s %s: no command", s, filepath.Base(bin), strings.Join(args, " "))
+		return
 	}
 	// The command; and its subcommand when the command's own help (or
 	// complaint) names the next word. Nothing runs but -h.
@@ -406,7 +429,7 @@ func checkMilterd(t *testing.T, s snippet, bin string, args []string) {
 		words = words[:1]
 	}
 	if err != nil || strings.Contains(out, "unknown") {
-		t.Errorf("%v: milterd %s -h: %v\n%s", s, strings.Join(words, " "), err, out)
+		t.Errorf("%v: %s %s -h: %v\n%s", s, filepath.Base(bin), strings.Join(words, " "), err, out)
 		return
 	}
 	for _, a := range args {
@@ -415,7 +438,7 @@ func checkMilterd(t *testing.T, s snippet, bin string, args []string) {
 		}
 		flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(flag) + `\b`).MatchString(out) {
-			t.Errorf("%v: milterd %s has no flag -%s:\n%s", s, strings.Join(words, " "), flag, out)
+			t.Errorf("%v: %s %s has no flag -%s:\n%s", s, filepath.Base(bin), strings.Join(words, " "), flag, out)
 		}
 	}
 }

@@ -12,12 +12,12 @@ import (
 
 	"github.com/emersion/go-message/textproto"
 
-	"github.com/bulkmilter/bulkmilter/internal/sample"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/sample"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
-// The pipeline in process on real mail, as "milterd bench" measures it:
+// The pipeline in process on real mail, as "bulklab bench" measures it:
 //
 //	go test ./detect -run '^$' -bench . -benchtime 3000x -count 5
 //

@@ -12,8 +12,8 @@ import (
 	"github.com/emersion/go-message/textproto"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkmilter/bulkmilter/internal/redisinfo"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/redisinfo"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 

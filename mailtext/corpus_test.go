@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmilter/bulkmilter/corpus"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/corpus"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/signature"
 )

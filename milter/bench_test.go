@@ -13,8 +13,8 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
-	"github.com/bulkmilter/bulkmilter/internal/load"
-	"github.com/bulkmilter/bulkmilter/internal/sample"
+	"github.com/bulkmilter/bulkmilter/lab/load"
+	"github.com/bulkmilter/bulkmilter/lab/sample"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 )

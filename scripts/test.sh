@@ -40,7 +40,11 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 # Two passes: every test under the race detector except the long
 # single-threaded ones (corpus sweeps, statistical property tests, the
 # lexicon rebuild), which skip under -short; then everything without the
-# race detector, which runs those long tests at full speed.
+# race detector, which runs those long tests at full speed. The daemon's
+# end-to-end tests are in cmd/milterd (with the check that the daemon
+# links no lab code); the lab's, with the accuracy gate TestEvalCI
+# ("bulklab eval -ci -check"), the bench smoke test and the soak, are in
+# cmd/bulklab.
 step "tests (race detector, shuffled, -short)"
 go test -race -shuffle=on -short -timeout 20m ./...
 

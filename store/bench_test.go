@@ -26,8 +26,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkmilter/bulkmilter/internal/bench"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/bench"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -45,8 +45,8 @@ func envFloat(name string, def float64) float64 {
 	return def
 }
 
-// workload is the store workload shared with "milterd bench"
-// (internal/bench): keys named like the default families', one recipient
+// workload is the store workload shared with "bulklab bench"
+// (lab/bench): keys named like the default families', one recipient
 // each, timestamps spread over the span, an optional campaign fraction.
 type workload = bench.StoreWorkload
 

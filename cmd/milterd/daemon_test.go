@@ -18,9 +18,9 @@ import (
 
 	"github.com/d--j/go-milter"
 
-	"github.com/bulkmilter/bulkmilter/corpus"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/corpus"
 )
 
 // These tests run the real milterd binary, built once per test run, the way
@@ -43,7 +43,7 @@ func milterdBinary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "milterd")
 		args := []string{"build", "-o", binPath}
-		if raceEnabled {
+		if testenv.RaceEnabled {
 			args = append(args, "-race")
 		}
 		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()

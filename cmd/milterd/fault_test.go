@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bulkmilter/bulkmilter/internal/load"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
-	"github.com/bulkmilter/bulkmilter/internal/soak"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/load"
+	"github.com/bulkmilter/bulkmilter/lab/soak"
 )
 
 // Faults during load, measured. A daemon on Redis, reached through a
@@ -55,7 +55,7 @@ var (
 )
 
 func init() {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		faultSessions, faultRate = 20, 60
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 // Hostile input through the real milter protocol, against the milterd
@@ -261,7 +262,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	base := vmHWM(t, pid)
 	bound := int64(96 << 20)
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		bound *= 2
 	}
 	// The daemon's budget: store_timeout plus the second it allows for
@@ -272,7 +273,7 @@ func TestHostileInput(t *testing.T) {
 	// hard shows in its CPU time whatever the machine does. (The wall
 	// time is reported.)
 	budget := 1500 * time.Millisecond
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		// The race detector slows this CPU-bound work 5 to 10 times
 		// (binary garbage: 0.32 s → 1.4 s); the run without it, in CI's
 		// second pass, holds the real budget.

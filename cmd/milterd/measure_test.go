@@ -14,6 +14,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -40,7 +41,7 @@ func TestMeasureRescue(t *testing.T) {
 		for _, voters := range []int{0, 3, 5} {
 			c := config.Default()
 			c.DataDir = t.TempDir() // a new secret each trial
-			rt, err := newRuntime(&c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			rt, err := daemon.NewRuntime(&c, slog.New(slog.DiscardHandler), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,16 +50,16 @@ func TestMeasureRescue(t *testing.T) {
 				if raw == nil {
 					raw = campaign(i, recipientAddr(r), recipientName(r), rng)
 				}
-				return rt.engine.Check(context.Background(), parseRaw(t, raw, recipientAddr(r)))
+				return rt.Engine().Check(context.Background(), parseRaw(t, raw, recipientAddr(r)))
 			}
 			vote := func(i, r int) {
 				raw := campaign(i, recipientAddr(r), recipientName(r), rng)
-				a := rt.engine.Analyze(parseRaw(t, raw, recipientAddr(r)))
+				a := rt.Engine().Analyze(parseRaw(t, raw, recipientAddr(r)))
 				ids := make([]string, len(a.Keys))
 				for k, key := range a.Keys {
-					ids[k] = rt.engine.StoreID(key)
+					ids[k] = rt.Engine().StoreID(key)
 				}
-				if err := rt.store.RecordVote(context.Background(), store.Vote{Keys: ids, Voter: recipientAddr(r), Kind: store.VoteNotBulk}); err != nil {
+				if err := rt.Store().RecordVote(context.Background(), store.Vote{Keys: ids, Voter: recipientAddr(r), Kind: store.VoteNotBulk}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -92,7 +93,7 @@ func TestMeasureRescue(t *testing.T) {
 					globalRescued[voters]++
 				}
 			}
-			rt.close()
+			rt.Close()
 		}
 	}
 	t.Logf("over %d secrets, a campaign of %d randomised copies:", trials, copies)

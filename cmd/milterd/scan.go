@@ -15,117 +15,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/emersion/go-message/textproto"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkmilter/bulkmilter/config"
-	"github.com/bulkmilter/bulkmilter/corpus"
+	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/internal/cli"
+	"github.com/bulkmilter/bulkmilter/mailbox"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
-
-// replay feeds raw messages to a runtime's pipeline the way the milter
-// session does: header fields one by one (the verdict and feedback headers
-// left out), the body as it follows, both cut at the configured limits.
-type replay struct {
-	rt  *runtime
-	dir string // temporary data directory to remove on Close, if any
-}
-
-// message splits a raw message as an MTA hands it over, arriving at at
-// (zero: now).
-func (r *replay) message(raw []byte, rcpts []string, at time.Time) *detect.Message {
-	cfg := r.rt.cfg
-	h, body := splitHeader(raw, cfg)
-	truncated := false
-	if limit := int(cfg.Limits.MaxMessageBytes); limit > 0 && len(body) > limit {
-		body, truncated = body[:limit], true
-	}
-	return &detect.Message{Header: h, Body: bytes.NewReader(body), Recipients: rcpts, Truncated: truncated, Time: at}
-}
-
-// Check runs the whole pipeline for one message arriving at at (zero:
-// now).
-func (r *replay) Check(ctx context.Context, raw []byte, rcpts []string, at time.Time) detect.Verdict {
-	return r.rt.engine.Check(ctx, r.message(raw, rcpts, at))
-}
-
-// Analyze runs the pure part of the pipeline for one message.
-func (r *replay) Analyze(raw []byte, rcpts []string) *detect.Analysis {
-	return r.rt.engine.Analyze(r.message(raw, rcpts, time.Time{}))
-}
-
-// Close releases the store and the temporary data directory.
-func (r *replay) Close() error {
-	r.rt.close()
-	if r.dir != "" {
-		return os.RemoveAll(r.dir)
-	}
-	return nil
-}
-
-// maxHeaderValue matches the milter session's cap on one field.
-const maxHeaderValue = 16 << 10
-
-// splitHeader reads the top-level header fields the way Postfix passes
-// them to a milter: a line that is not a field (no colon) ends the header
-// and starts the body. Folded values are unfolded; the verdict and
-// feedback headers are dropped, as the milter does.
-func splitHeader(raw []byte, cfg *config.Config) (textproto.Header, []byte) {
-	var h textproto.Header
-	var name, value string
-	count := 0
-	flush := func() {
-		if name == "" {
-			return
-		}
-		if !strings.EqualFold(name, cfg.Actions.Header) && !strings.EqualFold(name, cfg.Feedback.Header) && count < cfg.Limits.MaxHeaders {
-			if len(value) > maxHeaderValue {
-				value = value[:maxHeaderValue]
-			}
-			h.Add(name, value)
-			count++
-		}
-		name, value = "", ""
-	}
-	rest := raw
-	if bytes.HasPrefix(rest, []byte("From ")) { // an mbox postmark
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			rest = rest[i+1:]
-		}
-	}
-	for len(rest) > 0 {
-		i := bytes.IndexByte(rest, '\n')
-		line, next := rest, []byte(nil)
-		if i >= 0 {
-			line, next = rest[:i], rest[i+1:]
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		switch {
-		case len(line) == 0:
-			flush()
-			return h, next
-		case line[0] == ' ' || line[0] == '\t':
-			// Past the cap the rest is dropped anyway; appending it
-			// would be quadratic in a header folded many times.
-			if name != "" && len(value) <= maxHeaderValue {
-				value += " " + strings.TrimSpace(string(line))
-			}
-		default:
-			colon := bytes.IndexByte(line, ':')
-			if colon <= 0 || bytes.ContainsAny(line[:colon], " \t") {
-				flush()
-				return h, rest
-			}
-			flush()
-			name, value = string(line[:colon]), strings.TrimSpace(string(line[colon+1:]))
-		}
-		rest = next
-	}
-	flush()
-	return h, nil
-}
 
 // scanRecord is the JSON line printed per message.
 type scanRecord struct {
@@ -170,9 +69,9 @@ type scanCluster struct {
 }
 
 func scanCommand(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("scan", stderr)
-	cf := configFlags{}
-	cf.register(fs)
+	fs := cli.NewFlagSet("milterd scan", stderr)
+	cf := cli.ConfigFlags{}
+	cf.Register(fs)
 	rcptFrom := fs.String("rcpt-from", "synth", "recipients: `flag` (-rcpt), headers (To/Cc), or synth (one new recipient per message)")
 	var rcpts stringList
 	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
@@ -189,12 +88,12 @@ new secret, so the daemon's state is never touched; -data-dir or -redis use
 that state (and count every message scanned).`)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	if len(rcpts) > 0 && *rcptFrom == "synth" {
 		*rcptFrom = "flag"
@@ -203,23 +102,23 @@ that state (and count every message scanned).`)
 	case "flag":
 		if len(rcpts) == 0 {
 			fmt.Fprintln(stderr, "milterd scan: -rcpt-from flag needs -rcpt ADDR")
-			return errUsage
+			return cli.ErrUsage
 		}
 	case "headers", "synth":
 	default:
 		fmt.Fprintf(stderr, "milterd scan: -rcpt-from %q: want flag, headers or synth\n", *rcptFrom)
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *clock != "date" && *clock != "now" {
 		fmt.Fprintf(stderr, "milterd scan: -time %q: want date or now\n", *clock)
-		return errUsage
+		return cli.ErrUsage
 	}
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		return err
 	}
 	temp := ""
-	if cf.dataDir == "" && cf.redis == "" {
+	if cf.DataDir == "" && cf.Redis == "" {
 		// A dry run: nothing of the daemon's state is read or written.
 		if temp, err = os.MkdirTemp("", "milterd-scan-"); err != nil {
 			return err
@@ -228,34 +127,33 @@ that state (and count every message scanned).`)
 		cfg.DataDir, cfg.Store.File, cfg.SecretKeyFile = temp, "", ""
 		cfg.Store.Redis = config.Redis{}
 	}
-	log := newLogger(cfg, stderr)
+	log := cli.NewLogger(cfg, stderr)
 	if temp != "" {
 		log = discardLogger // "created a new secret key" is about the temporary one
 	}
-	rt, err := newRuntime(cfg, log, metrics.New(prometheus.NewRegistry()))
+	rt, err := daemon.NewRuntime(cfg, log, metrics.New(prometheus.NewRegistry()), nil)
 	if err != nil {
 		return err
 	}
-	rp := &replay{rt: rt}
-	defer rp.Close()
+	defer rt.Close()
 
-	s := &scanner{rp: rp, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
+	s := &scanner{rt: rt, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
 	s.out.SetEscapeHTML(false)
 	if !*quiet {
 		s.progress = stderr
 	}
 	ctx := context.Background()
 	for _, path := range fs.Args() {
-		opts := corpus.Options{
+		opts := mailbox.Options{
 			MaxSize: 64 << 20,
 			OnSkip: func(name string, reason error) error {
-				if errors.Is(reason, corpus.ErrTooLarge) {
+				if errors.Is(reason, mailbox.ErrTooLarge) {
 					fmt.Fprintf(stderr, "milterd scan: skipped %s: %v\n", name, reason)
 				}
 				return nil
 			},
 		}
-		err := opts.Walk(path, func(m *corpus.Message) error {
+		err := opts.Walk(path, func(m *mailbox.Message) error {
 			return s.scan(ctx, m)
 		})
 		if err != nil {
@@ -267,7 +165,7 @@ that state (and count every message scanned).`)
 
 // scanner holds the state of one scan.
 type scanner struct {
-	rp       *replay
+	rt       *daemon.Runtime
 	out      *json.Encoder
 	progress io.Writer
 	from     string
@@ -311,7 +209,7 @@ func (s *scanner) recipients(raw []byte) []string {
 	return []string{fmt.Sprintf("scan-recipient-%d@scan.invalid", s.n)}
 }
 
-func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
+func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 	if s.byFamily == nil {
 		s.byFamily, s.keyOwner = map[string]int{}, map[signature.Key]int{}
 	}
@@ -328,7 +226,7 @@ func (s *scanner) scan(ctx context.Context, m *corpus.Message) error {
 		}
 		s.last = at
 	}
-	v := s.rp.Check(ctx, m.Data, rcpts, at)
+	v := s.rt.Check(ctx, m.Data, rcpts, at)
 	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
 	if herr == nil {
 		rec.MessageID = strings.TrimSpace(hm.Header.Get("Message-Id"))
@@ -434,7 +332,7 @@ func (s *scanner) finish(top int) error {
 	out := &sum.Summary
 	out.Messages, out.Tagged, out.Unsigned, out.Errors = s.n, s.tagged, s.unsigned, s.errs
 	out.ByFamily = s.byFamily
-	out.Store, out.Version = s.rp.rt.storeName, s.rp.rt.set.Version()
+	out.Store, out.Version = s.rt.StoreName(), s.rt.Set().Version()
 	out.Seconds = time.Since(s.start).Seconds()
 	sizes := map[int]*scanCluster{}
 	for i := range s.parent {
@@ -482,6 +380,5 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 var _ flag.Value = (*stringList)(nil)
 
-// discardLogger drops every record (offline commands that build many
-// runtimes).
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// discardLogger drops every record.
+var discardLogger = slog.New(slog.DiscardHandler)

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bulkmilter/bulkmilter/corpus"
+	"github.com/bulkmilter/bulkmilter/lab/corpus"
 )
 
 // Corpora returns the shared corpora directory (corpus.DefaultDir: $CORPORA

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/bulkmilter/bulkmilter/daemon"
+	"github.com/bulkmilter/bulkmilter/internal/cli"
+)
+
+// checkConfig is "milterd check-config": it parses and validates a
+// configuration, printing every problem with file and line, and exits
+// non-zero when there is one. It also checks what the daemon would check
+// at start: the secret key's permissions and the lexicon.
+func checkConfig(args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("milterd check-config", stderr)
+	cf := cli.ConfigFlags{Daemon: true}
+	cf.Register(fs)
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 1 && cf.File == "" {
+		cf.File = fs.Arg(0)
+	}
+	cfg, err := cf.Load()
+	if err != nil {
+		return err // printed by cli, as run's
+	}
+	var problems []string
+	if _, err := os.Stat(cfg.SecretKeyPath()); err == nil {
+		if _, _, err := daemon.LoadSecret(cfg.SecretKeyPath()); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if _, err := daemon.LoadLexicon(cfg); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	fmt.Fprintf(stdout, "%s: OK\n", cfg)
+	return nil
+}

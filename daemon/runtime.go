@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/bulkmilter/bulkmilter/admin"
+	"github.com/bulkmilter/bulkmilter/bundled"
+	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/feedback"
+	"github.com/bulkmilter/bulkmilter/mailtext"
+	"github.com/bulkmilter/bulkmilter/metrics"
+	"github.com/bulkmilter/bulkmilter/milter"
+	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// Backend is what the daemon and the offline commands need of a store.
+type Backend interface {
+	store.Store
+	store.Admin
+}
+
+// Runtime is everything built from one configuration: the signature set,
+// the store, the pipeline and the milter state. The daemon swaps runtimes
+// on reload; scan, eval and bench build one the same way.
+type Runtime struct {
+	cfg       *config.Config
+	set       *signature.Set
+	engine    *detect.Engine
+	store     Backend
+	storeName string
+	storeKey  string // what the store was opened with, to reuse it on reload
+	state     *milter.State
+	ownsStore bool
+	// limiter holds the voters' rate limits; reloads keep it.
+	limiter *feedback.Limiter
+	// adminToken authorises the votes admin endpoint (package admin).
+	adminToken string
+}
+
+// NewRuntime builds a runtime. When prev (may be nil) uses the same store
+// settings its store is taken over instead of opened twice (the embedded
+// store's file must have one owner). met may be nil.
+func NewRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev *Runtime) (*Runtime, error) {
+	secret, created, err := LoadSecret(cfg.SecretKeyPath())
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created a new secret key", "file", cfg.SecretKeyPath())
+	}
+	set, err := newSet(cfg, secret)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{cfg: cfg, set: set, storeKey: storeKey(cfg, secret), adminToken: admin.Token(secret)}
+	if prev != nil {
+		rt.limiter = prev.limiter
+	}
+	if rt.limiter == nil {
+		rt.limiter = feedback.NewLimiter(cfg.Feedback.RateLimit, 0)
+	}
+	// The previous runtime's store is borrowed, and only taken over once
+	// this runtime is complete: a failed reload must leave it running.
+	var from *Runtime
+	if prev != nil && prev.storeKey == rt.storeKey && prev.ownsStore {
+		from = prev
+		rt.store, rt.storeName = from.store, from.storeName
+	} else if rt.store, rt.storeName, err = OpenStore(cfg, secret, log, met); err != nil {
+		return nil, err
+	} else {
+		rt.ownsStore = true
+	}
+
+	thresholds := map[signature.Family]int{}
+	for _, s := range set.Signers() {
+		thresholds[s.Family()] = cfg.ThresholdFor(s.Family().String())
+	}
+	rt.engine, err = detect.New(detect.Options{
+		Limits: mailtext.Limits{
+			MaxDepth:     cfg.Limits.MaxMIMEDepth,
+			MaxParts:     cfg.Limits.MaxMIMEParts,
+			MaxTextBytes: int(cfg.Limits.MaxTextBytes),
+		},
+		Set:            set,
+		Store:          rt.store,
+		Thresholds:     thresholds,
+		StoreTimeout:   cfg.Policy.StoreTimeout.D(),
+		StripRecipient: cfg.Signatures.StripRecipient,
+		GlobalVoters:   cfg.Feedback.GlobalVoters,
+		Metrics:        met,
+	})
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.state = &milter.State{Pipeline: rt.engine, Config: cfg}
+	if cfg.Feedback.Enabled {
+		fb, err := feedback.New(feedback.Options{Config: cfg, Engine: rt.engine, Store: rt.store, Limiter: rt.limiter, Metrics: met})
+		if err != nil {
+			rt.Close()
+			return nil, err
+		}
+		rt.state.Feedback = fb
+	}
+	if from != nil {
+		from.ownsStore, rt.ownsStore = false, true
+	}
+	return rt, nil
+}
+
+// Config is the configuration the runtime was built from.
+func (rt *Runtime) Config() *config.Config { return rt.cfg }
+
+// Set is the signature set.
+func (rt *Runtime) Set() *signature.Set { return rt.set }
+
+// Engine is the detection pipeline.
+func (rt *Runtime) Engine() *detect.Engine { return rt.engine }
+
+// Store is the volume and vote store.
+func (rt *Runtime) Store() Backend { return rt.store }
+
+// StoreName says which store this is, for logs and reports
+// ("embedded:FILE", "redis:ADDR,...").
+func (rt *Runtime) StoreName() string { return rt.storeName }
+
+// State is what a milter session takes at MAIL.
+func (rt *Runtime) State() *milter.State { return rt.state }
+
+// Ping checks that the store answers.
+func (rt *Runtime) Ping(ctx context.Context) error { return rt.store.Ping(ctx) }
+
+// Close releases the store if this runtime still owns it.
+func (rt *Runtime) Close() error {
+	if !rt.ownsStore || rt.store == nil {
+		return nil
+	}
+	rt.ownsStore = false
+	if err := rt.store.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// LoadLexicon loads the configured lexicon file, or the bundled one.
+func LoadLexicon(cfg *config.Config) (*signature.Lexicon, error) {
+	if cfg.Signatures.Lexicon == "" {
+		return bundled.Lexicon()
+	}
+	data, err := os.ReadFile(cfg.Signatures.Lexicon)
+	if err != nil {
+		return nil, fmt.Errorf("read lexicon: %w", err)
+	}
+	lex, err := signature.LoadLexicon(data)
+	if err != nil {
+		return nil, fmt.Errorf("lexicon %s: %w", cfg.Signatures.Lexicon, err)
+	}
+	return lex, nil
+}
+
+// newSet builds the signature families from the configuration.
+func newSet(cfg *config.Config, secret []byte) (*signature.Set, error) {
+	lex, err := LoadLexicon(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := cfg.Signatures.SetParams()
+	p.Lexicon = lex
+	if p.Secret, err = signature.NewSecret(secret); err != nil {
+		return nil, err
+	}
+	return signature.NewSet(p)
+}
+
+// storeSecret derives the key of the store's recipient pseudonyms from the
+// signature secret, so one secret file serves both and neither key reveals
+// the other.
+func storeSecret(secret []byte) []byte {
+	h := sha256.Sum256(append([]byte("bulkmilter store pseudonyms\x00"), secret...))
+	return h[:]
+}
+
+func storeParams(cfg *config.Config, secret []byte) store.Params {
+	return store.Params{
+		Window:      cfg.Store.Window.D(),
+		VoteHorizon: cfg.Feedback.VoteTTL.D(),
+		Secret:      storeSecret(secret),
+	}
+}
+
+// storeKey identifies a store configuration, to tell whether a reload may
+// keep the open store.
+func storeKey(cfg *config.Config, secret []byte) string {
+	return fmt.Sprintf("%+v|%s|%d|%s|%s|%x", cfg.Store.Redis, cfg.StoreFile(), cfg.Store.MaxEntries,
+		cfg.Store.Window.D(), cfg.Feedback.VoteTTL.D(), sha256.Sum256(secret))
+}

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	gomilter "github.com/d--j/go-milter"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/bulkmilter/bulkmilter/lab/load"
+	"github.com/bulkmilter/bulkmilter/lab/redisinfo"
+	"github.com/bulkmilter/bulkmilter/milter"
+)
+
+// Baseline is a milter that does nothing (go-milter's NoOpMilter) and
+// negotiates exactly what bulkmilter's server does: the protocol's own
+// cost, against which our overhead is a ratio.
+type Baseline struct {
+	srv *gomilter.Server
+	ln  net.Listener
+}
+
+// StartBaseline serves the do-nothing milter on a loopback port.
+func StartBaseline() (*Baseline, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("baseline milter: %w", err)
+	}
+	o := append(milter.ProtocolOptions(), gomilter.WithMilter(func() gomilter.Milter { return gomilter.NoOpMilter{} }))
+	b := &Baseline{srv: gomilter.NewServer(o...), ln: ln}
+	go b.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return b, nil
+}
+
+// Addr is the milter's address.
+func (b *Baseline) Addr() string { return b.ln.Addr().String() }
+
+// Close stops the server.
+func (b *Baseline) Close() error {
+	if err := b.srv.Close(); err != nil && !errors.Is(err, gomilter.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// EndToEndOptions describe one end-to-end run.
+type EndToEndOptions struct {
+	Name       string
+	Addr       string // the milter, TCP
+	Sessions   int
+	PerSession int
+	Messages   int64
+	Duration   time.Duration
+	// Rate, when positive, paces the load at that many messages a second
+	// in all (open loop): the latency then is what the milter adds to a
+	// message, not the queueing of a saturated closed loop.
+	Rate   float64
+	Corpus *Corpus
+	// Recipients per message, each message to new ones from a population
+	// of 200,000.
+	Recipients int
+	// Header, when set, must be added to every message (the verdict
+	// header): a message without it counts as failed.
+	Header string
+	// Redis, when set, is read before and after for round trips and CPU.
+	Redis redis.UniversalClient
+}
+
+// EndToEndResult is one end-to-end run.
+type EndToEndResult struct {
+	Name       string   `json:"name"`
+	Rate       float64  `json:"offered_rate,omitempty"` // 0: as fast as it answers
+	Sent       int64    `json:"sent"`
+	Answered   int64    `json:"answered"`
+	Failed     int64    `json:"failed"`
+	Errors     []string `json:"errors,omitempty"`
+	Wall       float64  `json:"wall_seconds"`
+	MsgsPerSec float64  `json:"msgs_per_second"`
+	P50        float64  `json:"p50_ms"`
+	P99        float64  `json:"p99_ms"`
+	P999       float64  `json:"p999_ms"`
+	Max        float64  `json:"max_ms"`
+	// CPUPerMsg is the benchmark process's CPU per message, load client
+	// and milter together (the client's share is the baseline's).
+	CPUPerMsg float64 `json:"process_cpu_us_per_msg"`
+	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
+	// baseline's p99 (ms). Zero for the baseline itself.
+	Ratio    float64 `json:"ratio_to_baseline,omitempty"`
+	P99Delta float64 `json:"p99_minus_baseline_ms,omitempty"`
+	// Stored is the answered messages that reached the store (signed);
+	// the Redis figures are per stored message.
+	Stored   int64            `json:"stored,omitempty"`
+	Redis    *RedisPerMsg     `json:"redis,omitempty"`
+	Verdicts map[string]int64 `json:"verdicts,omitempty"`
+}
+
+// unsignedVerdict is the verdict of a message no family could sign.
+const unsignedVerdict = "no (unsigned)"
+
+// RedisPerMsg is what Redis did per message that reached the store.
+type RedisPerMsg struct {
+	// RoundTrips is replies the server wrote (total_writes_processed): one
+	// per pipeline or lone command.
+	RoundTrips float64 `json:"round_trips"`
+	// Scripts is EVALSHA and EVAL calls.
+	Scripts float64 `json:"script_calls"`
+	// Commands counts every command, those a script calls included.
+	Commands float64 `json:"commands"`
+	// Connections is the connections the store opened during the run
+	// (HELLO calls, in all, not per message): each adds a round trip or
+	// two of its own.
+	Connections int64   `json:"connections_opened"`
+	CPUus       float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
+	Usec        float64 `json:"cmd_usec"` // time in commands (commandstats)
+	Memory      float64 `json:"memory_b"` // used_memory growth
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// EndToEnd drives the milter at o.Addr with lab/load.
+func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
+	if o.Recipients <= 0 {
+		o.Recipients = 1
+	}
+	msgs := o.Corpus.Messages
+	next := func(i int64) load.Message {
+		m := &msgs[i%int64(len(msgs))]
+		rcpts := make([]string, o.Recipients)
+		for j := range rcpts {
+			rcpts[j] = fmt.Sprintf("user%d@example.test", (i*int64(o.Recipients)+int64(j))%200000)
+		}
+		return load.Message{From: "sender@example.org", Rcpts: rcpts, Raw: m.Raw}
+	}
+	verdicts := newCounter()
+	var check func(int64, mtaclient.Result) error
+	if o.Header != "" {
+		check = func(i int64, res mtaclient.Result) error {
+			v, ok := res.Header(o.Header)
+			if !ok {
+				return fmt.Errorf("no %s header", o.Header)
+			}
+			kind, _, _ := strings.Cut(v, ";")
+			switch {
+			case strings.Contains(v, "error="):
+				kind += " (store error)"
+			case strings.Contains(v, "unsigned"):
+				kind = unsignedVerdict
+			}
+			verdicts.add(kind)
+			return nil
+		}
+	}
+	// Warm up, unmeasured: connections to the store opened, the script
+	// loaded, pools and buffers grown, as in a daemon that has run a while.
+	if _, err := load.Run(ctx, load.Options{
+		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
+		Messages: int64(4 * o.Sessions), Next: func(i int64) load.Message { return next(i + 1<<40) },
+	}); err != nil {
+		return EndToEndResult{}, err
+	}
+	var before redisinfo.Snapshot
+	if o.Redis != nil {
+		var err error
+		if before, err = redisinfo.Read(ctx, o.Redis); err != nil {
+			return EndToEndResult{}, err
+		}
+	}
+	cpu0 := CPUTime()
+	rep, err := load.Run(ctx, load.Options{
+		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
+		Messages: o.Messages, Duration: o.Duration, Next: load.Paced(o.Rate, next), Check: check,
+	})
+	if err != nil {
+		return EndToEndResult{}, err
+	}
+	cpu := CPUTime() - cpu0
+	r := EndToEndResult{
+		Name: o.Name, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
+		Wall: rep.Elapsed.Seconds(), MsgsPerSec: rep.PerSecond(),
+		P50: ms(rep.Latency.Quantile(0.5)), P99: ms(rep.Latency.Quantile(0.99)),
+		P999: ms(rep.Latency.Quantile(0.999)), Max: ms(rep.Latency.Max()),
+	}
+	if rep.Answered > 0 {
+		n := float64(rep.Answered)
+		r.CPUPerMsg = float64(cpu.Microseconds()) / n
+		// Unsigned messages (no family could sign them) never reach the
+		// store: Redis figures are per message that did.
+		if o.Header != "" {
+			n -= float64(verdicts.get(unsignedVerdict))
+			r.Stored = int64(n)
+		}
+		if o.Redis != nil && n > 0 {
+			after, err := redisinfo.Read(ctx, o.Redis)
+			if err != nil {
+				return r, err
+			}
+			d := after.Sub(before)
+			r.Redis = &RedisPerMsg{
+				RoundTrips:  float64(d.Writes) / n,
+				Scripts:     float64(d.Commands["evalsha"].Calls+d.Commands["eval"].Calls) / n,
+				Commands:    float64(d.Calls()) / n,
+				CPUus:       d.CPU * 1e6 / n,
+				Usec:        float64(d.Usec()) / n,
+				Memory:      float64(d.UsedMemory) / n,
+				Connections: d.Commands["hello"].Calls,
+			}
+		}
+	}
+	if o.Header != "" {
+		r.Verdicts = verdicts.snapshot()
+	}
+	return r, nil
+}
+
+// Compare fills r's ratios to the baseline.
+func (r *EndToEndResult) Compare(base EndToEndResult) {
+	if base.MsgsPerSec > 0 {
+		r.Ratio = r.MsgsPerSec / base.MsgsPerSec
+	}
+	r.P99Delta = r.P99 - base.P99
+}

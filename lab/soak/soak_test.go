@@ -1,0 +1,67 @@
+package soak
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/bulkmilter/bulkmilter/lab/load"
+)
+
+func TestParseMetrics(t *testing.T) {
+	page := `# HELP go_goroutines Number of goroutines.
+# TYPE go_goroutines gauge
+go_goroutines 17
+bulkmilter_messages_total{verdict="bulk"} 3
+bulkmilter_messages_total{verdict="not_bulk"} 4.5e+01
+bulkmilter_messages_total{verdict="we}ird x"} 2
+bulkmilter_store_request_duration_seconds_count{op="observe"} 48 1700000000
+# EOF
+`
+	m, err := ParseMetrics(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Get("go_goroutines") != 17 || m.Sum("bulkmilter_messages_total") != 50 ||
+		m.Get(`bulkmilter_store_request_duration_seconds_count{op="observe"}`) != 48 || m.Get("absent") != 0 {
+		t.Errorf("parsed %v", m)
+	}
+	if _, err := ParseMetrics(strings.NewReader("go_goroutines\n")); err == nil {
+		t.Error("a line without a value parsed")
+	}
+	if _, err := ParseMetrics(strings.NewReader("go_goroutines x\n")); err == nil {
+		t.Error("a non-numeric value parsed")
+	}
+}
+
+// Each failed property is reported; a clean run reports nothing.
+func TestCheck(t *testing.T) {
+	start := Sample{Goroutines: 20, RSS: 100 << 20, LiveHeap: 40 << 20, Messages: 10, Observed: 9, Unsigned: 1}
+	good := Sample{Goroutines: 22, RSS: 110 << 20, LiveHeap: 45 << 20, Messages: 110, Observed: 108, Unsigned: 2}
+	r := &Report{Load: &load.Report{Sent: 100, Answered: 100, Latency: new(load.Histogram)}, Start: start, End: good}
+	if p := check(r, 5, 16<<20, 32<<20); len(p) != 0 {
+		t.Errorf("clean run: %q", p)
+	}
+	bad := Sample{Goroutines: 200, RSS: 300 << 20, LiveHeap: 140 << 20, Messages: 105, Observed: 100, Unsigned: 1, StoreErrs: 3}
+	r = &Report{Load: &load.Report{Sent: 100, Answered: 98, Failed: 2, Latency: new(load.Histogram)}, Start: start, End: bad}
+	p := check(r, 5, 16<<20, 32<<20)
+	for _, want := range []string{"2 of 100 messages", "counted 95 messages", "store observed 91", "3 store errors", "goroutines grew by 180", "live heap grew", "resident memory grew"} {
+		if !strings.Contains(strings.Join(p, "\n"), want) {
+			t.Errorf("problems %q lack %q", p, want)
+		}
+	}
+}
+
+func TestPoolDistinctAndStable(t *testing.T) {
+	a, b := Pool(300), Pool(300)
+	seen := map[string]bool{}
+	for i := range a {
+		if !bytes.Equal(a[i].Raw, b[i].Raw) {
+			t.Fatalf("message %d differs between two pools", i)
+		}
+		if seen[string(a[i].Raw)] {
+			t.Fatalf("message %d repeated", i)
+		}
+		seen[string(a[i].Raw)] = true
+	}
+}
