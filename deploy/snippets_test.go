@@ -428,7 +428,7 @@ func checkCommand(t *testing.T, s snippet, bin string, args []string) {
 	} else {
 		words = words[:1]
 	}
-	if err != nil || strings.Contains(out, "unknown") {
+	if err != nil || strings.Contains(out, "unknown command") || strings.Contains(out, "unknown subcommand") {
 		t.Errorf("%v: %s %s -h: %v\n%s", s, filepath.Base(bin), strings.Join(words, " "), err, out)
 		return
 	}

@@ -19,6 +19,16 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("milterd check-config", stderr)
 	cf := cli.ConfigFlags{Daemon: true}
 	cf.Register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: milterd check-config [-config] FILE [flags]
+
+Checks a configuration file as "milterd run" would read it, with the same
+flags on top, and reports every problem at once, each with its file, line,
+key path and a hint: YAML syntax, unknown keys, values of the wrong type,
+invalid values, files it names that cannot be read, the secret key's mode
+and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
+		fs.PrintDefaults()
+	}
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
