@@ -1,7 +1,13 @@
 // Package config owns bulkmilter's configuration: the YAML schema, its
 // defaults, strict parsing (an unknown key is an error) and validation that
 // reports every problem at once, each with its file and line and a hint on
-// how to fix it.
+// how to fix it: syntax errors (the parse resumes after each), unknown and
+// repeated keys and values of the wrong type (schema.go, in words for a
+// person rather than the YAML library's), invalid values, and files that
+// cannot be read.
+//
+// It imports signature and store only to let them judge their own values
+// (family parameters, the Redis URL), never to do I/O through them.
 //
 // The zero-configuration daemon runs on Default(): a milter on
 // inet:127.0.0.1:7357, metrics on 127.0.0.1:9357, the embedded store and

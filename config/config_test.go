@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
+	"flag"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,6 +21,10 @@ func TestDefaultIsValid(t *testing.T) {
 }
 
 func TestEmptyFileGivesDefaults(t *testing.T) {
+	// The default data_dir depends on the machine (/var/lib/bulkmilter
+	// when it exists: deploy's package test creates it for a while); the
+	// environment variable systemd sets fixes it.
+	t.Setenv("STATE_DIRECTORY", "/state")
 	c, err := Parse([]byte("# nothing\n"), "empty.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -135,19 +142,46 @@ func TestBrokenConfigs(t *testing.T) {
 		want       []string
 	}{
 		{"unknown top-level key", "listn: inet:127.0.0.1:1\n", []string{
-			`b.yml:1: unknown key "listn" (valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+			`b.yml:1: unknown key "listn" (did you mean "listen"? valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
 		}},
 		{"unknown nested key", "store:\n  windw: 1h\n", []string{
-			`b.yml:2: store: unknown key "windw" (valid keys here: file, max_entries, redis, window)`,
+			`b.yml:2: store: unknown key "windw" (did you mean "window"? valid keys here: file, max_entries, redis, window)`,
 		}},
 		{"bad duration", "store:\n  window: soon\n", []string{
-			`b.yml:2: store.window: invalid duration "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
+			`b.yml:2: store.window: expected a duration, got "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
 		}},
 		{"bad size", "limits:\n  max_text_bytes: 1 lots\n", []string{
-			`b.yml:2: limits.max_text_bytes: invalid size "1 lots" (write a size such as 65536, "512KiB" or "4MiB")`,
+			`b.yml:2: limits.max_text_bytes: expected a size, got "1 lots" (write a size such as 65536, "512KiB" or "4MiB")`,
 		}},
 		{"wrong type", "policy:\n  threshold: many\n", []string{
-			"b.yml:2: policy.threshold: cannot use !!str `many` into int",
+			`b.yml:2: policy.threshold: expected a whole number, got "many" (write digits without quotes or units; the default is threshold: 10)`,
+		}},
+		{"unquoted brackets", "actions:\n  subject_tag: [BULK]   # tag\n", []string{
+			`b.yml:2: actions.subject_tag: expected text, got a list (unquoted, [ starts a list: quote the text, e.g. subject_tag: "[BULK]")`,
+		}},
+		{"redis url scheme", "store:\n  redis:\n    url: http://localhost:6379\n", []string{
+			`b.yml:3: store.redis.url: invalid Redis URL: unknown scheme "http" (use redis://HOST:PORT/DB, or rediss:// (TLS), unix:///path/redis.sock, redis+sentinel://, redis+cluster:// as docs/operations.md#redis describes)`,
+		}},
+		{"a section given a value", "store:\n  redis: redis://127.0.0.1:6379\n", []string{
+			`b.yml:2: store.redis: expected a section of keys, got "redis://127.0.0.1:6379" (redis is a section: write the URL on the next line, indented, as url: redis://127.0.0.1:6379)`,
+		}},
+		{"a key in the wrong section", "threshold: 20\n", []string{
+			`b.yml:1: unknown key "threshold" (threshold is a key of another section: policy.threshold; valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+		}},
+		{"not a mapping", "- listen\n", []string{
+			`b.yml:1: expected a section of keys, got a list (write the configuration as key: value lines; top-level keys: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+		}},
+		{"a list given a value", "actions:\n  except_domains: example.com\n", []string{
+			`b.yml:2: actions.except_domains: expected a list, got "example.com" (write a list, e.g. except_domains: [example.com], or one "- item" per line below)`,
+		}},
+		{"every syntax error, then the rest", "log:\n\tlevel: info\nactions:\n  header: X: Bulk\npolicy:\n  threshold: 0\n", []string{
+			`b.yml:2: log.level: a tab in the indentation (indent with spaces only; YAML does not allow tabs there)`,
+			`b.yml:4: actions.header: a second ": " on the line (quote a value that contains ": ", e.g. key: "a: b"; or check this line's indentation)`,
+			`b.yml:6: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
+		}},
+		{"a type error does not hide later problems", "store:\n  window: soon\npolicy:\n  threshold: 0\n", []string{
+			`b.yml:2: store.window: expected a duration, got "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
+			`b.yml:4: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
 		}},
 		{"every semantic problem at once", `
 listen: tcp-ish
@@ -169,8 +203,8 @@ feedback:
 			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift)`,
 			`b.yml:8: policy.on_store_error: invalid value "panic" (use one of: accept, tempfail)`,
 			`b.yml:10: actions.header: invalid header name "X Bulk" (use a header field name such as X-Bulk)`,
-			`b.yml:13: feedback.login_domain: invalid domain "@example.com" (use a domain such as example.com)`,
 			`b.yml:12: feedback.trusted_networks[0]: invalid network "10.0.0.0/33" (use an address or CIDR such as 192.0.2.0/24)`,
+			`b.yml:13: feedback.login_domain: invalid domain "@example.com" (use a domain such as example.com)`,
 		}},
 		{"routing exceptions", `
 actions:
@@ -186,10 +220,10 @@ actions:
 			`b.yml:6: actions.header_only_recipients[0]: invalid address "@example.com" (use an address such as user@example.com)`,
 		}},
 		{"syntax error", "listen: [\n", []string{
-			`b.yml:1: did not find expected node content (fix the YAML syntax)`,
+			`b.yml:1: listen: a value that is not complete (close any [ or { on the same line, or quote the value if the brackets are text)`,
 		}},
 		{"two documents", "listen: inet:127.0.0.1:1\n---\nlisten: inet:127.0.0.1:2\n", []string{
-			`b.yml:2: more than one YAML document (remove the second document)`,
+			`b.yml:2: more than one YAML document (remove the --- line and what follows it)`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,6 +236,77 @@ actions:
 				t.Errorf("errors:\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// A file with ten different mistakes, one of each kind an admin makes
+// (a syntax error, an unknown key, values of the wrong type, invalid
+// values, a URL scheme, a repeated key), is reported in one run: ten
+// lines, each with file, line, key path and a hint.
+func TestTenMistakes(t *testing.T) {
+	const path = "testdata/ten-mistakes.yml"
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load succeeded, want problems")
+	}
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("Load returned %T, want Problems: %v", err, err)
+	}
+	got := err.Error() + "\n"
+	golden := "testdata/ten-mistakes.golden"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("problems differ from %s (go test ./config -update):\n got:\n%s\nwant:\n%s", golden, got, want)
+	}
+	if len(probs) != 10 {
+		t.Errorf("%d problems, want 10", len(probs))
+	}
+	lines := map[int]bool{}
+	for _, p := range probs {
+		if p.File != path || p.Line == 0 || p.Hint == "" {
+			t.Errorf("problem without file, line or hint: %+v", p)
+		}
+		if strings.Contains(p.Msg, "!!") || strings.Contains(p.Msg, "unmarshal") {
+			t.Errorf("raw YAML-library text: %q", p.Msg)
+		}
+		lines[p.Line] = true
+	}
+	if len(lines) != 10 {
+		t.Errorf("problems on %d distinct lines, want 10", len(lines))
+	}
+}
+
+// Load checks that the files a configuration names can be read, with the
+// key's line.
+func TestLoadChecksFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yml")
+	missing := filepath.Join(dir, "nope.lex")
+	cfg := "signatures:\n  lexicon: " + missing + "\nstore:\n  redis:\n    url: redis://127.0.0.1:6379\n    password_file: " + filepath.Join(dir, "pw") + "\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := []string{
+		path + ":2: signatures.lexicon: no such file " + missing + " (check the path; relative paths start from the daemon's working directory)",
+		path + ":6: store.redis.password_file: no such file " + filepath.Join(dir, "pw") + " (check the path; relative paths start from the daemon's working directory)",
+	}
+	if err == nil || !reflect.DeepEqual(strings.Split(err.Error(), "\n"), want) {
+		t.Errorf("Load: got %v, want %q", err, want)
+	}
+	if _, err := Parse([]byte(cfg), path); err != nil {
+		t.Errorf("Parse reads no files, but failed: %v", err)
 	}
 }
 

@@ -56,43 +56,86 @@ func (ps Problems) Error() string {
 	return strings.Join(s, "\n")
 }
 
-// fieldError is returned by the custom YAML types; it carries a hint.
-type fieldError struct {
-	line int
-	msg  string
-	hint string
-}
-
-func (e *fieldError) Error() string { return e.msg }
-
-// Load reads, parses and validates the configuration file at path.
+// Load reads, parses and validates the configuration file at path, and
+// checks that the files it names can be read.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(data, path)
+	c, lines, probs := parse(data, path)
+	probs = append(probs, c.checkFiles(lines)...)
+	if len(probs) > 0 {
+		return nil, probs.sorted()
+	}
+	return c, nil
 }
 
 // Parse parses and validates a configuration held in data; file names it
-// in messages. Values not in data keep their defaults.
+// in messages. Values not in data keep their defaults. Every problem is
+// reported, not only the first: syntax errors (the parse resumes after the
+// offending line), unknown and repeated keys, values of the wrong type and
+// invalid values.
 func Parse(data []byte, file string) (*Config, error) {
+	c, _, probs := parse(data, file)
+	if len(probs) > 0 {
+		return nil, probs.sorted()
+	}
+	return c, nil
+}
+
+func parse(data []byte, file string) (*Config, lineIndex, Problems) {
 	c := Default()
 	c.file = file
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, Problems{syntaxProblem(file, err)}
+	orig := strings.Split(string(data), "\n")
+	root, data, probs := parseTree(data, file)
+	if root == nil {
+		return &c, nil, probs
 	}
-	lines := indexLines(&root)
-	if len(bytes.TrimSpace(data)) > 0 {
-		if probs := decodeStrict(data, &c, file, lines); len(probs) > 0 {
-			return nil, probs
-		}
+	lines := indexLines(root)
+	for _, p := range probs {
+		p.Path = lines.guessPath(orig, p.Line)
 	}
-	if probs := c.validate(lines); len(probs) > 0 {
-		return nil, probs
+	s := &schema{file: file, lines: strings.Split(string(data), "\n")}
+	s.check(root, reflect.TypeFor[Config](), reflect.ValueOf(Default()), "", "")
+	probs = append(probs, s.probs...)
+	if err := decode(data, &c); err != nil && len(s.probs) == 0 {
+		// The schema check and yaml.v3 disagree: report yaml.v3's words
+		// rather than accept the file.
+		probs = append(probs, &Problem{File: file, Msg: err.Error(), Hint: "please report this message as a bug in milterd check-config"})
 	}
-	return &c, nil
+	if len(root.Content) == 0 || root.Content[0].Kind == yaml.MappingNode {
+		probs = append(probs, c.validate(lines).except(s.refused)...)
+	}
+	if extra := secondDocument(data); extra > 0 {
+		probs = append(probs, &Problem{File: file, Line: extra, Msg: "more than one YAML document", Hint: "remove the --- line and what follows it"})
+	}
+	return &c, lines, probs
+}
+
+// decode decodes data into c strictly. Values the schema check refused
+// keep their defaults; the rest is decoded.
+func decode(data []byte, c *Config) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// secondDocument returns the line of a second YAML document in data, or
+// 0: yaml.v3 would silently ignore it.
+func secondDocument(data []byte) int {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, extra yaml.Node
+	if dec.Decode(&first) != nil || dec.Decode(&extra) != nil {
+		return 0
+	}
+	return max(extra.Line, 1)
 }
 
 // Validate checks a configuration built in code (for example defaults with
@@ -104,94 +147,33 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-func syntaxProblem(file string, err error) *Problem {
-	msg := err.Error()
-	p := &Problem{File: file, Msg: msg, Hint: "fix the YAML syntax"}
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		p.Line, _ = strconv.Atoi(m[1])
-		p.Msg = m[2]
-	}
-	return p
+// sorted orders problems by line; problems without a line come last.
+func (ps Problems) sorted() Problems {
+	sort.SliceStable(ps, func(i, j int) bool {
+		li, lj := ps[i].Line, ps[j].Line
+		if li == 0 || lj == 0 {
+			return lj == 0 && li != 0
+		}
+		return li < lj
+	})
+	return ps
 }
 
-var unknownFieldRE = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
-
-// decodeStrict decodes data into c, rejecting unknown keys, and turns every
-// decoding error into a Problem.
-func decodeStrict(data []byte, c *Config, file string, lines lineIndex) Problems {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err := dec.Decode(c)
-	if err == nil || errors.Is(err, io.EOF) {
-		if err == nil {
-			// A second document would be silently ignored otherwise.
-			var extra yaml.Node
-			if dec.Decode(&extra) == nil {
-				return Problems{{File: file, Line: extra.Line, Msg: "more than one YAML document", Hint: "remove the second document"}}
+// except drops the problems at a refused path or below it: a value of
+// the wrong type kept its default, which says nothing about what the
+// admin meant.
+func (ps Problems) except(refused []string) Problems {
+	var out Problems
+next:
+	for _, p := range ps {
+		for _, r := range refused {
+			if p.Path == r || strings.HasPrefix(p.Path, r+".") || strings.HasPrefix(p.Path, r+"[") {
+				continue next
 			}
 		}
-		return nil
+		out = append(out, p)
 	}
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return Problems{{File: file, Line: fe.line, Path: lines.path(fe.line), Msg: fe.msg, Hint: fe.hint}}
-	}
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return Problems{{File: file, Msg: err.Error()}}
-	}
-	var probs Problems
-	for _, s := range te.Errors {
-		p := &Problem{File: file, Msg: s}
-		if m := lineRE.FindStringSubmatch(s); m != nil {
-			p.Line, _ = strconv.Atoi(m[1])
-			p.Msg = m[2]
-		}
-		if m := unknownFieldRE.FindStringSubmatch(p.Msg); m != nil {
-			p.Msg = fmt.Sprintf("unknown key %q", m[1])
-			if keys := keysOf(m[2]); len(keys) > 0 {
-				p.Hint = "valid keys here: " + strings.Join(keys, ", ")
-			}
-			p.Path = lines.parent(p.Line)
-		} else {
-			p.Path = lines.path(p.Line)
-			p.Msg = strings.Replace(p.Msg, "cannot unmarshal ", "cannot use ", 1)
-		}
-		probs = append(probs, p)
-	}
-	return probs
-}
-
-// keysOf lists the YAML keys of the config struct type with the given Go
-// name (as yaml.v3 prints it, e.g. "config.Store").
-func keysOf(typeName string) []string {
-	var found []string
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || seen[t] {
-			return
-		}
-		seen[t] = true
-		if t.String() == typeName {
-			for i := 0; i < t.NumField(); i++ {
-				if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
-					found = append(found, tag)
-				}
-			}
-		}
-		for i := 0; i < t.NumField(); i++ {
-			walk(t.Field(i).Type)
-		}
-	}
-	walk(reflect.TypeOf(Config{}))
-	sort.Strings(found)
-	return found
+	return out
 }
 
 // lineIndex maps dotted key paths to the lines they are on, and back.
@@ -242,22 +224,35 @@ func (idx lineIndex) line(path string) int {
 	return 0
 }
 
-// path returns the deepest key path on a line.
-func (idx lineIndex) path(line int) string {
-	best := ""
-	for p, l := range idx {
-		if l == line && len(p) > len(best) {
-			best = p
-		}
-	}
-	return best
-}
+var keyRE = regexp.MustCompile(`^[ \t]*(?:- )?([A-Za-z_][A-Za-z0-9_]*)[ \t]*:`)
 
-// parent returns the path of the mapping that holds the key on a line.
-func (idx lineIndex) parent(line int) string {
-	p := idx.path(line)
-	if i := strings.LastIndexAny(p, ".["); i >= 0 {
-		return p[:i]
+// guessPath names the key on a line the parser could not read: the key
+// written there under the section of the nearest line above it that is
+// indented less. "" when the line holds no key.
+func (idx lineIndex) guessPath(lines []string, n int) string {
+	if n < 1 || n > len(lines) {
+		return ""
 	}
-	return ""
+	m := keyRE.FindStringSubmatch(lines[n-1])
+	if m == nil {
+		return ""
+	}
+	indent := indentOf(lines[n-1])
+	for i := n - 1; i >= 1 && indent > 0; i-- {
+		l := lines[i-1]
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") || indentOf(l) >= indent {
+			continue
+		}
+		best := ""
+		for p, line := range idx {
+			if line == i && len(p) > len(best) {
+				best = p
+			}
+		}
+		if best == "" {
+			return ""
+		}
+		return best + "." + m[1]
+	}
+	return m[1]
 }

@@ -20,10 +20,17 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parseDuration(n.Value)
 	if err != nil {
-		return &fieldError{line: n.Line, msg: err.Error(), hint: `write a duration such as "500ms", "30s", "24h" or "7d"`}
+		return typeError(n, err)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// typeError is how a custom type refuses a value: as a *yaml.TypeError,
+// yaml.v3 goes on decoding the rest of the file (any other error stops
+// it), so one bad value leaves every other key decoded and validated.
+func typeError(n *yaml.Node, err error) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 }
 
 // MarshalYAML writes the duration in Go syntax.
@@ -64,7 +71,7 @@ var sizeUnits = []struct {
 func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parseSize(n.Value)
 	if err != nil {
-		return &fieldError{line: n.Line, msg: err.Error(), hint: `write a size such as 65536, "512KiB" or "4MiB"`}
+		return typeError(n, err)
 	}
 	*s = Size(v)
 	return nil

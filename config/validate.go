@@ -1,11 +1,16 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
+
+	"github.com/bulkmilter/bulkmilter/store"
 )
 
 // validator collects problems with their places in the file.
@@ -58,7 +63,13 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v := &validator{file: c.file, lines: lines}
 
 	if _, _, err := ParseListen(c.Listen); err != nil {
-		v.add("listen", `use "inet:HOST:PORT" or "unix:/path/to/socket"`, "%v", err)
+		hint := `use "inet:HOST:PORT" or "unix:/path/to/socket"`
+		if _, _, herr := net.SplitHostPort(c.Listen); herr == nil {
+			hint = "write inet:" + c.Listen
+		} else if strings.HasPrefix(c.Listen, "/") {
+			hint = "write unix:" + c.Listen
+		}
+		v.add("listen", hint, "%v", err)
 	}
 	if c.Socket.Mode != "" {
 		if m, err := strconv.ParseUint(c.Socket.Mode, 8, 32); err != nil || m > 0o777 {
@@ -109,6 +120,14 @@ func (c *Config) validate(lines lineIndex) Problems {
 	}
 	v.positive("store.max_entries", c.Store.MaxEntries)
 	r := c.Store.Redis
+	if r.URL != "" {
+		if _, err := store.ParseRedisURL(r.URL); err != nil {
+			if inner := errors.Unwrap(err); inner != nil {
+				err = inner // without the URL, which may hold a password
+			}
+			v.add("store.redis.url", "use redis://HOST:PORT/DB, or rediss:// (TLS), unix:///path/redis.sock, redis+sentinel://, redis+cluster:// as docs/operations.md#redis describes", "invalid Redis URL: %v", err)
+		}
+	}
 	if r.URL != "" && len(r.Addrs) > 0 {
 		v.add("store.redis", "set either url or addrs", "both url and addrs are set")
 	}
@@ -178,6 +197,40 @@ func (c *Config) validate(lines lineIndex) Problems {
 			v.add("feedback.vote_ttl", `use a duration such as "180d"`, "must be positive")
 		}
 		v.positive("feedback.rate_limit", f.RateLimit)
+	}
+	return v.probs
+}
+
+// checkFiles reports the files the configuration names that this process
+// cannot read: the daemon would fail to start, or to reload, on them.
+func (c *Config) checkFiles(lines lineIndex) Problems {
+	v := &validator{file: c.file, lines: lines}
+	files := [][2]string{{"signatures.lexicon", c.Signatures.Lexicon}}
+	if c.UsesRedis() {
+		r := c.Store.Redis
+		files = append(files, [][2]string{
+			{"store.redis.password_file", r.PasswordFile},
+			{"store.redis.tls.ca_file", r.TLS.CAFile},
+			{"store.redis.tls.cert_file", r.TLS.CertFile},
+			{"store.redis.tls.key_file", r.TLS.KeyFile},
+		}...)
+	}
+	for _, f := range files {
+		path, name := f[0], f[1]
+		if name == "" {
+			continue
+		}
+		fh, err := os.Open(name)
+		switch {
+		case err == nil:
+			fh.Close()
+		case errors.Is(err, fs.ErrNotExist):
+			v.add(path, "check the path; relative paths start from the daemon's working directory", "no such file %s", name)
+		case errors.Is(err, fs.ErrPermission):
+			v.add(path, "make it readable by the user the daemon runs as (bulkmilter)", "%s is not readable by this user", name)
+		default:
+			v.add(path, "", "cannot read %s: %v", name, err)
+		}
 	}
 	return v.probs
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,16 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("milterd check-config", stderr)
 	cf := cli.ConfigFlags{Daemon: true}
 	cf.Register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: milterd check-config [-config] FILE [flags]
+
+Checks a configuration file as "milterd run" would read it, with the same
+flags on top, and reports every problem at once, each with its file, line,
+key path and a hint: YAML syntax, unknown keys, values of the wrong type,
+invalid values, files it names that cannot be read, the secret key's mode
+and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
+		fs.PrintDefaults()
+	}
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -26,8 +37,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := cf.Load()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return cli.ErrUsage
+		return err // printed by cli, as run's
 	}
 	var problems []string
 	if _, err := os.Stat(cfg.SecretKeyPath()); err == nil {
@@ -39,8 +49,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
-		fmt.Fprintln(stderr, strings.Join(problems, "\n"))
-		return cli.ErrUsage
+		return errors.New(strings.Join(problems, "\n"))
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg)
 	return nil

@@ -19,6 +19,14 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("milterd run", stderr)
 	cf := cli.ConfigFlags{Daemon: true}
 	cf.Register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: milterd [run] [flags]
+
+Runs the milter daemon: the configuration file (or the built-in defaults)
+with the flags on top. SIGHUP reloads the configuration, SIGTERM drains.
+A configuration with problems is refused with the lines check-config prints.`)
+		fs.PrintDefaults()
+	}
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}

@@ -64,12 +64,28 @@ func (p Program) Main(args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, ErrUsage):
 			return 2
 		}
-		fmt.Fprintf(stderr, "%s %s: %v\n", p.Name, name, err)
+		printError(stderr, p.Name+" "+name, err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "%s: unknown command %q\n", p.Name, name)
 	p.usage(stderr)
 	return 2
+}
+
+// printError prints a command's error. A configuration's problems come one
+// per line after a count, the same for every command: what check-config
+// reports is what run refuses.
+func printError(w io.Writer, cmd string, err error) {
+	var probs config.Problems
+	if errors.As(err, &probs) {
+		noun := "problems"
+		if len(probs) == 1 {
+			noun = "problem"
+		}
+		fmt.Fprintf(w, "%s: %d configuration %s:\n%v\n", cmd, len(probs), noun, err)
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", cmd, err)
 }
 
 func (p Program) usage(w io.Writer) {
