@@ -426,7 +426,9 @@ func (b *Builder) FeedbackHeaders() (n int, value string) { return b.feedbacks, 
 // Subject returns the first Subject field's value as the MTA sent it, the
 // number of Subject fields, and whether the value was kept (the daemon's
 // memory budget may refuse it).
-func (b *Builder) Subject() (value string, n int, kept bool) { return b.subject, b.subjects, b.subjectOK }
+func (b *Builder) Subject() (value string, n int, kept bool) {
+	return b.subject, b.subjects, b.subjectOK
+}
 
 // ParseClientAddr reads the MTA's {client_addr}: Postfix sends IPv6 plain,
 // Sendmail with an "IPv6:" prefix; some wrap it in brackets. The result
