@@ -198,12 +198,15 @@ func unfold(v string) string {
 	if !strings.ContainsAny(v, "\r\n") {
 		return v
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return -1
+	// Byte by byte: strings.Map would turn each invalid UTF-8 byte into a
+	// three-byte U+FFFD and let a value grow past Limits.FieldBytes.
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\r' && v[i] != '\n' {
+			b = append(b, v[i])
 		}
-		return r
-	}, v)
+	}
+	return string(b)
 }
 
 // FieldKind says what a Builder did with a header field.
