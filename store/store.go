@@ -11,6 +11,28 @@ type Observation struct {
 	Keys       []string  // signature ids of the message
 	Recipients []string  // envelope recipients (the store trims and lower-cases them again)
 	Time       time.Time // when the message was seen; zero means now
+	// Network is the sending network of the MTA's client, grouped
+	// ("192.0.2.0/24", "2001:db8:1::/48"); "" when unknown.
+	Network string
+	// Sender is the envelope sender, lower-cased; "" for the null sender.
+	Sender string
+}
+
+// Campaign is what a store knows of the campaign a message joined: every
+// copy of a mass mailing, however edited, adds to one campaign's volume
+// (issue 15). The zero value means the store does not count campaigns.
+type Campaign struct {
+	// ID names the campaign for its life in the window; it reveals no key.
+	ID uint32
+	// Recipients, Networks and Senders are the campaign's distinct
+	// recipients, sending networks and envelope senders in the window,
+	// this message's included.
+	Recipients, Networks, Senders int64
+	// First is when the campaign was first seen.
+	First time.Time
+	// Joined lists the indexes in Observation.Keys of the keys whose
+	// evidence joined the message to the campaign; empty for a new one.
+	Joined []int
 }
 
 // Result is what a store knows about an observation's keys after recording
@@ -32,6 +54,8 @@ type Result struct {
 	// did not vote), so that a vote applies to the keys it was cast on
 	// without another store call. nil when nobody voted.
 	OwnVotes map[string][]VoteKind
+	// Campaign is the campaign the message joined or started.
+	Campaign Campaign
 }
 
 // Tally counts distinct voters on one key.
