@@ -226,6 +226,9 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	args := []any{}
 	if !v.Unsigned && v.Err == nil {
 		args = append(args, "family", v.Family.String(), "volume", v.Volume)
+		if c := v.CampaignID(); c != "" {
+			args = append(args, "campaign", c)
+		}
 	}
 	if v.Override != "" {
 		args = append(args, "feedback", v.Override)
