@@ -361,6 +361,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}
 	return c
 }
+
 // observeKey is the embedded twin of the Redis script's observe path; the
 // caller holds sh.mu.
 func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) int64 {
