@@ -76,6 +76,7 @@ type eshard struct {
 type cmeta struct {
 	first      int64  // unix s of its first message
 	last       int64  // newest bucket written
+	origin     uint32 // of the message that started it (newRef)
 	nets, snds string // fp16 sets (fpSetAdd)
 }
 
@@ -207,15 +208,16 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 	}
 }
 
-// freeRef returns ref, or the next ref no live campaign holds (at most
-// refProbes tries), so that a new campaign never counts into another.
-func (e *Embedded) freeRef(ref uint32, oldest int64) uint32 {
+// freeRef returns ref, or the next ref no live campaign of another origin
+// holds (at most refProbes tries), so that a new campaign never counts
+// into another.
+func (e *Embedded) freeRef(ref, origin uint32, oldest int64) uint32 {
 	for range refProbes {
 		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
 		m := sh.camps[ref]
 		sh.mu.Unlock()
-		if m == nil || m.last < oldest {
+		if m == nil || m.last < oldest || m.origin == origin {
 			return ref
 		}
 		ref = (ref + 1) & refMask
@@ -302,12 +304,13 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		}
 	}
 	d := decide(fams, kps, 0)
+	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
 		if !write {
 			return Campaign{}
 		}
-		d.ref = e.freeRef(newRef(ids), oldest)
+		d.ref = e.freeRef(fresh, origin, oldest)
 	}
 	if write {
 		for i, sig := range sigs {
@@ -327,7 +330,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		if !write {
 			return Campaign{}
 		}
-		m = &cmeta{first: t.Unix(), last: cb}
+		m = &cmeta{first: t.Unix(), last: cb, origin: origin}
 		sh.camps[d.ref] = m
 	}
 	if write {
@@ -336,30 +339,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		m.nets = fpSetAdd(m.nets, fp16(o.Network))
 		m.snds = fpSetAdd(m.snds, fp16(o.Sender))
 	}
-	c := Campaign{
-		ID:         d.ref,
-		Recipients: vol,
-		Networks:   int64(len(m.nets) / 2),
-		Senders:    int64(len(m.snds) / 2),
-		First:      time.Unix(m.first, 0),
-	}
-	voted := map[string]bool{}
-	for i, id := range ids {
-		voted[id] = !d.join || d.voters[i]
-	}
-	own := int64(len(rc.ids))
-	for i, k := range o.Keys {
-		switch {
-		case d.join && voted[k]:
-			c.Joined = append(c.Joined, i)
-			vols[i] = vol
-		case !d.join:
-			vols[i] = vol
-		default:
-			vols[i] = own
-		}
-	}
-	return c
+	out := campaignOutcome{d: d, known: true, count: vol, nets: int64(len(m.nets) / 2), snds: int64(len(m.snds) / 2), first: m.first}
+	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols)
 }
 
 // observeKey is the embedded twin of the Redis script's observe path; the

@@ -30,7 +30,7 @@ func TestSlotOf(t *testing.T) {
 
 // Signatures spread over many tags, and a signature's keys share one.
 func TestKeySchema(t *testing.T) {
-	r := &Redis{prefix: "bm1:", split: 2}
+	r := &Redis{prefix: "bm2:", split: 2}
 	var err error
 	if r.c, err = (Params{}).resolve(); err != nil {
 		t.Fatal(err)
@@ -38,11 +38,11 @@ func TestKeySchema(t *testing.T) {
 	tags := map[string]bool{}
 	for i := range 2000 {
 		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
-		if len(sk.keys) != 2*r.c.nb+2 {
-			t.Fatalf("%d keys, want %d", len(sk.keys), 2*r.c.nb+2)
+		if len(sk.keys) != r.c.nb+1 {
+			t.Fatalf("%d keys, want %d", len(sk.keys), r.c.nb+1)
 		}
 		for _, k := range sk.keys {
-			if !strings.HasPrefix(k, "bm1:{"+sk.tag+"}:") {
+			if !strings.HasPrefix(k, "bm2:{"+sk.tag+"}:") {
 				t.Fatalf("key %q outside tag %q", k, sk.tag)
 			}
 		}
@@ -52,14 +52,25 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
-	want := []string{":f:", ":f:", ":f:", ":f:", ":f:", ":x:", ":c:", ":c:", ":c:", ":c:", ":c:", ":v:v1:imatch.0:00ab"}
+	want := []string{":p:", ":p:", ":p:", ":p:", ":p:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	if !strings.HasSuffix(sk.keys[0], ":119") || !strings.HasSuffix(sk.keys[4], ":123") {
-		t.Errorf("first-sighting buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+		t.Errorf("pointer buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+	}
+	// A campaign's keys share the tag of its ref, whatever the bucket.
+	ck, field := r.campKeys(0x1abcdef, 123, 2)
+	wantC := []string{"bm2:{0357}:f:1:119", "bm2:{0357}:f:1:123", "bm2:{0357}:x:1abcdef", "bm2:{0357}:c:1abcdef:119", "bm2:{0357}:c:1abcdef:123"}
+	for i, w := range wantC {
+		if j := []int{0, 4, 5, 6, 10}[i]; ck[j] != w {
+			t.Errorf("campaign key %d %q, want %q", j, ck[j], w)
+		}
+	}
+	if field != "\x01\xab\xcd\xef" {
+		t.Errorf("campaign field %q", field)
 	}
 }
 

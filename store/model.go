@@ -87,8 +87,11 @@ func familyOf(id string) string {
 func FamilyOf(id string) string { return familyOf(id) }
 
 // newRef is the ref a message's own campaign starts with: a hash of its
-// distinct ids in order, so that a retried call starts the same one.
-func newRef(ids []string) uint32 {
+// distinct ids in order, so that a retried call starts the same one; and
+// the origin, 32 more bits of that hash, which tells a campaign started
+// by the same keys (a retry, or a copy racing this one on a cluster) from
+// another campaign that holds the ref.
+func newRef(ids []string) (ref, origin uint32) {
 	s := slices.Clone(ids)
 	slices.Sort(s)
 	d := xxhash.New()
@@ -96,7 +99,8 @@ func newRef(ids []string) uint32 {
 		d.WriteString(id)
 		d.Write([]byte{0})
 	}
-	return uint32(d.Sum64()>>7) & refMask
+	h := d.Sum64()
+	return uint32(h >> (64 - refBits)), uint32(h)
 }
 
 // keyPtr is what a store read of one distinct key: its pointer, if any.

@@ -33,7 +33,7 @@ import (
 //	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
 //	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
-//	campaigns: u32 ref, i64 first (unix s), i64 last bucket,
+//	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
 //	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian)
 //
 // Counters and first sightings count campaigns (by campaignSig), not keys.
@@ -286,6 +286,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 				continue
 			}
 			b := le32(shardBuf, ref)
+			b = le32(b, m.origin)
 			b = le64(b, uint64(m.first))
 			b = le64(b, uint64(m.last))
 			b = append(b, byte(len(m.nets)/2))
@@ -619,7 +620,8 @@ func (e *Embedded) loadCamps(b []byte) error {
 	d := &decoder{b: b}
 	for len(d.b) > 0 && !d.bad {
 		ref := d.u32()
-		m := &cmeta{first: int64(d.u64()), last: int64(d.u64())}
+		m := &cmeta{origin: d.u32()}
+		m.first, m.last = int64(d.u64()), int64(d.u64())
 		m.nets = string(d.take(2 * int(d.u8())))
 		m.snds = string(d.take(2 * int(d.u8())))
 		if d.bad || ref > refMask || len(m.nets) > 2*CampaignSetCap || len(m.snds) > 2*CampaignSetCap {
