@@ -542,10 +542,10 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 
 // campaignOutcome is what a store learnt of an observation's campaign.
 type campaignOutcome struct {
-	d                       decision
-	known                   bool // the campaign exists (or was just started)
+	d                        decision
+	known                    bool // the campaign exists (or was just started)
 	count, nets, snds, first int64
-	votes                   []any // per distinct key {notbulk, bulk, votes}
+	votes                    []any // per distinct key {notbulk, bulk, votes}
 }
 
 // assemble fills vols and returns the campaign: a key that voted for the
