@@ -474,11 +474,20 @@ if mode == 'c' or mode == 'r' then
     if i % kper ~= 0 then all[#all + 1] = KEYS[i] end
   end
   fs_mget(all)
+  -- One EXISTS over every vote hash spares a tally read per key when,
+  -- as for most mail, none of the message's keys has votes.
+  local vks = {}
+  for s = 1, nsig do vks[s] = KEYS[s * kper] end
+  local voted = redis.call('EXISTS', unpack(vks)) > 0
   local ptrs, at, votes = {}, {}, {}
   for s = 1, nsig do
     local kb = (s - 1) * kper
     ptrs[s], at[s] = ptr_read(kb, nb, ARGV[f0 + s])
-    votes[s] = key_votes(KEYS[kb + kper], rs, now, hz)
+    if voted then
+      votes[s] = key_votes(KEYS[kb + kper], rs, now, hz)
+    else
+      votes[s] = {0, 0, {}}
+    end
   end
   if mode == 'r' then
     local out = {}
