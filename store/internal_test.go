@@ -627,3 +627,15 @@ func BenchmarkEmbeddedLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
 }
+
+// The script repeats model.go's constants: they must agree.
+func TestScriptConstants(t *testing.T) {
+	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKCAP = %d, %d, %d, %d", evidenceUnit, JoinEvidence, JoinShare, WeakCap)
+	if !strings.Contains(scriptSrc, want) {
+		t.Errorf("script.lua does not hold %q", want)
+	}
+	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
+		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
+		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
+	}
+}
