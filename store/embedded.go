@@ -314,7 +314,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}
 	if write {
 		for i, sig := range sigs {
-			np, changed := repoint(kps[i], d.ref)
+			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			if changed || at[i] != cb {
 				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np)
 			}

@@ -24,23 +24,33 @@ import (
 // recipients in the window, counted by the tiers of the package doc.
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
-// list's template) would merge campaigns. Such keys are a small part of an
-// unrelated message's evidence, so JoinShare keeps them from joining it;
-// and each time a key is moved from one campaign to another its switch
-// count grows: a key that switched WeakCap times stops voting until it
-// leaves the window.
+// list's template) would merge campaigns. A join is weak when the
+// campaign's evidence is less than WeakShare of the message's whole
+// evidence (most of its keys are new, or point elsewhere); every key that
+// voted in a weak join, and every key moved from one campaign to another,
+// counts one weak event, and a key with WeakCap weak events stops voting
+// until it leaves the window. A footer can so merge at most WeakCap
+// unrelated messages into a campaign, while the copies of an edited
+// campaign, which share different keys each, keep joining.
 const (
 	// evidenceUnit is one family's whole evidence, in integer units so
 	// that Go and Lua decide alike to the last unit.
 	evidenceUnit = 1000000
-	// JoinEvidence is the evidence a join needs: 0.6 of one family (or,
-	// say, 0.3 of two).
-	JoinEvidence = evidenceUnit * 6 / 10
+	// JoinEvidence is the evidence a join needs: any. Measured with
+	// bulklab eval (docs/evaluation.md): a campaign whose copies are each
+	// edited differently shares only a key or two with the campaign per
+	// copy, and a threshold of 0.2 of a family cost 0.15–0.25 of recall on
+	// the Malkin attacks; what a shared footer does instead is bounded by
+	// WeakCap and measured on the ham stream.
+	JoinEvidence = 1
 	// JoinShare, in percent, is the least share of the message's whole
-	// evidence (one unit per family it has keys of) a join needs.
-	JoinShare = 20
-	// WeakCap is the number of campaign switches after which a key stops
-	// voting.
+	// evidence (one unit per family it has keys of) a join needs: none,
+	// for the same reason.
+	JoinShare = 0
+	// WeakShare, in percent: a join with less of the message's whole
+	// evidence is weak.
+	WeakShare = 25
+	// WeakCap is the number of weak events after which a key stops voting.
 	WeakCap = 4
 	// campaignSetCap bounds the exact sets of a campaign's networks and
 	// senders; past it the count saturates (CampaignSetCap means "at
@@ -56,8 +66,8 @@ const (
 	refProbes = 8
 )
 
-// ptr is a key's pointer: the campaign ref and how often the key switched
-// campaigns (saturating at 7).
+// ptr is a key's pointer: the campaign ref and the key's weak events
+// (saturating at 7).
 type ptr uint32
 
 func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(min(switches, 7)) }
@@ -113,6 +123,7 @@ type keyPtr struct {
 type decision struct {
 	ref    uint32
 	join   bool
+	weak   bool   // a weak join (WeakShare)
 	voters []bool // per distinct key: its pointer named ref and voted
 }
 
@@ -138,6 +149,7 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*len(n) {
 		d.ref, d.join = best, true
+		d.weak = 100*bestEv < WeakShare*evidenceUnit*len(n)
 		for i, kp := range ptrs {
 			d.voters[i] = kp.found && kp.p.switches() < WeakCap && kp.p.ref() == best
 		}
@@ -145,16 +157,19 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 	return d
 }
 
-// repoint returns the pointer a key gets once its message went to ref,
-// and whether it changed.
-func repoint(kp keyPtr, ref uint32) (ptr, bool) {
-	if !kp.found {
-		return makePtr(ref, 0), true
+// repoint returns the pointer a key gets once its message went to ref
+// (weak: the key voted in a weak join), and whether it changed.
+func repoint(kp keyPtr, ref uint32, weak bool) (ptr, bool) {
+	np := makePtr(ref, 0)
+	switch {
+	case !kp.found:
+		return np, true
+	case kp.p.ref() != ref || weak:
+		np = makePtr(ref, kp.p.switches()+1)
+	default:
+		np = kp.p
 	}
-	if kp.p.ref() == ref {
-		return kp.p, false
-	}
-	return makePtr(ref, kp.p.switches()+1), true
+	return np, np != kp.p
 }
 
 // fp16 is the fingerprint a campaign keeps of a sending network or an

@@ -714,7 +714,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	wBySlot := map[int]*wgroup{}
 	if write {
 		for i, sk := range ob.sks {
-			np, changed := repoint(kps[i], m.d.ref)
+			np, changed := repoint(kps[i], m.d.ref, m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
 				continue
 			}

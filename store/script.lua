@@ -90,7 +90,7 @@ end
 local mode = ARGV[1]
 local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
-local UNIT, JOINEV, SHARE, WEAKCAP = 1000000, 600000, 20, 4
+local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 25, 4
 local REFMASK = 536870911 -- 2^29 - 1
 
 local fscache = {}
@@ -433,10 +433,11 @@ local function ptr_write(k, field, v, cap, ttlms)
   fs_put(k, rec, cap, REC, ttlms)
 end
 
-local function repoint(found, v, ref)
+local function repoint(found, v, ref, weak)
   if not found then return ref * 8, true end
-  if math.floor(v / 8) == ref then return v, false end
-  return ref * 8 + math.min(v % 8 + 1, 7), true
+  local nv = v
+  if math.floor(v / 8) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+  return nv, nv ~= v
 end
 
 local function hex4(ref) return string.format('%04x', math.floor(ref / 32768)) end
@@ -518,10 +519,11 @@ if mode == 'c' or mode == 'r' then
   for r, e in pairs(ev) do
     if e > bestEv or (e == bestEv and r < best) then best, bestEv = r, e end
   end
-  local ref, join = fresh, false
+  local ref, join, weak = fresh, false, false
   local voters = {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf
   end
   for s = 1, nsig do
     voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == best) and 1 or 0
@@ -539,7 +541,7 @@ if mode == 'c' or mode == 'r' then
   end
   if write then
     for s = 1, nsig do
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref)
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
       if changed or at[s] ~= nb then
         ptr_write(KEYS[(s - 1) * kper + nb], ARGV[f0 + s], v, cap, ttl)
       end
