@@ -19,9 +19,9 @@ type Report struct {
 	EndToEnd []EndToEndResult `json:"end_to_end,omitempty"`
 	Summary  []Summary        `json:"end_to_end_summary,omitempty"`
 	// PeerLearned is the fuzzy digests the peer stored during the run.
-	PeerLearned int64 `json:"peer_learned,omitempty"`
-	Memory   []MemoryResult   `json:"memory,omitempty"`
-	Targets  []Target         `json:"targets,omitempty"`
+	PeerLearned int64          `json:"peer_learned,omitempty"`
+	Memory      []MemoryResult `json:"memory,omitempty"`
+	Targets     []Target       `json:"targets,omitempty"`
 }
 
 // Machine says where the figures come from.
