@@ -509,7 +509,7 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 		rep.Summary = bench.Summarize(rep.EndToEnd)
 	}
 	if peer != nil {
-		n, err := peer.Learned(ctx)
+		n, err := peer.WaitLearned(ctx)
 		if err != nil {
 			return fmt.Errorf("peer: %w", err)
 		}

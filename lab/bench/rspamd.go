@@ -285,20 +285,27 @@ func freeUDPAndTCPPort() (int, error) {
 	return 0, errors.New("no port free for both UDP and TCP")
 }
 
-// waitLearned waits for the fuzzy storage's flush (every 0.2 to 0.3 s)
-// and returns the digests stored.
-func waitLearned(ctx context.Context, r *Rspamd) (int64, error) {
+// WaitLearned waits for the fuzzy storage's flushes (every 0.2 to 0.3 s,
+// later on a busy machine) to end: the digests stored once their number
+// has not changed for a second.
+func (r *Rspamd) WaitLearned(ctx context.Context) (int64, error) {
 	var last int64 = -1
-	for range 40 {
+	same := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		n, err := r.Learned(ctx)
 		if err != nil {
 			return 0, err
 		}
-		if n > 0 && n == last {
-			return n, nil
+		if n == last {
+			same++
+		} else {
+			same = 0
+		}
+		if n > 0 && same >= 5 {
+			break
 		}
 		last = n
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	return last, nil
 }

@@ -44,7 +44,7 @@ func TestRspamdPeer(t *testing.T) {
 	if cpu := ProcessCPU(r.Pids()...) - cpu0; cpu <= 0 {
 		t.Errorf("rspamd used %v CPU for 30 messages", cpu)
 	}
-	learned, err := waitLearned(ctx, r)
+	learned, err := r.WaitLearned(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
