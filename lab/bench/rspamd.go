@@ -186,7 +186,9 @@ func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	}
 	go func() { r.done <- r.cmd.Wait() }()
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(milterPort))
-	deadline := time.Now().Add(30 * time.Second)
+	// Compiling the public suffix list takes ~15 s of CPU; minutes on a
+	// busy machine.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", r.Addr, time.Second)
 		if err == nil {
