@@ -30,7 +30,7 @@ type Rspamd struct {
 
 // rspamdConf is the whole configuration: no packaged tree is included, so
 // the only module is the C module fuzzy_check plus learn.lua; no DNS.
-// Placeholders: @DIR@, @MILTER@, @FUZZY@, @REDIS@, @COUNT@, @TLD@.
+// Placeholders: @DIR@, @MILTER@, @FUZZY@, @REDIS@, @COUNT@, @TLD@, @HSCACHE@.
 const rspamdConf = `options {
   pidfile = "@DIR@/rspamd.pid";
   filters = "fuzzy_check";
@@ -39,7 +39,7 @@ const rspamdConf = `options {
   history_file = "@DIR@/db/history";
   cache_file = "@DIR@/db/symbols.cache";
   stats_file = "@DIR@/db/stats.ucl";
-  hs_cache_dir = "@DIR@/db/";
+  hs_cache_dir = "@HSCACHE@/";
   tempdir = "@DIR@/tmp";
   control_socket = "@DIR@/rspamd.sock mode=0600";
   url_tld = "@TLD@";
@@ -114,6 +114,10 @@ type RspamdOptions struct {
 	// tokens); default the packaged one, which Rspamd takes ~15 s to
 	// compile at start. Tests pass a short list.
 	TLDs string
+	// CacheDir keeps Rspamd's compiled patterns (the public suffix list
+	// among them) from one start to the next; default
+	// $XDG_CACHE_HOME/bulkmilter/rspamd-hs.
+	CacheDir string
 }
 
 // StartRspamd starts redis-server and Rspamd (found on PATH) and waits
@@ -121,6 +125,11 @@ type RspamdOptions struct {
 func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	if o.TLDs == "" {
 		o.TLDs = "${SHAREDIR}/effective_tld_names.dat"
+	}
+	if o.CacheDir == "" {
+		if c, err := os.UserCacheDir(); err == nil {
+			o.CacheDir = filepath.Join(c, "bulkmilter", "rspamd-hs")
+		}
 	}
 	bin, err := exec.LookPath("rspamd")
 	if err != nil {
@@ -146,9 +155,14 @@ func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if o.CacheDir == "" {
+		o.CacheDir = filepath.Join(dir, "db")
+	} else if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return fail(err)
+	}
 	_, redisPort, _ := net.SplitHostPort(r.Redis.Addr)
 	conf := strings.NewReplacer("@DIR@", dir, "@MILTER@", strconv.Itoa(milterPort), "@FUZZY@", strconv.Itoa(fuzzyPort),
-		"@REDIS@", redisPort, "@COUNT@", strconv.Itoa(max(1, o.Workers)), "@TLD@", o.TLDs).Replace(rspamdConf)
+		"@REDIS@", redisPort, "@COUNT@", strconv.Itoa(max(1, o.Workers)), "@TLD@", o.TLDs, "@HSCACHE@", o.CacheDir).Replace(rspamdConf)
 	for _, d := range []string{"db", "tmp"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			return fail(err)
