@@ -115,8 +115,9 @@ type RspamdOptions struct {
 	// compile at start. Tests pass a short list.
 	TLDs string
 	// CacheDir keeps Rspamd's compiled patterns (the public suffix list
-	// among them) from one start to the next; default
-	// $XDG_CACHE_HOME/bulkmilter/rspamd-hs.
+	// among them) from one start to the next; default, with the packaged
+	// list, $XDG_CACHE_HOME/bulkmilter/rspamd-hs. Rspamd removes from it
+	// what its configuration does not use: one directory per list.
 	CacheDir string
 }
 
@@ -125,9 +126,7 @@ type RspamdOptions struct {
 func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	if o.TLDs == "" {
 		o.TLDs = "${SHAREDIR}/effective_tld_names.dat"
-	}
-	if o.CacheDir == "" {
-		if c, err := os.UserCacheDir(); err == nil {
+		if c, err := os.UserCacheDir(); err == nil && o.CacheDir == "" {
 			o.CacheDir = filepath.Join(c, "bulkmilter", "rspamd-hs")
 		}
 	}
