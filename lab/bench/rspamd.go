@@ -201,7 +201,7 @@ func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(milterPort))
 	// Compiling the public suffix list takes ~15 s of CPU; minutes on a
 	// busy machine.
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		c, err := net.DialTimeout("tcp", r.Addr, time.Second)
 		if err == nil {
