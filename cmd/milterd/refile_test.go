@@ -35,12 +35,23 @@ func startRefile(t *testing.T) *refileSetup {
 	}
 	port := testenv.FreePort(t)
 	conf := readDeploy(t, "dovecot/90-bulkmilter.conf")
+	// The shipped doveadm HTTP settings, on a free port.
+	refileConf := readDeploy(t, "dovecot/92-bulkmilter-refile.conf")
+	for _, s := range []string{"port = 8080", "</etc/dovecot/doveadm.password"} {
+		if !strings.Contains(refileConf, s) {
+			t.Fatalf("92-bulkmilter-refile.conf no longer holds %q; update this test", s)
+		}
+	}
+	refileConf = strings.NewReplacer("port = 8080", fmt.Sprintf("port = %d", port),
+		"</etc/dovecot/doveadm.password", "<{{files}}/doveadm.password").Replace(refileConf)
 	dc := testenv.StartDovecot(t, testenv.DovecotOptions{
 		Users:        users,
 		DisableSieve: true, // the shipped snippet loads it
-		Files:        map[string]string{"bulk-folder.sieve": readDeploy(t, "dovecot/bulk-folder.sieve")},
-		Config: strings.ReplaceAll(conf, "/etc/dovecot/sieve/", "{{files}}/") +
-			fmt.Sprintf("\ndoveadm_password = refile-secret\nservice doveadm {\n  inet_listener http {\n    address = 127.0.0.1\n    port = %d\n  }\n}\n", port),
+		Files: map[string]string{
+			"bulk-folder.sieve": readDeploy(t, "dovecot/bulk-folder.sieve"),
+			"doveadm.password":  "refile-secret",
+		},
+		Config: strings.ReplaceAll(conf, "/etc/dovecot/sieve/", "{{files}}/") + "\n" + refileConf,
 	})
 	pwFile := filepath.Join(t.TempDir(), "doveadm.password")
 	writeFile(t, pwFile, "refile-secret\n")
