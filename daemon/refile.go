@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
 	"github.com/bulkmilter/bulkmilter/refile"
-	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -121,14 +119,6 @@ func (p *refiling) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 	if v.Err != nil || v.Unsigned {
 		return v
 	}
-	campaign := campaignOf(v)
-	if campaign == "" {
-		return v
-	}
-	if v.Base {
-		p.r.Crossed(campaign, v.IDs, msg.Time)
-		return v
-	}
 	id := messageID(msg.Header.Get("Message-Id"))
 	var copies []refile.Copy
 	for _, rc := range msg.Recipients {
@@ -141,26 +131,8 @@ func (p *refiling) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 	// A recipient whose own "bulk" vote made the message bulk for her
 	// got it routed already; remembering her copy is harmless: a copy no
 	// longer in INBOX is skipped.
-	p.r.Remember(campaign, copies, msg.Time)
+	p.r.Note(v, copies, msg.Time)
 	return v
-}
-
-// campaignOf names the campaign of a verdict for the refiler. Until the
-// store counts campaigns (issue 15) the name comes from the message's
-// first I-Match key: copies that share it are the same text to I-Match.
-// The name is a hash: it reveals no key in logs or the state file.
-func campaignOf(v detect.Verdict) string {
-	if v.Analysis == nil {
-		return ""
-	}
-	for i, k := range v.Analysis.Keys {
-		if k.Family == signature.FamilyIMatch && i < len(v.IDs) {
-			h := fnv.New64a()
-			h.Write([]byte(v.IDs[i]))
-			return fmt.Sprintf("i%016x", h.Sum64())
-		}
-	}
-	return ""
 }
 
 // messageID returns the first <id> of a Message-ID value, or the value

@@ -25,7 +25,9 @@
 // campaign is never moved (Votes is asked at move time).
 //
 // The daemon hands it a campaign name and the "bulk now" signal
-// (Remember for copies before the threshold, Crossed for a bulk one); it
-// knows nothing of signatures, the store or the milter. It imports only
-// the standard library. Metrics go through Observer.
+// (Remember for copies before the threshold, Crossed for a bulk one),
+// both taken from a detect.Verdict by CampaignOf and Crossed, which the
+// evaluation (lab/eval) uses too. It imports detect and signature for
+// that, and knows nothing of the store or the milter. Metrics go through
+// Observer.
 package refile
