@@ -10,9 +10,10 @@
 //     all (the oldest go first). These are real addresses: the ledger only
 //     exists when refiling is enabled, and lives in memory and in
 //     Options.File;
-//   - the queue of move jobs, one per campaign that crossed, kept in the
-//     same file so that it survives a restart (a crash loses at most the
-//     last Options.SaveEvery of ledger changes; every drop is counted);
+//   - the queue of move jobs, one per campaign that crossed, written to
+//     Options.File + ".queue" soon after every change so that it survives
+//     a restart (the ledger is written every Options.SaveEvery: a crash
+//     loses at most that much of it; every drop is counted);
 //   - the workers that run the jobs off the milter's hot path, with
 //     bounded retries and exponential backoff;
 //   - the movers: Dovecot's doveadm HTTP API, the doveadm command, and a

@@ -81,8 +81,8 @@ type Observer interface {
 type Options struct {
 	Mover Mover // required
 	Votes Votes // nil: no vote is checked
-	// File keeps the ledger and the queue across restarts; "" keeps them
-	// in memory only.
+	// File keeps the ledger, and File.queue the queue, across restarts;
+	// "" keeps them in memory only.
 	File string
 	// Window is how long a copy is remembered (the store's window, 24h).
 	Window time.Duration
@@ -96,7 +96,8 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// Workers run jobs in parallel (1).
 	Workers int
-	// SaveEvery bounds how long a change waits to be written to File (1s).
+	// SaveEvery is how often the ledger is written to File (30s); the
+	// queue is written to File.queue soon after every change.
 	SaveEvery time.Duration
 	Observer  Observer     // may be nil
 	Logger    *slog.Logger // may be nil
@@ -125,7 +126,7 @@ func (o Options) withDefaults() Options {
 	defD(&o.Backoff, 10*time.Second)
 	defD(&o.MaxBackoff, 10*time.Minute)
 	def(&o.Workers, 1)
-	defD(&o.SaveEvery, time.Second)
+	defD(&o.SaveEvery, 30*time.Second)
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -319,5 +320,48 @@ func TestQueueFull(t *testing.T) {
 	}
 	if _, _, _, s := obs.snapshot(); s[SkipQueueFull] != 2 {
 		t.Errorf("queue_full = %d, want 2", s[SkipQueueFull])
+	}
+}
+
+// A crash (no Close) keeps the queue, written at every change; the ledger
+// written every SaveEvery may lose its latest copies.
+func TestCrashKeepsQueue(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "refile.json")
+	all := copiesOf("a", 3)
+	down := &inbox{in: map[Copy]bool{}, failures: 1 << 30}
+	r, err := New(Options{Mover: down, File: file, Backoff: time.Hour, SaveEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Remember("a", all, time.Time{})
+	r.Remember("b", copiesOf("b", 2), time.Time{})
+	r.Crossed("a", []string{"k"}, time.Time{})
+	var data []byte
+	waitFor(t, "the queue on disk", func() bool {
+		data, err = os.ReadFile(file + ".queue")
+		return err == nil && len(data) > 0 && strings.Contains(string(data), strings.Trim(all[2].MessageID, "<>"))
+	})
+	// The crashed process's files, as the next start finds them.
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, "refile.json.queue"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := &inbox{in: map[Copy]bool{}}
+	for _, c := range all {
+		up.in[c] = true
+	}
+	r2, err := New(Options{Mover: up, File: filepath.Join(dir2, "refile.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	waitFor(t, "the resumed job", func() bool { q, _ := r2.Pending(); return q == 0 })
+	if !slices.Equal(up.moved, all) {
+		t.Errorf("moved after the crash %v, want %v", up.moved, all)
+	}
+	if _, rem := r2.Pending(); rem != 0 {
+		t.Errorf("remembered %d after the crash, want 0: the ledger was not due to be written yet", rem)
 	}
 }
