@@ -75,6 +75,21 @@ type lockedStore struct {
 	unlock func()
 }
 
+// Observe and RecordVote drop the caller's deadline (policy.store_timeout):
+// the embedded store answers in process, with CPU work under short
+// per-shard locks and no I/O (Save copies a shard under its lock and
+// writes without it), so the deadline could only fire when the host was
+// too busy to run the call, and "unavailable" then would worsen the
+// verdict without protecting the MTA from anything. The budget is for a
+// store across a network (docs/reliability.md, "The store budget").
+func (s *lockedStore) Observe(ctx context.Context, o store.Observation) (store.Result, error) {
+	return s.Embedded.Observe(context.WithoutCancel(ctx), o)
+}
+
+func (s *lockedStore) RecordVote(ctx context.Context, v store.Vote) error {
+	return s.Embedded.RecordVote(context.WithoutCancel(ctx), v)
+}
+
 func (s *lockedStore) Close() error {
 	err := s.Embedded.Close()
 	s.unlock()

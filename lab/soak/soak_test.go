@@ -43,9 +43,9 @@ func TestCheck(t *testing.T) {
 		t.Errorf("clean run: %q", p)
 	}
 	bad := Sample{Goroutines: 200, RSS: 300 << 20, LiveHeap: 140 << 20, Messages: 105, Observed: 100, Unsigned: 1, StoreErrs: 3}
-	r = &Report{Load: &load.Report{Sent: 100, Answered: 98, Failed: 2, Latency: new(load.Histogram)}, Start: start, End: bad}
+	r = &Report{Load: &load.Report{Sent: 100, Answered: 98, Failed: 2, Latency: new(load.Histogram)}, Asked: 120, Start: start, End: bad}
 	p := check(r, 5, 16<<20, 32<<20)
-	for _, want := range []string{"2 of 100 messages", "counted 95 messages", "store observed 91", "3 store errors", "goroutines grew by 180", "live heap grew", "resident memory grew"} {
+	for _, want := range []string{"100 messages sent, 120 asked", "2 of 100 messages", "counted 95 messages", "store observed 91", "3 store errors", "goroutines grew by 180", "live heap grew", "resident memory grew"} {
 		if !strings.Contains(strings.Join(p, "\n"), want) {
 			t.Errorf("problems %q lack %q", p, want)
 		}
