@@ -48,6 +48,11 @@ type Options struct {
 	Check func(i int64, res mtaclient.Result) error
 	// Timeout bounds each read and write on the connection. Default 30 s.
 	Timeout time.Duration
+	// Excused, when set, is asked at each failure whether the run
+	// expected it (the milter was killed on purpose: an MTA applies its
+	// milter_default_action to such a message and delivers or retries it);
+	// such failures count in Report.Excused instead of Failed.
+	Excused func() bool
 }
 
 // Report is what a run saw.
@@ -55,6 +60,9 @@ type Report struct {
 	Sent     int64 // messages started
 	Answered int64 // messages with an end-of-message reply that passed Check
 	Failed   int64 // messages without a reply, or whose reply failed Check
+	// Excused counts the messages without a reply while Options.Excused
+	// said the failure was expected; Sent = Answered + Failed + Excused.
+	Excused int64
 	// NoReply counts the failed messages that were sent whole and got no
 	// end-of-message reply (mtaclient.ErrNoReply); the others were cut
 	// before (refused connection, closed session) or failed Check.
@@ -75,8 +83,12 @@ func (r *Report) PerSecond() float64 {
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("sent %d answered %d failed %d (no reply %d) in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
-		r.Sent, r.Answered, r.Failed, r.NoReply, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
+	excused := ""
+	if r.Excused > 0 {
+		excused = fmt.Sprintf(" excused %d", r.Excused)
+	}
+	return fmt.Sprintf("sent %d answered %d failed %d (no reply %d)%s in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
+		r.Sent, r.Answered, r.Failed, r.NoReply, excused, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
 		r.Latency.Quantile(0.5), r.Latency.Quantile(0.99), r.Latency.Quantile(0.999), r.Latency.Max())
 }
 
@@ -112,6 +124,13 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if opt.Excused != nil && opt.Excused() {
+			r.Excused++
+			return
+		}
+		if errors.Is(err, mtaclient.ErrNoReply) {
+			r.NoReply++
+		}
 		r.Failed++
 		if len(r.Errors) < maxErrors {
 			r.Errors = append(r.Errors, err.Error())
@@ -154,9 +173,6 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 					atomic.AddInt64(&r.Sent, 1)
 					t0 := time.Now()
 					res, err := s.Send(m.From, m.Rcpts, m.Raw)
-					if errors.Is(err, mtaclient.ErrNoReply) {
-						atomic.AddInt64(&r.NoReply, 1)
-					}
 					if err == nil && opt.Check != nil {
 						err = opt.Check(i, res)
 					}
