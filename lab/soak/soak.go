@@ -282,22 +282,18 @@ func hasVerdict(i int64, res mtaclient.Result) error {
 
 // Scrape reads one sample from a /metrics page.
 func Scrape(ctx context.Context, url string) (Sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := scrapeMetrics(ctx, url)
 	if err != nil {
 		return Sample{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return Sample{}, fmt.Errorf("scrape %s: %w", url, err)
+	s := sampleOf(m)
+	if s.Goroutines == 0 {
+		return s, fmt.Errorf("scrape %s: no go_goroutines sample", url)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Sample{}, fmt.Errorf("scrape %s: %s", url, resp.Status)
-	}
-	m, err := ParseMetrics(resp.Body)
-	if err != nil {
-		return Sample{}, fmt.Errorf("scrape %s: %w", url, err)
-	}
+	return s, nil
+}
+
+func sampleOf(m Metrics) Sample {
 	s := Sample{
 		At:         time.Now(),
 		Goroutines: m.Get("go_goroutines"),
@@ -312,10 +308,23 @@ func Scrape(ctx context.Context, url string) (Sample, error) {
 	if gogc := m.Get("go_gc_gogc_percent"); gogc > 0 {
 		s.LiveHeap = m.Get("go_memstats_next_gc_bytes") / (1 + gogc/100)
 	}
-	if s.Goroutines == 0 {
-		return s, fmt.Errorf("scrape %s: no go_goroutines sample", url)
+	return s
+}
+
+func scrapeMetrics(ctx context.Context, url string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
-	return s, nil
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body)
 }
 
 // Metrics are the samples of a Prometheus text page, by their full name
