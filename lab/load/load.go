@@ -51,8 +51,11 @@ type Options struct {
 	// Excused, when set, is asked at each failure whether the run
 	// expected it (the milter was killed on purpose: an MTA applies its
 	// milter_default_action to such a message and delivers or retries it);
-	// such failures count in Report.Excused instead of Failed.
-	Excused func() bool
+	// such failures count in Report.Excused instead of Failed. opened is
+	// when the failing message's connection was opened (or tried): a
+	// connection opened before a kill breaks at its next message, which
+	// may come after the milter is back.
+	Excused func(opened time.Time) bool
 }
 
 // Report is what a run saw.
@@ -121,10 +124,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 	)
-	fail := func(err error) {
+	fail := func(opened time.Time, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if opt.Excused != nil && opt.Excused() {
+		if opt.Excused != nil && !opened.IsZero() && opt.Excused(opened) {
 			r.Excused++
 			return
 		}
@@ -163,22 +166,26 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 					return
 				}
 				m := opt.Next(i)
+				opened := time.Now()
 				s, err := cl.Open(mtaclient.Envelope{From: m.From, Rcpts: m.Rcpts})
 				if err != nil {
 					atomic.AddInt64(&r.Sent, 1)
-					fail(fmt.Errorf("message %d: %w", i, err))
+					fail(opened, fmt.Errorf("message %d: %w", i, err))
 					continue
 				}
 				for n := 0; ; n++ {
 					atomic.AddInt64(&r.Sent, 1)
 					t0 := time.Now()
 					res, err := s.Send(m.From, m.Rcpts, m.Raw)
-					if err == nil && opt.Check != nil {
-						err = opt.Check(i, res)
-					}
 					if err != nil {
-						fail(fmt.Errorf("message %d: %w", i, err))
+						fail(opened, fmt.Errorf("message %d: %w", i, err))
 						break // the connection's state is unknown: open another
+					}
+					if opt.Check != nil {
+						if err := opt.Check(i, res); err != nil {
+							fail(time.Time{}, fmt.Errorf("message %d: %w", i, err)) // a wrong answer is never excused
+							break
+						}
 					}
 					hist.Add(time.Since(t0))
 					atomic.AddInt64(&r.Answered, 1)

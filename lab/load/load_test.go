@@ -205,7 +205,7 @@ func TestRunExcusesExpectedFailures(t *testing.T) {
 			}
 			return nil
 		},
-		Excused: down.Load,
+		Excused: func(time.Time) bool { return down.Load() },
 	})
 	if err != nil {
 		t.Fatal(err)

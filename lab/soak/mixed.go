@@ -29,8 +29,17 @@ import (
 type Target struct {
 	Name   string
 	Daemon *Daemon
-	// down is set while a fault has killed the daemon on purpose.
+	// down is set while a fault has killed the daemon on purpose; back
+	// is when it was last ready again (UnixNano).
 	down atomic.Bool
+	back atomic.Int64
+}
+
+// excused says whether a failure on a connection opened then is the
+// kill's: the daemon is down, or the connection was opened before it came
+// back (it breaks at its next message, which may come after).
+func (t *Target) excused(opened time.Time) bool {
+	return t.down.Load() || opened.UnixNano() < t.back.Load()
 }
 
 // Fault is one fault of the mix.
@@ -215,7 +224,7 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 					}
 					return nil
 				},
-				Excused: t.down.Load,
+				Excused: t.excused,
 			})
 		})
 	}
@@ -423,6 +432,7 @@ func KillRestart(target int, t *Target, round *atomic.Int64) Fault {
 			return err
 		}
 		err = t.Daemon.Restart()
+		t.back.Store(time.Now().UnixNano())
 		t.down.Store(false)
 		if err != nil {
 			return err
