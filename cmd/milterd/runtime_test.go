@@ -425,7 +425,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The listener closes at once; the messages wait for the store.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a bound for a socket never closed, not a speed
 	for {
 		c, err := net.DialTimeout("tcp", d.milterAddr, time.Second)
 		if err != nil {
@@ -433,7 +433,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		}
 		c.Close()
 		if time.Now().After(deadline) {
-			t.Fatal("milter socket still accepts connections 5s after SIGTERM")
+			t.Fatal("milter socket still accepts connections a minute after SIGTERM")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
