@@ -141,8 +141,8 @@ func (r *MixedReport) String() string {
 }
 
 // Mixed runs the mixed-fault soak. It returns an error only when the run
-// could not go on (bad options, a fault that could not be injected or
-// undone, metrics unreachable); failed checks are in the report.
+// could not go on (bad options, metrics unreachable); failed checks, and
+// faults that could not be injected or undone, are in the report.
 func Mixed(ctx context.Context, o MixedOptions) (*MixedReport, error) {
 	if len(o.Targets) == 0 || o.Sessions <= 0 || o.PerRound <= 0 || (o.Rounds <= 0 && o.Duration <= 0) {
 		return nil, errors.New("soak: targets, sessions, messages per round and rounds or duration are required")
@@ -253,7 +253,9 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 	}
 	wg.Wait()
 	if faultErr != nil {
-		return faultErr
+		// Reported, and the run goes on: the next rounds show what the
+		// fault left behind.
+		rep.Problems = append(rep.Problems, fmt.Sprintf("round %d: %s: %v", round, f.Name, faultErr))
 	}
 	line := fmt.Sprintf("round %3d  %-28s", round, faultName(f))
 	for i, t := range o.Targets {
