@@ -170,9 +170,8 @@ func (rig *faultRig) run(s *faultStats, fault func()) {
 		var err error
 		s.load, err = load.Run(ctx, load.Options{
 			Network: "tcp", Addr: rig.d.milterAddr, Sessions: faultSessions, PerSession: rig.perSession,
-			Next:    load.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
-			Check:   s.check,
-			Timeout: 60 * time.Second,
+			Next:  load.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
+			Check: s.check,
 		})
 		if err != nil {
 			panic(err)

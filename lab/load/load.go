@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/d--j/go-milter"
 )
 
 // Message is one message of the load.
@@ -46,7 +47,8 @@ type Options struct {
 	// Check, when set, judges each answer; an error counts the message as
 	// failed. It is called concurrently.
 	Check func(i int64, res mtaclient.Result) error
-	// Timeout bounds each read and write on the connection. Default 30 s.
+	// Timeout bounds each read and write on the connection. Default
+	// mtaclient.ReplyTimeout, as long as Postfix waits at end of message.
 	Timeout time.Duration
 	// Excused, when set, is asked at each failure whether the run
 	// expected it (the milter was killed on purpose: an MTA applies its
@@ -111,7 +113,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		opt.PerSession = 20
 	}
 	if opt.Timeout <= 0 {
-		opt.Timeout = 30 * time.Second
+		opt.Timeout = mtaclient.ReplyTimeout
 	}
 	if opt.Duration > 0 {
 		var cancel context.CancelFunc
@@ -153,7 +155,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	start := time.Now()
 	for range opt.Sessions {
 		wg.Go(func() {
-			cl := mtaclient.New(opt.Network, opt.Addr)
+			cl := mtaclient.New(opt.Network, opt.Addr, milter.WithReadTimeout(opt.Timeout), milter.WithWriteTimeout(opt.Timeout))
 			hist := new(Histogram)
 			defer func() {
 				mu.Lock()

@@ -214,7 +214,7 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 		offset := int64(round)*o.PerRound + int64(i)*7919 // each daemon its own walk through the pool
 		wg.Go(func() {
 			reports[i], _ = load.Run(ctx, load.Options{
-				Network: "tcp", Addr: t.Daemon.Addr, Sessions: o.Sessions, Messages: o.PerRound, Timeout: 60 * time.Second,
+				Network: "tcp", Addr: t.Daemon.Addr, Sessions: o.Sessions, Messages: o.PerRound,
 				Next: load.Paced(o.Rate, func(k int64) load.Message { return pool[(offset+k)%int64(len(pool))] }),
 				Check: func(k int64, res mtaclient.Result) error {
 					if err := hasVerdict(k, res); err != nil {
