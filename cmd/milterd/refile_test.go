@@ -65,6 +65,8 @@ func startRefile(t *testing.T) *refileSetup {
   backoff: 100ms
   max_backoff: 500ms
   retries: 1000
+feedback:
+  trusted_networks: [127.0.0.1/32]   # the test's reports come through Postfix on loopback
 `, port, pwFile))
 	pf := testenv.StartPostfix(t, testenv.PostfixOptions{MilterAddr: d.milterAddr, Transport: "lmtp:inet:" + dc.LMTPAddr()})
 	return &refileSetup{d: d, dc: dc, pf: pf}
@@ -146,10 +148,12 @@ func waitRefileMetric(t *testing.T, d *daemonProc, sample string, want float64) 
 // A campaign of 15 copies to 15 users, threshold 10: after the tenth,
 // copies 1–9 are in each user's Bulk, none is left in an inbox, none is
 // duplicated; personal mail stays in INBOX; a copy its user had already
-// moved elsewhere stays there.
+// moved elsewhere stays there, and so does the copy of a user who voted
+// "not bulk" on the campaign.
 func TestRefilePostfixDovecot(t *testing.T) {
 	s := startRefile(t)
 	const mover = 3 // this user files her copy herself
+	const voter = 5 // this one reports hers as not bulk
 	personal := map[int]string{}
 	ham := corpusMessages(t, "spamassassin-public-corpus/spamassassin_easy_ham.tar.bz2", refileCopies)
 	for i := 1; i <= refileCopies; i++ {
@@ -165,22 +169,44 @@ func TestRefilePostfixDovecot(t *testing.T) {
 	if _, err := s.dc.Doveadm("move", "-u", recipientAddr(mover), "Garden", "mailbox", "INBOX", "header", "Message-ID", fmt.Sprintf("<news-%d@garden.example>", mover)); err != nil {
 		t.Fatal(err)
 	}
+	// The voter's report, with her copy attached as her mailbox has it.
+	msgs, err := s.dc.Messages(recipientAddr(voter), "INBOX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copyOfVoter []byte
+	for _, m := range msgs {
+		if strings.Contains(string(headerOf(m.Data)), fmt.Sprintf("Message-ID: <news-%d@", voter)) {
+			copyOfVoter = m.Data
+		}
+	}
+	if copyOfVoter == nil {
+		t.Fatalf("user %d has no copy in INBOX", voter)
+	}
+	if err := s.pf.Send(recipientAddr(voter), []string{"bulk-feedback@example.test"}, feedbackReport("not-bulk", recipientAddr(voter), copyOfVoter)); err != nil {
+		t.Fatal(err)
+	}
+	waitRefileMetric(t, s.d, `bulkmilter_feedback_votes_total{kind="not_bulk"}`, 1)
 	if got := s.d.metric(t, "bulkmilter_refile_ledger_copies") - before; got != e2eThreshold-1 {
 		t.Errorf("the campaign added %v copies to the ledger before its threshold, want %d", got, e2eThreshold-1)
 	}
 	for i := e2eThreshold; i <= refileCopies; i++ {
 		s.send(t, i, true)
 	}
-	waitRefileMetric(t, s.d, "bulkmilter_refiled_total", e2eThreshold-2)
+	waitRefileMetric(t, s.d, "bulkmilter_refiled_total", e2eThreshold-3)
 	waitRefileMetric(t, s.d, `bulkmilter_refile_skipped_total{reason="not_in_inbox"}`, 1)
+	waitRefileMetric(t, s.d, `bulkmilter_refile_skipped_total{reason="voted_not_bulk"}`, 1)
 	waitRefileMetric(t, s.d, "bulkmilter_refile_queue_copies", 0)
 
 	for i := 1; i <= refileCopies; i++ {
 		u := recipientAddr(i)
 		got := s.where(t, u, fmt.Sprintf("<news-%d@", i))
 		want := map[string]int{"Bulk": 1}
-		if i == mover {
+		switch i {
+		case mover:
 			want = map[string]int{"Garden": 1}
+		case voter:
+			want = map[string]int{"INBOX": 1}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("copy %d: in %v, want %v", i, got, want)
