@@ -60,6 +60,11 @@ type OpenDKIMOptions struct {
 	// Keys are the public keys a verifier finds instead of DNS
 	// (TestDNSData): no resolver is asked.
 	Keys []DKIMKey
+	// KeepForged keeps incoming Authentication-Results with the
+	// verifier's own name, which OpenDKIM removes by default
+	// (RemoveARFrom), so that a test sees what the milter after it does
+	// with them.
+	KeepForged bool
 }
 
 // OpenDKIM is a real opendkim milter on a loopback port.
@@ -107,6 +112,9 @@ func StartOpenDKIM(t testing.TB, opts OpenDKIMOptions) *OpenDKIM {
 		conf = append(conf, "Mode v", "InternalHosts 192.0.2.254", "TestDNSData file:"+d.file(t, "dns", dns.String()))
 		if opts.AuthservID != "" {
 			conf = append(conf, "AuthservID "+opts.AuthservID)
+		}
+		if opts.KeepForged {
+			conf = append(conf, "RemoveARFrom nothing.invalid")
 		}
 	}
 	var lastErr error
