@@ -8,9 +8,10 @@
 // stripping of the recipient's name, and the policy that turns volumes
 // and feedback votes into a verdict: a message is bulk when any enabled
 // family's volume (the highest volume over its keys) reaches that
-// family's threshold, unless feedback overrides it.
+// family's threshold, unless feedback overrides it; the bulk level 0–9
+// grades it (level.go, docs/levels.md).
 //
-// It may import mailtext, signature and store; it reports through its
+// It may import mailtext, signature, store and declared; it reports through its
 // own Observer and never imports metrics or config.
 package detect
 
@@ -237,14 +238,46 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	a := e.Analyze(msg)
 	slow := time.Since(start) > e.opt.SlowAnalysis
 	decl := declared.Judge(&msg.Header, msg.AuthResults)
-	v := e.decide(ctx, a, normaliseAll(msg.Recipients), msg.Time, decl.Declared)
+	v := e.decide(ctx, a, normaliseAll(msg.Recipients), msg.Time, decl.Declared, e.opt.Store.Observe)
 	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, decl bool) Verdict {
+// ErrNoPeek is the verdict's error when the store cannot be read without
+// recording (it is no store.Peeker).
+var ErrNoPeek = errors.New("the store cannot be read without recording")
+
+// Peek is Check without recording anything: the verdict the message would
+// get from what the store holds now, its own recipients not added, and
+// what the store answered (per-key volumes and tallies). Nothing is
+// observed by the engine's Observer. milterd explain uses it.
+func (e *Engine) Peek(ctx context.Context, msg *Message) (Verdict, store.Result) {
+	a := e.Analyze(msg)
+	decl := declared.Judge(&msg.Header, msg.AuthResults)
+	var res store.Result
+	peek := func(ctx context.Context, o store.Observation) (store.Result, error) {
+		p, ok := e.opt.Store.(store.Peeker)
+		if !ok {
+			return store.Result{}, ErrNoPeek
+		}
+		var err error
+		res, err = p.Peek(ctx, o.Keys, o.Time)
+		return res, err
+	}
+	v := e.decide(ctx, a, nil, msg.Time, decl.Declared, peek)
+	v.Declared = decl
+	return v, res
+}
+
+// Threshold returns a family's bulk threshold, 0 for a family not enabled.
+func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] }
+
+// observeFunc is how decide asks the store: Store.Observe, or a Peek.
+type observeFunc func(context.Context, store.Observation) (store.Result, error)
+
+func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, decl bool, observe observeFunc) Verdict {
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
 		v.Unsigned = true
@@ -254,7 +287,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
-	res, err := e.opt.Store.Observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
+	res, err := observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
 	if err == nil && len(res.Volumes) != len(ids) {
 		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
 	}

@@ -50,6 +50,8 @@ func level(in levelInput) (int, []string) {
 	switch {
 	case in.cleared:
 		return 0, []string{"users' feedback: not bulk"}
+	case in.seen == 0 && !in.forced:
+		return 0, []string{"not seen before"}
 	case in.seen <= 1 && !in.forced:
 		return 0, []string{"seen once"}
 	}
