@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +97,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Logger:   d.log,
 		Observer: d.met,
 	})
-	if d.ln, err = milter.Listen(cfg.Listen, cfg.Socket); err != nil {
+	if d.ln, err = listen(cfg.Listen, cfg.Socket); err != nil {
 		d.closeRuntime(rt)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
@@ -251,4 +252,22 @@ func (d *Daemon) Handler() http.Handler {
 		return rt, rt.adminToken
 	})
 	return mux
+}
+
+// listen opens the milter socket of the configuration, which Load has
+// validated.
+func listen(spec string, sock config.Socket) (net.Listener, error) {
+	network, addr, err := config.ParseListen(spec)
+	if err != nil {
+		return nil, err
+	}
+	access := milter.SocketAccess{Group: sock.Group}
+	if sock.Mode != "" {
+		m, err := strconv.ParseUint(sock.Mode, 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("socket mode %q: %w", sock.Mode, err)
+		}
+		access.Mode = os.FileMode(m)
+	}
+	return milter.Listen(network, addr, access)
 }

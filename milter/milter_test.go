@@ -20,7 +20,6 @@ import (
 	gomilter "github.com/d--j/go-milter"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
@@ -522,7 +521,7 @@ func TestShutdownDrainsMessagesInProgress(t *testing.T) {
 func TestListenUnixSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "milter.sock")
-	ln, err := Listen("unix:"+path, config.Socket{Mode: "0600"})
+	ln, err := Listen("unix", path, SocketAccess{Mode: 0o600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +533,7 @@ func TestListenUnixSocket(t *testing.T) {
 		t.Errorf("socket mode = %o, want 600", got)
 	}
 	// A second daemon must not steal a live socket.
-	if _, err := Listen("unix:"+path, config.Socket{}); err == nil {
+	if _, err := Listen("unix", path, SocketAccess{}); err == nil {
 		t.Error("second Listen on a live socket succeeded")
 	}
 	ln.Close()
@@ -550,7 +549,7 @@ func TestListenUnixSocket(t *testing.T) {
 	}
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	stale.Close()
-	ln, err = Listen("unix:"+path, config.Socket{})
+	ln, err = Listen("unix", path, SocketAccess{})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
