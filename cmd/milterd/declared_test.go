@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/mail"
 	"strings"
 	"testing"
@@ -11,6 +12,13 @@ import (
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
+
+// mta is a real MTA in front of milterd, as the declared tests use it.
+type mta interface {
+	Send(from string, to []string, msg []byte) error
+	Sink() *testenv.Sink
+	Log() string
+}
 
 // A real Postfix with a real OpenDKIM verifier in front of milterd: a
 // newsletter signed (by a real OpenDKIM signer) over its one-click
@@ -21,15 +29,34 @@ import (
 // removed from the delivered copy; the verifier's stays.
 func TestDeclaredThroughPostfix(t *testing.T) {
 	testenv.RequireRoot(t, "Postfix runs its daemons as the postfix user")
+	testDeclared(t, func(verifier, milter string) mta {
+		return testenv.StartPostfix(t, testenv.PostfixOptions{Main: map[string]string{
+			"smtpd_milters": "inet:" + verifier + ", inet:" + milter,
+		}})
+	})
+}
+
+// The same with Sendmail, the verifier first among its input filters.
+func TestDeclaredThroughSendmail(t *testing.T) {
+	testenv.RequireRoot(t, "Sendmail runs as root")
+	testDeclared(t, func(verifier, milter string) mta {
+		var mc []string
+		for i, addr := range []string{verifier, milter} {
+			host, port, _ := net.SplitHostPort(addr)
+			mc = append(mc, fmt.Sprintf("INPUT_MAIL_FILTER(`filter%d', `S=inet:%s@%s, F=T, T=C:5s;S:10s;R:10s;E:30s')dnl", i, port, host))
+		}
+		return testenv.StartSendmail(t, testenv.SendmailOptions{MC: mc})
+	})
+}
+
+func testDeclared(t *testing.T, start func(verifier, milter string) mta) {
 	const authserv = "mx.example.test"
 	key := testenv.NewDKIMKey(t, "news.example", "s2026")
 	signer := testenv.StartOpenDKIM(t, testenv.OpenDKIMOptions{Sign: &key,
 		SignHeaders: []string{"From", "To", "Subject", "Message-ID", "List-Unsubscribe", "List-Unsubscribe-Post"}})
 	verifier := testenv.StartOpenDKIM(t, testenv.OpenDKIMOptions{AuthservID: authserv, Keys: []testenv.DKIMKey{key}, KeepForged: true})
 	d := startDaemon(t, "-config", writeConfig(t, "policy:\n  authserv_id: "+authserv+"\n"))
-	pf := testenv.StartPostfix(t, testenv.PostfixOptions{Main: map[string]string{
-		"smtpd_milters": "inet:" + verifier.Addr() + ", inet:" + d.milterAddr,
-	}})
+	pf := start(verifier.Addr(), d.milterAddr)
 
 	body := "Dear reader,\r\n\r\nThis month in the garden: how to prune roses before the first frost, which bulbs to plant\r\n" +
 		"for an early spring, and why mulch keeps the soil alive through the winter. Our editors also\r\n" +
