@@ -707,7 +707,7 @@ func TestOneLogLinePerMessage(t *testing.T) {
 			}
 		}
 		want := []string{
-			`msg=message queue_id=Q1 verdict=bulk family=shingle volume=12 bulk_level=5 kind=undeclared slow=true recipients=1 `,
+			`msg=message queue_id=Q1 verdict=bulk family=shingle volume=12 bulk_level=5 bulk_kind=undeclared slow=true recipients=1 `,
 			`msg=message queue_id=Q2 verdict=error recipients=1 forged_headers=1 `,
 			`msg=message queue_id=Q3 verdict=feedback outcome=consumed action=discard recipients=1 `,
 		}

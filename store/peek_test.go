@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,3 +119,32 @@ func TestPeekRedis(t *testing.T) {
 var start = time.Now()
 
 func t0() time.Time { return start }
+
+// On a cluster the keys of one signature share a slot; go-redis routes
+// each read of the pipeline to its node.
+func TestPeekRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := testenv.StartRedisCluster(t, 3)
+	s, err := store.NewRedis(context.Background(), store.RedisOptions{Addrs: c.Addrs(), Namespace: "peek:", Params: store.Params{ExactLimit: 8, Now: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	defer cl.Close()
+	testPeek(t, s, func() any {
+		ctx := context.Background()
+		var n atomic.Int64 // ForEachMaster runs on every master at once
+		err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			k, err := m.DBSize(ctx).Result()
+			n.Add(k)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Load() // the number of keys: peek creates none
+	})
+}
