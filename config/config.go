@@ -284,7 +284,7 @@ type Refile struct {
 	Retries    int      `yaml:"retries"`
 	Backoff    Duration `yaml:"backoff"`
 	MaxBackoff Duration `yaml:"max_backoff"`
-	// Timeout bounds one call to the mail store or the hook.
+	// Timeout bounds one call to the mail store, the hook or the votes.
 	Timeout Duration `yaml:"timeout"`
 }
 

@@ -56,6 +56,7 @@ func newRefiler(cfg *config.Config, votes *votesOf, log *slog.Logger, met *metri
 		Retries:        r.Retries,
 		Backoff:        r.Backoff.D(),
 		MaxBackoff:     r.MaxBackoff.D(),
+		VotesTimeout:   r.Timeout.D(),
 		Observer:       met, // nil-safe
 		Logger:         log,
 	})

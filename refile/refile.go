@@ -96,6 +96,8 @@ type Options struct {
 	Backoff, MaxBackoff time.Duration
 	// Workers run jobs in parallel (1).
 	Workers int
+	// VotesTimeout bounds one question to Votes (10s).
+	VotesTimeout time.Duration
 	// SaveEvery is how often the ledger is written to File (30s); the
 	// queue is written to File.queue soon after every change.
 	SaveEvery time.Duration
@@ -126,6 +128,7 @@ func (o Options) withDefaults() Options {
 	defD(&o.Backoff, 10*time.Second)
 	defD(&o.MaxBackoff, 10*time.Minute)
 	def(&o.Workers, 1)
+	defD(&o.VotesTimeout, 10*time.Second)
 	defD(&o.SaveEvery, 30*time.Second)
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
@@ -420,13 +423,16 @@ func (r *Refiler) run(j *job) {
 
 	var todo []Copy
 	var left []Copy // to retry
+	var lastErr error
 	skipped := map[string]int{}
 	for _, c := range copies {
 		if r.opt.Votes != nil {
-			voted, err := r.opt.Votes.VotedNotBulk(r.ctx, c.Recipient, j.Keys)
+			ctx, cancel := context.WithTimeout(r.ctx, r.opt.VotesTimeout)
+			voted, err := r.opt.Votes.VotedNotBulk(ctx, c.Recipient, j.Keys)
+			cancel()
 			if err != nil {
 				left = append(left, c)
-				r.opt.Logger.Debug("refile: votes unavailable", "err", err)
+				lastErr = fmt.Errorf("read votes: %w", err)
 				continue
 			}
 			if voted {
@@ -437,7 +443,6 @@ func (r *Refiler) run(j *job) {
 		todo = append(todo, c)
 	}
 	var moved int
-	var lastErr error
 	if len(todo) > 0 {
 		res := r.opt.Mover.Move(r.ctx, j.Campaign, todo)
 		now := r.now()
