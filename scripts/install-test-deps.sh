@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the external programs bulkmilter's integration tests start
 # (see internal/testenv): redis-server and redis-cli, Postfix, swaks,
-# miltertest, Dovecot (LMTP, Sieve, IMAP), promtool, systemd's offline tools,
+# miltertest, Dovecot (LMTP, Sieve, IMAP), OpenDKIM, promtool, systemd's offline tools,
 # Rspamd (the peer row of `bulklab bench`), and an unpacked copy of Sendmail
 # for the Sendmail tests.
 #
@@ -26,6 +26,7 @@ PACKAGES=(
 	swaks
 	miltertest
 	dovecot-core dovecot-lmtpd dovecot-sieve dovecot-imapd
+	opendkim # the DKIM verifier in front of the milter (declared bulk)
 	prometheus # for promtool
 	systemd    # systemd-analyze, -sysusers, -tmpfiles check deploy/systemd (nothing is started)
 	rspamd     # the peer milter of bulklab bench (lab/bench/rspamd.go starts its own)
@@ -38,6 +39,7 @@ declare -A SERVICE_OF=(
 	[redis-server]=redis-server
 	[postfix]=postfix
 	[dovecot-core]=dovecot
+	[opendkim]=opendkim
 	[prometheus]=prometheus
 	[rspamd]=rspamd
 )
