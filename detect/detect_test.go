@@ -150,9 +150,9 @@ func TestGlobalVotes(t *testing.T) {
 		headerEnd string
 	}{
 		{
-			name:      "no votes: volume decides",
-			votes:     func(f *fixture) {},
-			bulk:      true,
+			name:  "no votes: volume decides",
+			votes: func(f *fixture) {},
+			bulk:  true,
 			// level 7: the campaign reached its threshold within the hour
 			headerEnd: "volume=13; level=7; kind=undeclared; campaign=",
 		},
