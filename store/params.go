@@ -25,7 +25,7 @@ const (
 // call unbounded.
 const (
 	MaxKeys       = 256   // keys per Observation or Vote
-	MaxRecipients = 10000 // recipients per Observation
+	MaxRecipients = 100000 // recipients per Observation: the daemon's default limits.max_recipients
 	MaxKeyLen     = 512   // bytes per signature id
 )
 

@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"DistinctRecipients", s.distinctRecipients},
 		{"SmallCountsExact", s.smallCountsExact},
 		{"ManyRecipients", s.manyRecipients},
+		{"HundredThousandRecipients", s.hundredThousand},
 		{"KeysAndDuplicates", s.keysAndDuplicates},
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
@@ -177,6 +178,15 @@ func (s *suite) manyRecipients(t *testing.T) {
 		got = volume(t, st, t0.Add(time.Duration(i)*time.Second), k2, rcpts(fmt.Sprintf("n%d-", i), 100)...)
 	}
 	s.within(t, "3000 recipients over 30 messages", got, 3000)
+}
+
+// One message to 100,000 recipients (what the daemon keeps by default)
+// is counted in one call, and its campaign goes on counting.
+func (s *suite) hundredThousand(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := "v1:imatch.0:0000000000100000"
+	s.within(t, "100000 recipients", volume(t, st, t0, k, rcpts("h", store.MaxRecipients)...), store.MaxRecipients)
+	s.within(t, "and 1000 more", volume(t, st, t0.Add(time.Minute), k, rcpts("g", 1000)...), store.MaxRecipients+1000)
 }
 
 func (s *suite) keysAndDuplicates(t *testing.T) {
