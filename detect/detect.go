@@ -211,12 +211,6 @@ type Verdict struct {
 	// Err is set when the store failed; the caller applies its failure
 	// policy. Bulk is false then.
 	Err error
-	// Campaign is the campaign the store counted the message in (issue
-	// 15); the zero value when the store counts none.
-	Campaign store.Campaign
-	// Via lists the families whose keys joined the message to its
-	// campaign, in the set's order; empty for a new campaign.
-	Via []signature.Family
 	// Level grades the verdict from 0 (not bulk) to 9; LevelBulk and
 	// above mean Bulk for recipients without votes of their own (see
 	// level). LevelWhy says why, in words.
@@ -225,6 +219,12 @@ type Verdict struct {
 	// Declared is whether the message declares itself as bulk, with a
 	// verified signature covering the declaration (declared.Judge).
 	Declared declared.Judgement
+	// Campaign is the campaign the store counted the message in (issue
+	// 15); the zero value when the store counts none.
+	Campaign store.Campaign
+	// Via lists the families whose keys joined the message to its
+	// campaign, in the set's order; empty for a new campaign.
+	Via []signature.Family
 	// Analysis is what the verdict was computed from.
 	Analysis *Analysis
 	// IDs are the store ids of Analysis.Keys.
@@ -250,21 +250,6 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
-}
-
-// Network groups a client address into the sending network a campaign
-// counts: its /24 (IPv4) or /48 (IPv6); "" when unknown.
-func Network(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	a = a.Unmap()
-	bits := 48
-	if a.Is4() {
-		bits = 24
-	}
-	p, _ := a.Prefix(bits)
-	return p.String()
 }
 
 // ErrNoPeek is the verdict's error when the store cannot be read without
@@ -298,6 +283,21 @@ func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] 
 
 // observeFunc is how decide asks the store: Store.Observe, or a Peek.
 type observeFunc func(context.Context, store.Observation) (store.Result, error)
+
+// Network groups a client address into the sending network a campaign
+// counts: its /24 (IPv4) or /48 (IPv6); "" when unknown.
+func Network(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	a = a.Unmap()
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, _ := a.Prefix(bits)
+	return p.String()
+}
 
 func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc) Verdict {
 	rcpts := o.Recipients
@@ -608,15 +608,6 @@ func declineCode(reason string) string {
 	return strings.ReplaceAll(reason, " ", "_")
 }
 
-// CampaignID is the campaign's short id as the header and the log line
-// print it (8 hex digits), or "" when the store counted no campaign.
-func (v Verdict) CampaignID() string {
-	if v.Campaign.Recipients == 0 && v.Campaign.ID == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%08x", v.Campaign.ID)
-}
-
 // LevelAs returns the level as shown beside a verdict of bulk: Level, kept
 // within LevelBulk–LevelMax for "yes" and below LevelBulk for "no". The
 // two differ from Level only when recipients' own votes or exemptions
@@ -644,6 +635,15 @@ const (
 	KindUndeclared = "undeclared"
 )
 
+// CampaignID is the campaign's short id as the header and the log line
+// print it (8 hex digits), or "" when the store counted no campaign.
+func (v Verdict) CampaignID() string {
+	if v.Campaign.Recipients == 0 && v.Campaign.ID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%08x", v.Campaign.ID)
+}
+
 // Header formats the verdict header's value: it always starts with "yes"
 // or "no", then says why. Keys are listed only when revealKeys is set:
 // they would tell a sender what to change.
@@ -662,8 +662,6 @@ func (v Verdict) Header(revealKeys bool) string {
 	default:
 		b.WriteString("; family=" + v.Family.String())
 		b.WriteString("; volume=" + strconv.FormatInt(v.Volume, 10))
-		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
-		b.WriteString("; kind=" + v.Kind())
 		if c := v.CampaignID(); c != "" {
 			b.WriteString("; campaign=" + c)
 		}
@@ -676,6 +674,8 @@ func (v Verdict) Header(revealKeys bool) string {
 				b.WriteString(f.String())
 			}
 		}
+		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
+		b.WriteString("; kind=" + v.Kind())
 	}
 	if v.Override != "" {
 		b.WriteString("; feedback=" + strings.ReplaceAll(v.Override, " ", "-"))
