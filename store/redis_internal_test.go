@@ -55,3 +55,31 @@ func TestRedisPointerOverflow(t *testing.T) {
 		t.Errorf("the full string grew to %d bytes", n2)
 	}
 }
+
+// Damaged pointer and first-sighting strings (cut short, or not of whole
+// records) are read as far as they hold whole records: the message is
+// counted, never an error.
+func TestRedisDamagedStrings(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	ctx := context.Background()
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Now()
+	id := "v1:imatch.0:00000000000000dd"
+	lim, _ := s.limits(ctx)
+	sk := s.sigKeys(id, s.c.bucket(at), uint64(lim.FirstSightSplit))
+	ref, _ := newRef([]string{id})
+	ck, field := s.campKeys(ref, s.c.bucket(at), uint64(lim.FirstSightSplit))
+	nb := s.c.nb
+	for _, v := range []string{sk.field, "12345678" + sk.field + "12", "1234567"} {
+		s.client.Set(ctx, sk.keys[nb-1], v, time.Hour)
+		s.client.Set(ctx, ck[nb-1], "0123456789abcdefghij"+field+"xx", time.Hour)
+		res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{"a@x"}, Time: at})
+		if err != nil || res.Volumes[0] < 1 {
+			t.Errorf("pointer string %q: %v, %v; want a count", v, res.Volumes, err)
+		}
+	}
+}

@@ -115,11 +115,13 @@ local function fs_mget(list)
   for i, k in ipairs(missing) do fscache[k] = vals[i] or '' end
 end
 
+-- fs_find finds field at a record boundary of a whole record: a damaged
+-- string (cut short, or not of whole records) never yields a partial one.
 local function fs_find(s, field, rec)
   local init = 1
   while true do
     local p = string.find(s, field, init, true)
-    if not p then return nil end
+    if not p or p + rec - 1 > #s then return nil end
     if (p - 1) % rec == 0 then return p end
     init = p + 1
   end
