@@ -93,14 +93,14 @@ func (f Floors) Check(rep *Report) []string {
 var ciFloors = Floors{
 	MinRecall: map[string]float64{
 		"none":                           0.95, // measured 1.000
-		"malkin-intelligent-add":         0.71, // measured 0.767
-		"malkin-intelligent-delete":      0.57, // measured 0.622
-		"malkin-intelligent-change":      0.24, // measured 0.292
-		"malkin-intelligent-combination": 0.53, // measured 0.585
-		"malkin-random-add":              0.79, // measured 0.840
-		"malkin-random-delete":           0.55, // measured 0.605
-		"malkin-random-change":           0.26, // measured 0.318
-		"malkin-random-combination":      0.51, // measured 0.563
+		"malkin-intelligent-add":         0.91, // measured 0.960 (campaign counting; 0.767 before)
+		"malkin-intelligent-delete":      0.90, // measured 0.957 (campaign counting; 0.622 before)
+		"malkin-intelligent-change":      0.59, // measured 0.643 (campaign counting; 0.292 before)
+		"malkin-intelligent-combination": 0.84, // measured 0.895 (campaign counting; 0.585 before)
+		"malkin-random-add":              0.92, // measured 0.978 (campaign counting; 0.840 before)
+		"malkin-random-delete":           0.93, // measured 0.983 (campaign counting; 0.605 before)
+		"malkin-random-change":           0.82, // measured 0.875 (campaign counting; 0.318 before)
+		"malkin-random-combination":      0.91, // measured 0.967 (campaign counting; 0.563 before)
 		"personalise":                    0.95, // measured 1.000
 		"hashbuster":                     0.95, // measured 1.000
 		"hidden-text":                    0.95, // measured 1.000
@@ -110,28 +110,28 @@ var ciFloors = Floors{
 		"reorder":                        0.95, // measured 1.000
 		"charset":                        0.95, // measured 1.000
 		"alt-mismatch":                   0.95, // measured 1.000
-		"good-words":                     0.76, // measured 0.810
-		"noise-text":                     0.72, // measured 0.777
-		"leetspeak":                      0.94, // measured 0.997
+		"good-words":                     0.90, // measured 0.950 (campaign counting; 0.810 before)
+		"noise-text":                     0.81, // measured 0.862 (campaign counting; 0.777 before)
+		"leetspeak":                      0.95, // measured 1.000 (campaign counting; 0.997 before)
 		"case-noise":                     0.95, // measured 1.000
 		"punct-in-words":                 0.95, // measured 1.000
 		"truncate":                       0.95, // measured 1.000
 		"subject-spin":                   0.95, // measured 1.000
 		"url-noise":                      0.95, // measured 1.000
-		"spin":                           0.94, // measured 0.993
+		"spin":                           0.95, // measured 1.000 (campaign counting; 0.993 before)
 		"tags-in-words":                  0.95, // measured 1.000
 		"entities":                       0.95, // measured 1.000
-		"personal+hashbuster+1":          0.90, // measured 0.950
-		"stack-3":                        0.68, // measured 0.737
+		"personal+hashbuster+1":          0.93, // measured 0.988 (campaign counting; 0.950 before)
+		"stack-3":                        0.90, // measured 0.950 (campaign counting; 0.737 before)
 		"display-name":                   0.95, // measured 1.000
-		"display-name-short":             0.90, // measured 0.958
+		"display-name-short":             0.94, // measured 0.998 (campaign counting; 0.958 before)
 		"display-name-cc":                0.95, // measured 1.000
 	},
-	MeanRecall:           0.85, // measured 0.877 with the display-name attacks, minus 0.02
+	MeanRecall:           0.94, // measured 0.960 with campaign counting (WeakShare 25 %; 0.970 with the four attacks rerun at 10 %), minus 0.02
 	MaxHamTagged:         5,    // measured 0
 	MaxPersonalOneWindow: 2,    // measured 0
 	RealRecall: map[string]float64{
-		"phishing-pot": 0.95, // measured 0.984
+		"phishing-pot": 0.97, // measured 1.000 (campaign counting; 0.984 before)
 		"cypherpunks":  0.93, // measured 0.964 (2007–2008)
 	},
 	KolczRecall: map[string]float64{
