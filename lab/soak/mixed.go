@@ -33,6 +33,9 @@ type Target struct {
 	// is when it was last ready again (UnixNano).
 	down atomic.Bool
 	back atomic.Int64
+	// phase is where a round stands with a kill: 0 before it, 1 from the
+	// kill to the restart, 2 after.
+	phase atomic.Int32
 }
 
 // excused says whether a failure on a connection opened then is the
@@ -120,8 +123,12 @@ func (r *MixedReport) String() string {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "%-9s %8s %8s %5s %8s %8s %9s %11s %8s %15s %11s\n", "daemon", "sent", "answered", "lost", "excused", "uncount", "policy", "store errs", "kills", "RSS MiB/cycle", "gor./cycle")
 	for _, t := range r.Targets {
-		fmt.Fprintf(&b, "%-9s %8d %8d %5d %8d %8d %9d %11.0f %8d %6.1f–%-6.1f %5.0f–%-5.0f\n", t.Name, t.Sent, t.Answered, t.Failed, t.Excused,
-			t.Uncounted, t.PolicyVerdicts, t.StoreErrors, t.Kills, t.RSSMin/(1<<20), t.RSSMax/(1<<20), t.GorMin, t.GorMax)
+		flat := fmt.Sprintf("%6.1f–%-6.1f %5.1f–%-5.1f", t.RSSMin/(1<<20), t.RSSMax/(1<<20), t.GorMin, t.GorMax)
+		if len(t.Cycles) == 0 {
+			flat = "(no full cycle past the warm-up)"
+		}
+		fmt.Fprintf(&b, "%-9s %8d %8d %5d %8d %8d %9d %11.0f %8d %s\n", t.Name, t.Sent, t.Answered, t.Failed, t.Excused,
+			t.Uncounted, t.PolicyVerdicts, t.StoreErrors, t.Kills, flat)
 	}
 	b.WriteString("mean RSS MiB / goroutines / live heap MiB per cycle of faults, past the warm-up:\n")
 	for _, t := range r.Targets {
@@ -205,9 +212,12 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 	}
 	answered := make([]atomic.Int64, n)
 	policy := make([]atomic.Int64, n)
-	// afterFault counts what the killed daemon's new process answered.
-	var faultDone atomic.Bool
+	// What the killed daemon answered before the kill (its old process)
+	// and after the restart (its new one).
 	var afterFault, beforeFault atomic.Int64
+	for _, t := range o.Targets {
+		t.phase.Store(0)
+	}
 	reports := make([]*load.Report, n)
 	var wg sync.WaitGroup
 	for i, t := range o.Targets {
@@ -225,10 +235,11 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 					}
 					answered[i].Add(1)
 					if f != nil && f.Kills && f.Target == i {
-						if faultDone.Load() {
-							afterFault.Add(1)
-						} else if !t.down.Load() {
+						switch t.phase.Load() {
+						case 0:
 							beforeFault.Add(1)
+						case 2:
+							afterFault.Add(1)
 						}
 					}
 					return nil
@@ -249,7 +260,6 @@ func mixedRound(ctx context.Context, o MixedOptions, pool []load.Message, round 
 			time.Sleep(10 * time.Millisecond)
 		}
 		faultErr = f.Do(ctx)
-		faultDone.Store(true)
 	}
 	wg.Wait()
 	if faultErr != nil {
@@ -430,6 +440,7 @@ func KillRestart(target int, t *Target, round *atomic.Int64) Fault {
 				return errors.New("the store file was not saved within 60 s of a vote")
 			}
 		}
+		t.phase.Store(1)
 		t.down.Store(true)
 		if err := t.Daemon.Kill(); err != nil {
 			return err
@@ -437,6 +448,7 @@ func KillRestart(target int, t *Target, round *atomic.Int64) Fault {
 		err = t.Daemon.Restart()
 		t.back.Store(time.Now().UnixNano())
 		t.down.Store(false)
+		t.phase.Store(2)
 		if err != nil {
 			return err
 		}
