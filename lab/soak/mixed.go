@@ -108,6 +108,7 @@ type MixedReport struct {
 	Elapsed  time.Duration
 	Targets  []*TargetStats
 	Faults   map[string]int // injections by fault name
+	Flat     bool           // RSS and goroutines were checked
 	Problems []string
 }
 
@@ -130,16 +131,22 @@ func (r *MixedReport) String() string {
 		fmt.Fprintf(&b, "%-9s %8d %8d %5d %8d %8d %9d %11.0f %8d %s\n", t.Name, t.Sent, t.Answered, t.Failed, t.Excused,
 			t.Uncounted, t.PolicyVerdicts, t.StoreErrors, t.Kills, flat)
 	}
-	b.WriteString("mean RSS MiB / goroutines / live heap MiB per cycle of faults, past the warm-up:\n")
-	for _, t := range r.Targets {
-		fmt.Fprintf(&b, "%-9s", t.Name)
-		for _, c := range t.Cycles {
-			fmt.Fprintf(&b, " %.1f/%.1f/%.1f", c.RSS/(1<<20), c.Goroutines, c.LiveHeap/(1<<20))
+	if len(r.Targets) > 0 && len(r.Targets[0].Cycles) > 0 {
+		b.WriteString("mean RSS MiB / goroutines / live heap MiB per cycle of faults, past the warm-up:\n")
+		for _, t := range r.Targets {
+			fmt.Fprintf(&b, "%-9s", t.Name)
+			for _, c := range t.Cycles {
+				fmt.Fprintf(&b, " %.1f/%.1f/%.1f", c.RSS/(1<<20), c.Goroutines, c.LiveHeap/(1<<20))
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
 	if r.OK() {
-		b.WriteString("mixed soak held: nothing lost, everything counted, RSS and goroutines flat\n")
+		b.WriteString("mixed soak held: nothing lost, everything counted")
+		if r.Flat {
+			b.WriteString(", RSS and goroutines flat")
+		}
+		b.WriteString("\n")
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "FAILED: %s\n", p)
@@ -164,7 +171,7 @@ func Mixed(ctx context.Context, o MixedOptions) (*MixedReport, error) {
 		o.Pool = 2000
 	}
 	pool := Pool(o.Pool)
-	rep := &MixedReport{Faults: map[string]int{}}
+	rep := &MixedReport{Faults: map[string]int{}, Flat: o.Flat}
 	for _, t := range o.Targets {
 		rep.Targets = append(rep.Targets, &TargetStats{Name: t.Name})
 	}
