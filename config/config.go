@@ -189,12 +189,23 @@ type Policy struct {
 	// "accept" delivers the message untagged; "tempfail" asks the sender
 	// to retry later.
 	OnStoreError string `yaml:"on_store_error"`
+	// AuthservID is the authserv-id of the site's own
+	// Authentication-Results fields (RFC 8601), written by the DKIM
+	// verifier that runs before the milter (OpenDKIM's AuthservID). List
+	// and bulk-sender headers count as declared bulk only when a DKIM
+	// signature that verified by its result covers them; incoming fields
+	// with this id below the verifier's are removed as forged. Empty:
+	// nothing is trusted, every mass mailing is undeclared.
+	AuthservID string `yaml:"authserv_id"`
 }
 
 // Actions are what the milter does with a message.
 type Actions struct {
 	// Header is the verdict header, always added: "yes; family=…" or "no".
 	Header string `yaml:"header"`
+	// LevelHeader carries the bulk level, 0 (not bulk) to 9, on every
+	// message; incoming copies are removed.
+	LevelHeader string `yaml:"level_header"`
 	// SubjectTag, when set, is prefixed to the Subject of bulk messages.
 	SubjectTag string `yaml:"subject_tag"`
 	// RecipientDetail, when set, rewrites each recipient of a bulk message
@@ -270,7 +281,7 @@ func Default() Config {
 			StoreTimeout: Duration(500 * time.Millisecond),
 			OnStoreError: "accept",
 		},
-		Actions: Actions{Header: "X-Bulk"},
+		Actions: Actions{Header: "X-Bulk", LevelHeader: "X-Bulk-Level"},
 		Feedback: Feedback{
 			Enabled:            true,
 			Header:             "X-Bulk-Feedback",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -159,10 +160,18 @@ func (c *Config) validate(lines lineIndex) Problems {
 		v.add("policy.store_timeout", `use a duration well below Postfix's 30s command timeout, e.g. "500ms"`, "out of range: %s", p.StoreTimeout.D())
 	}
 	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
+	if id := p.AuthservID; id != "" && (strings.ContainsAny(id, " \t\r\n;()\"=") || !utf8.ValidString(id)) {
+		v.add("policy.authserv_id", "use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com", "invalid authserv-id %q", id)
+	}
 
 	a := c.Actions
 	if !validHeaderName(a.Header) {
 		v.add("actions.header", "use a header field name such as X-Bulk", "invalid header name %q", a.Header)
+	}
+	if !validHeaderName(a.LevelHeader) {
+		v.add("actions.level_header", "use a header field name such as X-Bulk-Level", "invalid header name %q", a.LevelHeader)
+	} else if strings.EqualFold(a.LevelHeader, a.Header) {
+		v.add("actions.level_header", "use a different name than actions.header", "same as the verdict header")
 	}
 	if strings.ContainsAny(a.RecipientDetail, "@+ \t\r\n") {
 		v.add("actions.recipient_detail", `use a plain word such as "Bulk"`, "invalid detail %q", a.RecipientDetail)

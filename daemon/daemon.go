@@ -247,6 +247,10 @@ func (d *Daemon) Handler() http.Handler {
 		rt := d.current.Load()
 		return rt.store, rt.adminToken
 	}, d.log)
+	admin.ExplainRoute(mux, func() (admin.Explainer, string) {
+		rt := d.current.Load()
+		return rt, rt.adminToken
+	})
 	return mux
 }
 

@@ -132,6 +132,8 @@ func actionsOf(cfg *config.Config) milter.Actions {
 	a := cfg.Actions
 	return milter.Actions{
 		Header:               a.Header,
+		LevelHeader:          a.LevelHeader,
+		AuthservID:           cfg.Policy.AuthservID,
 		FeedbackHeader:       cfg.Feedback.Header,
 		SubjectTag:           a.SubjectTag,
 		RecipientDetail:      a.RecipientDetail,

@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ type Metrics struct {
 	defects         *prometheus.CounterVec
 	truncated       prometheus.Counter
 	slow            prometheus.Counter
+	levels          *prometheus.CounterVec
 	held            prometheus.Gauge
 	memoryLimited   prometheus.Counter
 	storeDuration   *prometheus.HistogramVec
@@ -90,6 +92,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "messages_truncated_total",
 			Help: "Messages larger than the analysis limits; only their first part was analysed.",
 		}),
+		levels: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "message_levels_total",
+			Help: "Judged messages by bulk level (0 not bulk, 5 and up bulk) and kind (declared: a verified signature covers its list headers; undeclared).",
+		}, []string{"level", "kind"}),
 		slow: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "analysis_slow_total",
 			Help: "Messages whose analysis took longer than limits.max_analysis_time (a busy machine); they still got the store's verdict, marked \"slow\".",
@@ -224,6 +230,13 @@ func (m *Metrics) Truncated() {
 	}
 }
 
+// Level counts one judged message by bulk level (0–9) and kind.
+func (m *Metrics) Level(level int, kind string) {
+	if m != nil && level >= 0 && level <= 9 {
+		m.levels.WithLabelValues(strconv.Itoa(level), kind).Inc()
+	}
+}
+
 // SlowAnalysis counts one message whose analysis was slow.
 func (m *Metrics) SlowAnalysis() {
 	if m != nil {
@@ -353,7 +366,7 @@ func (m *Metrics) SignatureSet(version string) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
-		m.defects, m.truncated, m.slow, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
+		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
 	}

@@ -25,6 +25,7 @@ func exercise(m *Metrics) {
 	m.Volume("imatch", 12)
 	m.Error("store")
 	m.SlowAnalysis()
+	m.Level(7, "undeclared")
 	m.Held(1 << 20)
 	m.MemoryLimited()
 	m.Defect("bad-charset")

@@ -83,6 +83,13 @@ type Actions struct {
 	// incoming copies are removed. FeedbackHeader (feedback.header) is
 	// removed from every message.
 	Header, FeedbackHeader string
+	// LevelHeader carries the bulk level on every message; incoming
+	// copies are removed.
+	LevelHeader string
+	// AuthservID is the site's own authserv-id: Authentication-Results
+	// fields of it that came with the message are removed as forged
+	// (detect.Builder.AuthservID).
+	AuthservID string
 	// SubjectTag is prefixed to the Subject of bulk messages.
 	SubjectTag string
 	// RecipientDetail rewrites recipients of bulk messages to

@@ -32,6 +32,9 @@ type DovecotOptions struct {
 	SieveBefore string
 	// UserSieve maps a user to the text of that user's active Sieve script.
 	UserSieve map[string]string
+	// UserFields maps a user to userdb fields ("sieve_env_bulk_level=5"),
+	// which override plugin settings for that user.
+	UserFields map[string][]string
 	// SaveToDetailMailbox sets lmtp_save_to_detail_mailbox = yes: mail for
 	// user+Detail@domain goes to the mailbox Detail (created on demand).
 	SaveToDetailMailbox bool
@@ -210,7 +213,11 @@ func (d *Dovecot) prepare() error {
 			return err
 		}
 		// passwd-file: user:password:uid:gid:gecos:home:shell:extra
-		fmt.Fprintf(&users, "%s:{PLAIN}%s:%d:%d::%s::\n", u, d.opts.Password, d.mailUID, d.mailGID, home)
+		var extra []string
+		for _, f := range d.opts.UserFields[u] {
+			extra = append(extra, "userdb_"+f)
+		}
+		fmt.Fprintf(&users, "%s:{PLAIN}%s:%d:%d::%s::%s\n", u, d.opts.Password, d.mailUID, d.mailGID, home, strings.Join(extra, " "))
 	}
 	for u, script := range d.opts.UserSieve {
 		if !known[u] {
