@@ -28,6 +28,21 @@ func TestMessageID(t *testing.T) {
 	}
 }
 
+func TestMailboxUser(t *testing.T) {
+	for in, want := range map[string]string{
+		"ann@example.test":      "ann@example.test",
+		"ann+news@example.test": "ann@example.test",
+		"ann+a+b@example.test":  "ann@example.test",
+		"+only@example.test":    "+only@example.test",
+		"postmaster":            "postmaster",
+		"ann+news":              "ann+news",
+	} {
+		if got := mailboxUser(in); got != want {
+			t.Errorf("mailboxUser(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // The refiler reads "not bulk" votes from the store: a recipient who
 // voted on one of the crossing message's keys is never moved; a vote on
 // other keys, or another voter's, does not count.
