@@ -20,12 +20,8 @@ func CampaignOf(v detect.Verdict) string {
 	if v.Err != nil || v.Unsigned || v.Analysis == nil {
 		return ""
 	}
-	// detect.Verdict gains CampaignID with issue 15; asked this way, this
-	// code builds before and after it lands.
-	if c, ok := any(v).(interface{ CampaignID() string }); ok {
-		if id := c.CampaignID(); id != "" {
-			return id
-		}
+	if id := v.CampaignID(); id != "" {
+		return id
 	}
 	for i, k := range v.Analysis.Keys {
 		if k.Family == signature.FamilyIMatch && i < len(v.IDs) {

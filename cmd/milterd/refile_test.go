@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -215,8 +216,14 @@ func TestRefilePostfixDovecot(t *testing.T) {
 			t.Errorf("user %d's personal mail: in %v, want INBOX once", i, got)
 		}
 	}
-	if !strings.Contains(s.d.Logs(), "campaign refiled") {
-		t.Errorf("no log line for the refiled campaign:\n%s", s.d.Logs())
+	// One line for the refiled campaign, naming it as the messages' lines do.
+	logs := s.d.Logs()
+	m := regexp.MustCompile(`msg="campaign refiled" campaign=(\S+) moved=7 skipped=2`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no log line for the refiled campaign with moved=7 skipped=2:\n%s", logs)
+	}
+	if !strings.Contains(logs, "campaign="+m[1]+" ") || strings.Count(logs, "campaign="+m[1]) < e2eThreshold {
+		t.Errorf("the refiled campaign %s is not the one the copies' log lines name:\n%s", m[1], logs)
 	}
 	if err := s.pf.WaitQueueEmpty(2 * time.Minute); err != nil {
 		t.Fatal(err)
