@@ -240,6 +240,7 @@ func (e *Embedded) Observe(ctx context.Context, o Observation) (Result, error) {
 	return e.observeAs(ctx, "observe", o)
 }
 
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
 func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
 	defer func() { e.observeOp(op, start, err) }()

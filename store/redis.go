@@ -456,6 +456,7 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (Result, error) {
 	return r.observeAs(ctx, "observe", o)
 }
 
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
 func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
 	defer func() { r.observe(op, start, err) }()
