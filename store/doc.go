@@ -15,11 +15,12 @@
 // A store counts campaigns, not keys (model.go holds the one model). Every
 // key points to the campaign it was last seen in within the window. A
 // message reads its keys' pointers; each family weighs the same whatever
-// its number of keys; the message joins the campaign its keys' evidence
-// names when that evidence is enough (JoinEvidence, JoinShare), or starts
-// its own, and then all its keys point to that campaign. Against chaining
-// (a footer or a list template shared by unrelated mail) a key that moved
-// between campaigns WeakCap times stops voting. The campaign's volume is
+// its number of keys; the message joins the campaign with the most
+// evidence (any evidence: JoinEvidence, JoinShare), or starts its own, and
+// then all its keys point to that campaign. Against chaining (a footer or
+// a list template shared by unrelated mail) a key that voted in a weak
+// join (less than WeakShare of the message's evidence) or moved between
+// campaigns counts a weak event, and stops voting after WeakCap. The campaign's volume is
 // its distinct recipients in the window; it also knows its sending
 // networks and envelope senders (exact up to CampaignSetCap, then
 // saturating) and when it was first seen (Result.Campaign). A new
