@@ -182,7 +182,8 @@ type Policy struct {
 	Threshold int `yaml:"threshold"`
 	// Thresholds overrides Threshold per family name.
 	Thresholds map[string]int `yaml:"thresholds"`
-	// StoreTimeout is the per-message budget for store calls.
+	// StoreTimeout is the per-message budget for Redis calls; the
+	// embedded store, in process, is never timed out.
 	StoreTimeout Duration `yaml:"store_timeout"`
 	// OnStoreError is what happens when the store fails or times out:
 	// "accept" delivers the message untagged; "tempfail" asks the sender

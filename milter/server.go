@@ -297,7 +297,12 @@ func NewServer(opt Options) *Server {
 	o := append(ProtocolOptions(),
 		gomilter.WithMilter(func() gomilter.Milter { return newSession(s) }),
 		gomilter.WithReadTimeout(opt.ReadTimeout),
-		gomilter.WithWriteTimeout(10*time.Second),
+		// As long as Postfix waits for a reply (milter_content_timeout):
+		// an MTA that stops reading gives up on its own by then, and a
+		// shorter bound cut off replies the MTA was waiting for when this
+		// host was busy (the 200,000 modifications of a 100,000-recipient
+		// message, under the race detector on a loaded machine).
+		gomilter.WithWriteTimeout(300*time.Second),
 	)
 	s.ms = gomilter.NewServer(o...)
 	return s
