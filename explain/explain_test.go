@@ -18,9 +18,9 @@ import (
 func TestReport(t *testing.T) {
 	th := func(signature.Family) int { return 10 }
 	a := &detect.Analysis{
-		Text: &mailtext.Text{Subject: "hi", Parts: []mailtext.Part{{ContentType: "text/html", Text: "a\nb"}}, Stats: mailtext.Stats{HiddenChars: 7}},
-		Doc:  &signature.Doc{Tokens: []string{"hi", "a", "b"}, Stats: signature.DocStats{Removed: 2}},
-		Keys: []signature.Key{{Family: signature.FamilyIMatch, Index: 0, Hash: 1}, {Family: signature.FamilyIMatch, Index: 1, Hash: 2}},
+		Text:     &mailtext.Text{Subject: "hi", Parts: []mailtext.Part{{ContentType: "text/html", Text: "a\nb"}}, Stats: mailtext.Stats{HiddenChars: 7}},
+		Doc:      &signature.Doc{Tokens: []string{"hi", "a", "b"}, Stats: signature.DocStats{Removed: 2}},
+		Keys:     []signature.Key{{Family: signature.FamilyIMatch, Index: 0, Hash: 1}, {Family: signature.FamilyIMatch, Index: 1, Hash: 2}},
 		Explains: []signature.Explain{{Family: signature.FamilyIMatch, Keys: 2}, {Family: signature.FamilyShingle, Declined: "too few words"}},
 	}
 	tests := []struct {
