@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -207,7 +208,55 @@ func (c *Config) validate(lines lineIndex) Problems {
 		}
 		v.positive("feedback.rate_limit", f.RateLimit)
 	}
+	c.validateRefile(v)
 	return v.probs
+}
+
+func (c *Config) validateRefile(v *validator) {
+	r := c.Refile
+	if !r.Enabled {
+		return
+	}
+	v.oneOf("refile.mover", r.Mover, "doveadm-http", "doveadm", "hook")
+	if strings.TrimSpace(r.Folder) == "" || strings.ContainsAny(r.Folder, "\r\n\t\"*%") || strings.EqualFold(r.Folder, "INBOX") {
+		v.add("refile.folder", "use a mailbox name such as Bulk", "invalid folder %q", r.Folder)
+	}
+	v.domains("refile.domains", r.Domains)
+	switch r.Mover {
+	case "doveadm-http":
+		if u, err := url.Parse(r.Doveadm.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("refile.doveadm.url", "use the doveadm HTTP API, e.g. http://127.0.0.1:8080/doveadm/v1", "invalid URL %q", r.Doveadm.URL)
+		}
+		if (r.Doveadm.PasswordFile == "") == (r.Doveadm.APIKeyFile == "") {
+			v.add("refile.doveadm.password_file", "name the file holding doveadm_password, or api_key_file for doveadm_api_key (one of them)",
+				"the doveadm HTTP API needs one credential")
+		}
+	case "doveadm":
+		if r.Doveadm.Command == "" {
+			v.add("refile.doveadm.command", "use doveadm or its full path", "empty")
+		}
+	case "hook":
+		if (len(r.Hook.Command) == 0) == (r.Hook.URL == "") {
+			v.add("refile.mover", "set refile.hook.command (program and arguments) or refile.hook.url, not both", "the hook needs a command or a URL")
+		}
+		if u, err := url.Parse(r.Hook.URL); r.Hook.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			v.add("refile.hook.url", "use an http or https URL", "invalid URL %q", r.Hook.URL)
+		}
+	}
+	v.positive("refile.max_entries", r.MaxEntries)
+	v.positive("refile.max_per_campaign", r.MaxPerCampaign)
+	v.positive("refile.max_queue", r.MaxQueue)
+	if r.Retries < 0 {
+		v.add("refile.retries", "use 0 or more", "must not be negative, got %d", r.Retries)
+	}
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{{"refile.backoff", r.Backoff}, {"refile.max_backoff", r.MaxBackoff}, {"refile.timeout", r.Timeout}} {
+		if d.d <= 0 {
+			v.add(d.path, `use a duration such as "10s"`, "must be positive")
+		}
+	}
 }
 
 // checkFiles reports the files the configuration names that this process
@@ -222,6 +271,12 @@ func (c *Config) checkFiles(lines lineIndex) Problems {
 			{"store.redis.tls.ca_file", r.TLS.CAFile},
 			{"store.redis.tls.cert_file", r.TLS.CertFile},
 			{"store.redis.tls.key_file", r.TLS.KeyFile},
+		}...)
+	}
+	if c.Refile.Enabled && c.Refile.Mover == "doveadm-http" {
+		files = append(files, [][2]string{
+			{"refile.doveadm.password_file", c.Refile.Doveadm.PasswordFile},
+			{"refile.doveadm.api_key_file", c.Refile.Doveadm.APIKeyFile},
 		}...)
 	}
 	for _, f := range files {

@@ -85,7 +85,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d := &Daemon{opts: o, log: o.Logger, reg: prometheus.NewRegistry()}
 	d.opts.HTTP = o.HTTP.orDefault()
 	d.met = metrics.New(d.reg)
-	rt, err := NewRuntime(cfg, d.log, d.met, nil)
+	rt, err := newRuntime(cfg, d.log, d.met, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (d *Daemon) reload() {
 	}
 	var rt *Runtime
 	if err == nil {
-		rt, err = NewRuntime(cfg, d.log, d.met, old)
+		rt, err = newRuntime(cfg, d.log, d.met, old, true)
 	}
 	if err != nil {
 		d.met.Reload(false)

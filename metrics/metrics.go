@@ -50,6 +50,7 @@ type Metrics struct {
 	reloadTime      prometheus.Gauge
 	reloadOK        prometheus.Gauge
 	setInfo         *prometheus.GaugeVec
+	refile          refileMetrics
 }
 
 // New registers bulkmilter's metrics, the Go and process collectors and a
@@ -163,6 +164,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Constant 1, labelled by the version of the running signature set; counts start afresh when it changes.",
 		}, []string{"version"}),
 	}
+	m.refile = newRefileMetrics(f)
 	version, goVersion := "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version, goVersion = bi.Main.Version, bi.GoVersion
@@ -364,10 +366,10 @@ func (m *Metrics) SignatureSet(version string) {
 
 // collectors returns bulkmilter's own collectors (build_info aside).
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
 		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
-	}
+	}, m.refile.collectors()...)
 }

@@ -40,6 +40,10 @@ func exercise(m *Metrics) {
 	m.ConfigLoaded()
 	m.Reload(true)
 	m.SignatureSet("s0123456789")
+	m.Refiled(time.Second)
+	m.RefileSkipped("not_in_inbox", 2)
+	m.RefileFailed(1)
+	m.RefileQueue(3, 40)
 }
 
 // TestMetricsDoc keeps docs/metrics.md generated from the registry, so the

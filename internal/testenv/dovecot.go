@@ -73,6 +73,7 @@ type Dovecot struct {
 	lmtpPort  int
 	imapPort  int
 	proc      *process
+	bin       string
 	doveadm   string
 	mailUID   int
 	mailGID   int
@@ -107,7 +108,7 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 	if err != nil {
 		unavailable(t, "user %s missing: %v", dovecotMailUser, err)
 	}
-	d := &Dovecot{t: t, opts: opts, dir: t.TempDir(), doveadm: doveadm}
+	d := &Dovecot{t: t, opts: opts, dir: t.TempDir(), bin: bin, doveadm: doveadm}
 	d.mailUID, _ = strconv.Atoi(mu.Uid)
 	d.mailGID, _ = strconv.Atoi(mu.Gid)
 	d.usersList = opts.Users
@@ -584,6 +585,13 @@ func (d *Dovecot) Stop() {
 	if d.proc != nil && !d.proc.stop(10*time.Second) {
 		d.t.Logf("testenv: dovecot ignored SIGTERM for 10s and was killed")
 	}
+}
+
+// Restart starts Dovecot again after Stop, on the same ports, with the
+// same configuration and mail: an outage and a recovery.
+func (d *Dovecot) Restart() error {
+	d.Stop()
+	return d.start(d.bin)
 }
 
 // Deliver hands one message to Dovecot over LMTP (RFC 2033) and returns an
