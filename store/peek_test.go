@@ -36,10 +36,10 @@ func testPeek(t *testing.T, s peekable, snapshot func() any) {
 	}
 	want := map[string]int64{}
 	for _, o := range []store.Observation{
-		{Keys: []string{"v1:one"}, Recipients: rcpts("a", 1)},
-		{Keys: []string{"v1:three"}, Recipients: rcpts("b", 3)},
-		{Keys: []string{"v1:many"}, Recipients: rcpts("c", 40)},
-		{Keys: []string{"v1:many"}, Recipients: rcpts("d", 5)},
+		{Keys: []string{"v1:imatch.0:one"}, Recipients: rcpts("a", 1)},
+		{Keys: []string{"v1:shingle.0:three"}, Recipients: rcpts("b", 3)},
+		{Keys: []string{"v1:sift.0:many"}, Recipients: rcpts("c", 40)},
+		{Keys: []string{"v1:sift.0:many"}, Recipients: rcpts("d", 5)},
 	} {
 		res, err := s.Observe(ctx, o)
 		if err != nil {
@@ -47,29 +47,41 @@ func testPeek(t *testing.T, s peekable, snapshot func() any) {
 		}
 		want[o.Keys[0]] = res.Volumes[0]
 	}
-	if err := s.RecordVote(ctx, store.Vote{Keys: []string{"v1:three"}, Voter: "b0@example.test", Kind: store.VoteNotBulk}); err != nil {
+	if err := s.RecordVote(ctx, store.Vote{Keys: []string{"v1:shingle.0:three"}, Voter: "b0@example.test", Kind: store.VoteNotBulk}); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot()
-	keys := []string{"v1:one", "v1:three", "v1:many", "v1:unknown", "v1:one"}
-	res, err := s.Peek(ctx, keys, t0())
-	if err != nil {
-		t.Fatal(err)
+	// Each key is its own message's: a message joins one campaign.
+	keys := []string{"v1:imatch.0:one", "v1:shingle.0:three", "v1:sift.0:many", "v1:imatch.1:unknown"}
+	for _, k := range keys {
+		res, err := s.Peek(ctx, []string{k, k}, t0())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := want[k]; res.Volumes[0] != v || res.Volumes[1] != v {
+			t.Errorf("%s: peeked volumes %v, observed %d", k, res.Volumes, v)
+		}
+		if (res.Campaign.ID != 0) != (want[k] > 0) || res.Campaign.Recipients != want[k] {
+			t.Errorf("%s: peeked campaign %+v, observed volume %d", k, res.Campaign, want[k])
+		}
+		tally := store.Tally{}
+		if k == "v1:shingle.0:three" {
+			tally.NotBulk = 1
+		}
+		if res.Votes[0] != tally {
+			t.Errorf("%s: peeked tally %v, want %v", k, res.Votes[0], tally)
+		}
+		if res.UserVotes != nil || res.OwnVotes != nil {
+			t.Errorf("peek returned recipients' votes: %v", res.UserVotes)
+		}
 	}
-	wantVols := []int64{want["v1:one"], want["v1:three"], want["v1:many"], 0, want["v1:one"]}
-	if !reflect.DeepEqual(res.Volumes, wantVols) || wantVols[2] < 40 {
-		t.Errorf("peeked volumes %v, observed %v", res.Volumes, wantVols)
-	}
-	if res.Votes[1] != (store.Tally{NotBulk: 1}) || res.Votes[0] != (store.Tally{}) {
-		t.Errorf("peeked tallies %v", res.Votes)
-	}
-	if res.UserVotes != nil || res.OwnVotes != nil {
-		t.Errorf("peek returned recipients' votes: %v", res.UserVotes)
+	if want["v1:sift.0:many"] < 40 {
+		t.Errorf("45 recipients observed as %d", want["v1:sift.0:many"])
 	}
 	if after := snapshot(); !reflect.DeepEqual(before, after) {
 		t.Errorf("peek changed the store:\nbefore %v\nafter  %v", before, after)
 	}
-	if res, err := s.Observe(ctx, store.Observation{Keys: []string{"v1:unknown"}, Recipients: rcpts("e", 1)}); err != nil || res.Volumes[0] != 1 {
+	if res, err := s.Observe(ctx, store.Observation{Keys: []string{"v1:imatch.1:unknown"}, Recipients: rcpts("e", 1)}); err != nil || res.Volumes[0] != 1 {
 		t.Errorf("observe after peek: %v, %v; want volume 1", res.Volumes, err)
 	}
 }
