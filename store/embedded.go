@@ -236,9 +236,14 @@ var errClosed = fmt.Errorf("%w: store closed", ErrUnavailable)
 
 // Observe records the observation in its campaign (model.go) and
 // returns the campaign and its keys' volumes and votes.
-func (e *Embedded) Observe(ctx context.Context, o Observation) (res Result, err error) {
+func (e *Embedded) Observe(ctx context.Context, o Observation) (Result, error) {
+	return e.observeAs(ctx, "observe", o)
+}
+
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
+func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
-	defer func() { e.observeOp("observe", start, err) }()
+	defer func() { e.observeOp(op, start, err) }()
 	if e.closed.Load() {
 		return Result{}, fmt.Errorf("observe: %w", errClosed)
 	}

@@ -452,9 +452,14 @@ func (r *Redis) observe(op string, start time.Time, err error) {
 // single server; on a cluster one pipeline reads the pointers and votes
 // (one call per slot) and, once Go decided, a second writes the pointers
 // and counts the campaign.
-func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err error) {
+func (r *Redis) Observe(ctx context.Context, o Observation) (Result, error) {
+	return r.observeAs(ctx, "observe", o)
+}
+
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
+func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
-	defer func() { r.observe("observe", start, err) }()
+	defer func() { r.observe(op, start, err) }()
 	if err := checkKeys(o.Keys); err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
