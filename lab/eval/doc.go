@@ -8,5 +8,6 @@
 // The pipeline under test is passed in (Config.NewPipeline): the command builds the
 // daemon's own runtime, so what is measured is what runs. It may import detect,
 // mailtext, signature (the papers' protocols sign with variants of the configured
-// families) and lab/corpus; never daemon, milter or store.
+// families), refile (refiling simulated with the daemon's refiler, refile.go) and
+// lab/corpus; never daemon, milter or store.
 package eval
