@@ -188,6 +188,18 @@ type Policy struct {
 	// "accept" delivers the message untagged; "tempfail" asks the sender
 	// to retry later.
 	OnStoreError string `yaml:"on_store_error"`
+	// Adaptive lets the thresholds follow the site's size; Threshold and
+	// Thresholds are then the ceiling.
+	Adaptive Adaptive `yaml:"adaptive"`
+}
+
+// Adaptive is the adaptive threshold: one step per RecipientsPerStep
+// distinct recipients active at the site in the window, within [Floor,
+// the configured threshold].
+type Adaptive struct {
+	Enabled           bool `yaml:"enabled"`
+	Floor             int  `yaml:"floor"`
+	RecipientsPerStep int  `yaml:"recipients_per_step"`
 }
 
 // Actions are what the milter does with a message.
@@ -268,6 +280,7 @@ func Default() Config {
 			Threshold:    10,
 			StoreTimeout: Duration(500 * time.Millisecond),
 			OnStoreError: "accept",
+			Adaptive:     Adaptive{Enabled: true, Floor: 5, RecipientsPerStep: 2500},
 		},
 		Actions: Actions{Header: "X-Bulk"},
 		Feedback: Feedback{

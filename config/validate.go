@@ -159,6 +159,8 @@ func (c *Config) validate(lines lineIndex) Problems {
 		v.add("policy.store_timeout", `use a duration well below Postfix's 30s command timeout, e.g. "500ms"`, "out of range: %s", p.StoreTimeout.D())
 	}
 	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
+	v.positive("policy.adaptive.floor", p.Adaptive.Floor)
+	v.positive("policy.adaptive.recipients_per_step", p.Adaptive.RecipientsPerStep)
 
 	a := c.Actions
 	if !validHeaderName(a.Header) {

@@ -49,8 +49,11 @@ type Options struct {
 	// secret or parameter changes.
 	Set   *signature.Set
 	Store Store
-	// Thresholds holds the bulk threshold of each enabled family.
+	// Thresholds holds the bulk threshold of each enabled family; with
+	// Adaptive, the ceiling.
 	Thresholds map[signature.Family]int
+	// Adaptive lets the thresholds follow the site's size (adaptive.go).
+	Adaptive Adaptive
 	// StoreTimeout bounds the store calls for one message. It starts when
 	// the analysis is done: a slow analysis never eats the store's budget.
 	StoreTimeout time.Duration
@@ -75,6 +78,7 @@ type Options struct {
 type Engine struct {
 	opt   Options
 	turns chan struct{} // one token per analysis running (Options.Analyses)
+	site  *site         // nil: fixed thresholds
 }
 
 // New returns an engine.
@@ -106,7 +110,7 @@ func New(opt Options) (*Engine, error) {
 		opt.Analyses = runtime.GOMAXPROCS(0)
 	}
 	opt.Limits = opt.Limits.orDefault()
-	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses)}, nil
+	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses), site: newSite(opt.Adaptive)}, nil
 }
 
 // Message is one message as the MTA handed it over.
@@ -189,6 +193,10 @@ type Verdict struct {
 	Volume int64
 	// Volumes holds every signing family's volume.
 	Volumes map[signature.Family]int64
+	// Threshold is Family's threshold in effect; below the configured one
+	// when the adaptive threshold lowered it (Lowered).
+	Threshold int
+	Lowered   bool
 	// Override says when feedback changed what volume alone decided:
 	// "not-bulk" or "bulk", for everyone ("global") or for some recipients
 	// ("user").
@@ -223,13 +231,14 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	start := time.Now()
 	a := e.Analyze(msg)
 	slow := time.Since(start) > e.opt.SlowAnalysis
-	v := e.decide(ctx, a, normaliseAll(msg.Recipients), msg.Time)
+	rcpts := normaliseAll(msg.Recipients)
+	v := e.decide(ctx, a, rcpts, msg.Time, e.thresholds(ctx, rcpts, msg.Time))
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time) Verdict {
+func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, th map[signature.Family]int) Verdict {
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
 		v.Unsigned = true
@@ -261,7 +270,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 			global[i] = globalEffect(res.Votes[i], int64(e.opt.GlobalVoters))
 		}
 	}
-	byVolume := e.judge(a.Keys, res.Volumes)
+	byVolume := e.judge(a.Keys, res.Volumes, th)
 	base := byVolume
 	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
 		base = j
@@ -273,6 +282,8 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	default:
 		v.Family, v.Volume = byVolume.family, byVolume.volume
 	}
+	v.Threshold = th[v.Family]
+	v.Lowered = v.Threshold < e.opt.Thresholds[v.Family]
 	switch {
 	case byVolume.bulk && !base.bulk:
 		v.Override = "global not-bulk"
@@ -406,7 +417,7 @@ type judgement struct {
 // of its keys; a message is bulk when a family's volume reaches its
 // threshold. Family and volume are the deciding family, or the family
 // closest to its threshold.
-func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
+func (e *Engine) judge(keys []signature.Key, volumes []int64, thresholds map[signature.Family]int) judgement {
 	var vols [256]int64 // by family; -1: no key of that family
 	for i := range vols {
 		vols[i] = -1
@@ -422,7 +433,7 @@ func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 		if vol < 0 {
 			continue
 		}
-		th := e.opt.Thresholds[f]
+		th := thresholds[f]
 		if vol >= int64(th) && !j.bulk {
 			j = judgement{bulk: true, family: f, volume: vol}
 		} else if ratio := float64(vol) / float64(th); !j.bulk && ratio > best {
@@ -510,6 +521,9 @@ func (v Verdict) Header(revealKeys bool) string {
 	default:
 		b.WriteString("; family=" + v.Family.String())
 		b.WriteString("; volume=" + strconv.FormatInt(v.Volume, 10))
+		if v.Lowered {
+			b.WriteString("; threshold=" + strconv.Itoa(v.Threshold))
+		}
 	}
 	if v.Override != "" {
 		b.WriteString("; feedback=" + strings.ReplaceAll(v.Override, " ", "-"))

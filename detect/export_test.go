@@ -1,5 +1,12 @@
 package detect
 
+import (
+	"context"
+	"time"
+)
+
 // Decide exposes decide to the benchmarks, which are an external test
 // package (they read the benchmark sample, which imports detect).
-var Decide = (*Engine).decide
+func Decide(e *Engine, ctx context.Context, a *Analysis, rcpts []string, at time.Time) Verdict {
+	return e.decide(ctx, a, rcpts, at, e.thresholds(ctx, rcpts, at))
+}

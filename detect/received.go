@@ -109,6 +109,31 @@ func ParseReceived(v string) Received {
 	return r
 }
 
+// FromHeader names the parts of the envelope a replay takes from a stored
+// message's header.
+type FromHeader struct {
+	Recipients bool // HeaderRecipients, when it names any
+	Client     bool // ReceivedClient
+	Sender     bool // ReturnPath
+}
+
+// SetFromHeader sets the parts of m's envelope that from names from m's
+// header. Recipients taken from the header are bounded by the header's
+// own limits (Limits.HeaderBytes).
+func (m *Message) SetFromHeader(from FromHeader) {
+	if from.Recipients {
+		if rs := HeaderRecipients(m.Header); len(rs) > 0 {
+			m.Recipients = rs
+		}
+	}
+	if from.Client {
+		m.Client, _ = ReceivedClient(m.Header)
+	}
+	if from.Sender {
+		m.Sender = ReturnPath(m.Header)
+	}
+}
+
 // ReceivedClient returns the client address named by the topmost Received
 // field that names one, skipping loopback hops (a content filter handing
 // the message back to its MTA on the same host).

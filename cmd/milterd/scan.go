@@ -213,17 +213,7 @@ func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 	}
 	s.n++
 	msg := s.rt.Message(m.Data, s.recipients(), time.Time{})
-	if s.from == "headers" {
-		if rs := detect.HeaderRecipients(msg.Header); len(rs) > 0 {
-			msg.Recipients = rs
-		}
-	}
-	if s.client {
-		msg.Client, _ = detect.ReceivedClient(msg.Header)
-	}
-	if s.sender {
-		msg.Sender = detect.ReturnPath(msg.Header)
-	}
+	msg.SetFromHeader(detect.FromHeader{Recipients: s.from == "headers", Client: s.client, Sender: s.sender})
 	var at time.Time
 	if s.clock != "now" {
 		at = s.last
