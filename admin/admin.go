@@ -78,15 +78,24 @@ type handler struct {
 	log     *slog.Logger
 }
 
-func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
-	st, token := h.current()
+// authorised answers 403 or 401 unless the request comes from the
+// daemon's own host with the token.
+func authorised(w http.ResponseWriter, r *http.Request, token string) bool {
 	if !sameHost(r) {
-		http.Error(w, "the votes admin endpoint answers only its own host", http.StatusForbidden)
-		return
+		http.Error(w, "the admin endpoint answers only its own host", http.StatusForbidden)
+		return false
 	}
 	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 		http.Error(w, "missing or wrong token", http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
+func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
+	st, token := h.current()
+	if !authorised(w, r, token) {
 		return
 	}
 	remove := r.URL.Path == "/admin/votes/remove"
@@ -138,6 +147,66 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// Explainer explains one raw message without recording anything (package
+// explain); the result is printed as JSON.
+type Explainer interface {
+	Explain(ctx context.Context, raw []byte, rcpts []string, name string) any
+}
+
+// MaxExplainBytes bounds a message posted to /admin/explain.
+const MaxExplainBytes = 16 << 20
+
+// ExplainRoute adds POST /admin/explain to mux: the body is a raw message,
+// the query's rcpt values its envelope recipients and name its name; the
+// answer is the explanation as JSON. Access as for the votes: the
+// daemon's own host with the token.
+func ExplainRoute(mux *http.ServeMux, current func() (Explainer, string)) {
+	mux.HandleFunc("/admin/explain", func(w http.ResponseWriter, r *http.Request) {
+		ex, token := current()
+		if !authorised(w, r, token) {
+			return
+		}
+		if r.Method != http.MethodPost {
+			http.Error(w, "use POST /admin/explain with the message as the body", http.StatusMethodNotAllowed)
+			return
+		}
+		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxExplainBytes))
+		if err != nil {
+			http.Error(w, "read message: "+err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		q := r.URL.Query()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(ex.Explain(ctx, raw, q["rcpt"], q.Get("name")))
+	})
+}
+
+// Explain asks the daemon to explain a raw message; out receives the JSON
+// answer.
+func (c *Client) Explain(ctx context.Context, raw []byte, rcpts []string, name string, out any) error {
+	q := url.Values{"rcpt": rcpts}
+	if name != "" {
+		q.Set("name", name)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/admin/explain?"+q.Encode(), bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the running daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("the running daemon answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // sameHost reports whether a request comes from the daemon's own host:

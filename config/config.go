@@ -48,6 +48,7 @@ type Config struct {
 	Policy     Policy     `yaml:"policy"`
 	Actions    Actions    `yaml:"actions"`
 	Feedback   Feedback   `yaml:"feedback"`
+	Refile     Refile     `yaml:"refile"`
 
 	// file is where the configuration was read from, for messages.
 	file string
@@ -182,12 +183,21 @@ type Policy struct {
 	Threshold int `yaml:"threshold"`
 	// Thresholds overrides Threshold per family name.
 	Thresholds map[string]int `yaml:"thresholds"`
-	// StoreTimeout is the per-message budget for store calls.
+	// StoreTimeout is the per-message budget for Redis calls; the
+	// embedded store, in process, is never timed out.
 	StoreTimeout Duration `yaml:"store_timeout"`
 	// OnStoreError is what happens when the store fails or times out:
 	// "accept" delivers the message untagged; "tempfail" asks the sender
 	// to retry later.
 	OnStoreError string `yaml:"on_store_error"`
+	// AuthservID is the authserv-id of the site's own
+	// Authentication-Results fields (RFC 8601), written by the DKIM
+	// verifier that runs before the milter (OpenDKIM's AuthservID). List
+	// and bulk-sender headers count as declared bulk only when a DKIM
+	// signature that verified by its result covers them; incoming fields
+	// with this id below the verifier's are removed as forged. Empty:
+	// nothing is trusted, every mass mailing is undeclared.
+	AuthservID string `yaml:"authserv_id"`
 	// Adaptive lets the thresholds follow the site's size; Threshold and
 	// Thresholds are then the ceiling.
 	Adaptive Adaptive `yaml:"adaptive"`
@@ -206,6 +216,9 @@ type Adaptive struct {
 type Actions struct {
 	// Header is the verdict header, always added: "yes; family=…" or "no".
 	Header string `yaml:"header"`
+	// LevelHeader carries the bulk level, 0 (not bulk) to 9, on every
+	// message; incoming copies are removed.
+	LevelHeader string `yaml:"level_header"`
 	// SubjectTag, when set, is prefixed to the Subject of bulk messages.
 	SubjectTag string `yaml:"subject_tag"`
 	// RecipientDetail, when set, rewrites each recipient of a bulk message
@@ -254,6 +267,60 @@ type Feedback struct {
 	RateLimit int `yaml:"rate_limit"`
 }
 
+// Refile moves the copies of a campaign delivered before its threshold
+// from the inbox to Bulk once it crosses the threshold (docs/refile.md).
+// When enabled, the recipients and Message-IDs of those copies are kept
+// for the store's window, in memory and in File.
+type Refile struct {
+	Enabled bool `yaml:"enabled"`
+	// Mover is how copies are moved: "doveadm-http" (Dovecot's doveadm
+	// HTTP API), "doveadm" (the command) or "hook".
+	Mover string `yaml:"mover"`
+	// Folder is the destination mailbox, created when missing.
+	Folder string `yaml:"folder"`
+	// Domains limits refiling to recipients of these domains (the mail
+	// store's own); empty means every recipient.
+	Domains []string      `yaml:"domains"`
+	Doveadm RefileDoveadm `yaml:"doveadm"`
+	Hook    RefileHook    `yaml:"hook"`
+	// File keeps the ledger and the move queue across restarts; default
+	// DataDir/refile.json.
+	File string `yaml:"file"`
+	// MaxEntries bounds the copies remembered in all (the oldest go
+	// first), MaxPerCampaign per campaign, MaxQueue those waiting to move.
+	MaxEntries     int `yaml:"max_entries"`
+	MaxPerCampaign int `yaml:"max_per_campaign"`
+	MaxQueue       int `yaml:"max_queue"`
+	// Retries bounds the attempts after the first; Backoff is the first
+	// wait, doubled up to MaxBackoff.
+	Retries    int      `yaml:"retries"`
+	Backoff    Duration `yaml:"backoff"`
+	MaxBackoff Duration `yaml:"max_backoff"`
+	// Timeout bounds one call to the mail store, the hook or the votes.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// RefileDoveadm reaches Dovecot.
+type RefileDoveadm struct {
+	// URL is the doveadm HTTP API (mover doveadm-http), e.g.
+	// http://127.0.0.1:8080/doveadm/v1.
+	URL string `yaml:"url"`
+	// PasswordFile holds doveadm_password (Basic auth as "doveadm"), or
+	// APIKeyFile doveadm_api_key (X-Dovecot-API); one of them.
+	PasswordFile string `yaml:"password_file"`
+	APIKeyFile   string `yaml:"api_key_file"`
+	// Command is the doveadm program (mover doveadm) and Config its -c.
+	Command string `yaml:"command"`
+	Config  string `yaml:"config"`
+}
+
+// RefileHook hands the copies to another mail store as JSON: a command
+// (program and arguments) reading it on stdin, or a URL receiving a POST.
+type RefileHook struct {
+	Command []string `yaml:"command"`
+	URL     string   `yaml:"url"`
+}
+
 // Default returns the configuration used when no file is given.
 func Default() Config {
 	return Config{
@@ -282,7 +349,7 @@ func Default() Config {
 			OnStoreError: "accept",
 			Adaptive:     Adaptive{Enabled: true, Floor: 5, RecipientsPerStep: 2500},
 		},
-		Actions: Actions{Header: "X-Bulk"},
+		Actions: Actions{Header: "X-Bulk", LevelHeader: "X-Bulk-Level"},
 		Feedback: Feedback{
 			Enabled:            true,
 			Header:             "X-Bulk-Feedback",
@@ -291,6 +358,18 @@ func Default() Config {
 			Keep:               "discard",
 			VoteTTL:            Duration(180 * 24 * time.Hour),
 			RateLimit:          100,
+		},
+		Refile: Refile{
+			Mover:          "doveadm-http",
+			Folder:         "Bulk",
+			Doveadm:        RefileDoveadm{URL: "http://127.0.0.1:8080/doveadm/v1", Command: "doveadm"},
+			MaxEntries:     200_000,
+			MaxPerCampaign: 1000,
+			MaxQueue:       100_000,
+			Retries:        10,
+			Backoff:        Duration(10 * time.Second),
+			MaxBackoff:     Duration(10 * time.Minute),
+			Timeout:        Duration(10 * time.Second),
 		},
 	}
 }
@@ -332,6 +411,14 @@ func (c *Config) StoreFile() string {
 		return c.Store.File
 	}
 	return filepath.Join(c.DataDir, "store.db")
+}
+
+// RefileFile returns the refiling ledger's file, defaulting into DataDir.
+func (c *Config) RefileFile() string {
+	if c.Refile.File != "" {
+		return c.Refile.File
+	}
+	return filepath.Join(c.DataDir, "refile.json")
 }
 
 // UsesRedis reports whether the Redis store is configured.

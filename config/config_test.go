@@ -142,7 +142,7 @@ func TestBrokenConfigs(t *testing.T) {
 		want       []string
 	}{
 		{"unknown top-level key", "listn: inet:127.0.0.1:1\n", []string{
-			`b.yml:1: unknown key "listn" (did you mean "listen"? valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+			`b.yml:1: unknown key "listn" (did you mean "listen"? valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, refile, secret_key_file, shutdown_timeout, signatures, socket, store)`,
 		}},
 		{"unknown nested key", "store:\n  windw: 1h\n", []string{
 			`b.yml:2: store: unknown key "windw" (did you mean "window"? valid keys here: file, max_entries, redis, window)`,
@@ -166,10 +166,10 @@ func TestBrokenConfigs(t *testing.T) {
 			`b.yml:2: store.redis: expected a section of keys, got "redis://127.0.0.1:6379" (redis is a section: write the URL on the next line, indented, as url: redis://127.0.0.1:6379)`,
 		}},
 		{"a key in the wrong section", "threshold: 20\n", []string{
-			`b.yml:1: unknown key "threshold" (threshold is a key of another section: policy.threshold; valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+			`b.yml:1: unknown key "threshold" (threshold is a key of another section: policy.threshold; valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, refile, secret_key_file, shutdown_timeout, signatures, socket, store)`,
 		}},
 		{"not a mapping", "- listen\n", []string{
-			`b.yml:1: expected a section of keys, got a list (write the configuration as key: value lines; top-level keys: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, secret_key_file, shutdown_timeout, signatures, socket, store)`,
+			`b.yml:1: expected a section of keys, got a list (write the configuration as key: value lines; top-level keys: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, refile, secret_key_file, shutdown_timeout, signatures, socket, store)`,
 		}},
 		{"a list given a value", "actions:\n  except_domains: example.com\n", []string{
 			`b.yml:2: actions.except_domains: expected a list, got "example.com" (write a list, e.g. except_domains: [example.com], or one "- item" per line below)`,
@@ -218,6 +218,26 @@ actions:
 			`b.yml:4: actions.except_recipients[1]: invalid address "nobody" (use an address such as user@example.com)`,
 			`b.yml:5: actions.header_only_domains[1]: invalid domain "x y" (use a domain such as example.com, or .example.com for its subdomains)`,
 			`b.yml:6: actions.header_only_recipients[0]: invalid address "@example.com" (use an address such as user@example.com)`,
+		}},
+		{"refiling", `
+refile:
+  enabled: true
+  folder: INBOX
+  domains: ["a b"]
+  doveadm:
+    url: ftp://dovecot
+  retries: -1
+  backoff: 0s
+`, []string{
+			`b.yml:4: refile.folder: invalid folder "INBOX" (use a mailbox name such as Bulk)`,
+			`b.yml:5: refile.domains[0]: invalid domain "a b" (use a domain such as example.com, or .example.com for its subdomains)`,
+			`b.yml:6: refile.doveadm.password_file: the doveadm HTTP API needs one credential (name the file holding doveadm_password, or api_key_file for doveadm_api_key (one of them))`,
+			`b.yml:7: refile.doveadm.url: invalid URL "ftp://dovecot" (use the doveadm HTTP API, e.g. http://127.0.0.1:8080/doveadm/v1)`,
+			`b.yml:8: refile.retries: must not be negative, got -1 (use 0 or more)`,
+			`b.yml:9: refile.backoff: must be positive (use a duration such as "10s")`,
+		}},
+		{"refiling hook", "refile:\n  enabled: true\n  mover: hook\n", []string{
+			`b.yml:3: refile.mover: the hook needs a command or a URL (set refile.hook.command (program and arguments) or refile.hook.url, not both)`,
 		}},
 		{"syntax error", "listen: [\n", []string{
 			`b.yml:1: listen: a value that is not complete (close any [ or { on the same line, or quote the value if the brackets are text)`,

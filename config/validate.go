@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -161,10 +163,18 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
 	v.positive("policy.adaptive.floor", p.Adaptive.Floor)
 	v.positive("policy.adaptive.recipients_per_step", p.Adaptive.RecipientsPerStep)
+	if id := p.AuthservID; id != "" && (strings.ContainsAny(id, " \t\r\n;()\"=") || !utf8.ValidString(id)) {
+		v.add("policy.authserv_id", "use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com", "invalid authserv-id %q", id)
+	}
 
 	a := c.Actions
 	if !validHeaderName(a.Header) {
 		v.add("actions.header", "use a header field name such as X-Bulk", "invalid header name %q", a.Header)
+	}
+	if !validHeaderName(a.LevelHeader) {
+		v.add("actions.level_header", "use a header field name such as X-Bulk-Level", "invalid header name %q", a.LevelHeader)
+	} else if strings.EqualFold(a.LevelHeader, a.Header) {
+		v.add("actions.level_header", "use a different name than actions.header", "same as the verdict header")
 	}
 	if strings.ContainsAny(a.RecipientDetail, "@+ \t\r\n") {
 		v.add("actions.recipient_detail", `use a plain word such as "Bulk"`, "invalid detail %q", a.RecipientDetail)
@@ -200,7 +210,55 @@ func (c *Config) validate(lines lineIndex) Problems {
 		}
 		v.positive("feedback.rate_limit", f.RateLimit)
 	}
+	c.validateRefile(v)
 	return v.probs
+}
+
+func (c *Config) validateRefile(v *validator) {
+	r := c.Refile
+	if !r.Enabled {
+		return
+	}
+	v.oneOf("refile.mover", r.Mover, "doveadm-http", "doveadm", "hook")
+	if strings.TrimSpace(r.Folder) == "" || strings.ContainsAny(r.Folder, "\r\n\t\"*%") || strings.EqualFold(r.Folder, "INBOX") {
+		v.add("refile.folder", "use a mailbox name such as Bulk", "invalid folder %q", r.Folder)
+	}
+	v.domains("refile.domains", r.Domains)
+	switch r.Mover {
+	case "doveadm-http":
+		if u, err := url.Parse(r.Doveadm.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("refile.doveadm.url", "use the doveadm HTTP API, e.g. http://127.0.0.1:8080/doveadm/v1", "invalid URL %q", r.Doveadm.URL)
+		}
+		if (r.Doveadm.PasswordFile == "") == (r.Doveadm.APIKeyFile == "") {
+			v.add("refile.doveadm.password_file", "name the file holding doveadm_password, or api_key_file for doveadm_api_key (one of them)",
+				"the doveadm HTTP API needs one credential")
+		}
+	case "doveadm":
+		if r.Doveadm.Command == "" {
+			v.add("refile.doveadm.command", "use doveadm or its full path", "empty")
+		}
+	case "hook":
+		if (len(r.Hook.Command) == 0) == (r.Hook.URL == "") {
+			v.add("refile.mover", "set refile.hook.command (program and arguments) or refile.hook.url, not both", "the hook needs a command or a URL")
+		}
+		if u, err := url.Parse(r.Hook.URL); r.Hook.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			v.add("refile.hook.url", "use an http or https URL", "invalid URL %q", r.Hook.URL)
+		}
+	}
+	v.positive("refile.max_entries", r.MaxEntries)
+	v.positive("refile.max_per_campaign", r.MaxPerCampaign)
+	v.positive("refile.max_queue", r.MaxQueue)
+	if r.Retries < 0 {
+		v.add("refile.retries", "use 0 or more", "must not be negative, got %d", r.Retries)
+	}
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{{"refile.backoff", r.Backoff}, {"refile.max_backoff", r.MaxBackoff}, {"refile.timeout", r.Timeout}} {
+		if d.d <= 0 {
+			v.add(d.path, `use a duration such as "10s"`, "must be positive")
+		}
+	}
 }
 
 // checkFiles reports the files the configuration names that this process
@@ -215,6 +273,12 @@ func (c *Config) checkFiles(lines lineIndex) Problems {
 			{"store.redis.tls.ca_file", r.TLS.CAFile},
 			{"store.redis.tls.cert_file", r.TLS.CertFile},
 			{"store.redis.tls.key_file", r.TLS.KeyFile},
+		}...)
+	}
+	if c.Refile.Enabled && c.Refile.Mover == "doveadm-http" {
+		files = append(files, [][2]string{
+			{"refile.doveadm.password_file", c.Refile.Doveadm.PasswordFile},
+			{"refile.doveadm.api_key_file", c.Refile.Doveadm.APIKeyFile},
 		}...)
 	}
 	for _, f := range files {

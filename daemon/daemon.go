@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d := &Daemon{opts: o, log: o.Logger, reg: prometheus.NewRegistry()}
 	d.opts.HTTP = o.HTTP.orDefault()
 	d.met = metrics.New(d.reg)
-	rt, err := NewRuntime(cfg, d.log, d.met, nil)
+	rt, err := newRuntime(cfg, d.log, d.met, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Logger:   d.log,
 		Observer: d.met,
 	})
-	if d.ln, err = milter.Listen(cfg.Listen, cfg.Socket); err != nil {
+	if d.ln, err = listen(cfg.Listen, cfg.Socket); err != nil {
 		d.closeRuntime(rt)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
@@ -190,7 +191,7 @@ func (d *Daemon) reload() {
 	}
 	var rt *Runtime
 	if err == nil {
-		rt, err = NewRuntime(cfg, d.log, d.met, old)
+		rt, err = newRuntime(cfg, d.log, d.met, old, true)
 	}
 	if err != nil {
 		d.met.Reload(false)
@@ -246,5 +247,27 @@ func (d *Daemon) Handler() http.Handler {
 		rt := d.current.Load()
 		return rt.store, rt.adminToken
 	}, d.log)
+	admin.ExplainRoute(mux, func() (admin.Explainer, string) {
+		rt := d.current.Load()
+		return rt, rt.adminToken
+	})
 	return mux
+}
+
+// listen opens the milter socket of the configuration, which Load has
+// validated.
+func listen(spec string, sock config.Socket) (net.Listener, error) {
+	network, addr, err := config.ParseListen(spec)
+	if err != nil {
+		return nil, err
+	}
+	access := milter.SocketAccess{Group: sock.Group}
+	if sock.Mode != "" {
+		m, err := strconv.ParseUint(sock.Mode, 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("socket mode %q: %w", sock.Mode, err)
+		}
+		access.Mode = os.FileMode(m)
+	}
+	return milter.Listen(network, addr, access)
 }

@@ -17,6 +17,7 @@ import (
 // (zero: now).
 func (rt *Runtime) Message(raw []byte, rcpts []string, at time.Time) *detect.Message {
 	b := detect.NewBuilder(rt.state.Limits, rt.state.Actions.Header, rt.state.Actions.FeedbackHeader)
+	b.LevelHeader, b.AuthservID = rt.state.Actions.LevelHeader, rt.state.Actions.AuthservID
 	b.ReadRaw(raw)
 	for _, r := range rcpts {
 		b.Recipient(r)

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/bulkmilter/bulkmilter/admin"
 	"github.com/bulkmilter/bulkmilter/bundled"
@@ -15,6 +17,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/milter"
+	"github.com/bulkmilter/bulkmilter/refile"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
@@ -45,12 +48,24 @@ type Runtime struct {
 	site *store.Site
 	// adminToken authorises the votes admin endpoint (package admin).
 	adminToken string
+	// refiler moves a campaign's early copies to Bulk (refile.enabled,
+	// the daemon only); reloads keep it, as they keep the store.
+	refiler     *refile.Refiler
+	votes       *votesOf // the refiler's view of the store
+	refilerKey  string
+	ownsRefiler bool
 }
 
 // NewRuntime builds a runtime. When prev (may be nil) uses the same store
 // settings its store is taken over instead of opened twice (the embedded
-// store's file must have one owner). met may be nil.
+// store's file must have one owner). met may be nil. It never refiles:
+// replays (scan, eval, bench) must not move anyone's mail.
 func NewRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev *Runtime) (*Runtime, error) {
+	return newRuntime(cfg, log, met, prev, false)
+}
+
+// newRuntime builds a runtime; the daemon's refiles when refile.enabled.
+func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev *Runtime, refiles bool) (*Runtime, error) {
 	secret, created, err := LoadSecret(cfg.SecretKeyPath())
 	if err != nil {
 		return nil, err
@@ -116,8 +131,35 @@ func NewRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		}
 		rt.state.Feedback = fb
 	}
+	var refileFrom *Runtime
+	if refiles && cfg.Refile.Enabled {
+		rt.refilerKey = refileKey(cfg)
+		if prev != nil && prev.refiler != nil && prev.ownsRefiler {
+			// One refiler owns the state file: settings changed on a
+			// reload wait for a restart.
+			refileFrom, rt.refiler, rt.votes = prev, prev.refiler, prev.votes
+			if prev.refilerKey != rt.refilerKey {
+				log.Warn("refile settings changed; they apply after a restart")
+			}
+		} else {
+			rt.votes = new(votesOf)
+			if rt.refiler, err = newRefiler(cfg, rt.votes, log, met); err != nil {
+				rt.Close()
+				return nil, err
+			}
+			rt.ownsRefiler = true
+		}
+		rt.votes.use(rt.store)
+		except := milter.NewRecipients(slices.Concat(cfg.Actions.ExceptRecipients, cfg.Actions.HeaderOnlyRecipients),
+			slices.Concat(cfg.Actions.ExceptDomains, cfg.Actions.HeaderOnlyDomains))
+		rt.state.Pipeline = &refiling{Pipeline: rt.engine, r: rt.refiler, except: except,
+			domains: milter.NewRecipients(nil, cfg.Refile.Domains), anyDomain: len(cfg.Refile.Domains) == 0}
+	}
 	if from != nil {
 		from.ownsStore, rt.ownsStore = false, true
+	}
+	if refileFrom != nil {
+		refileFrom.ownsRefiler, rt.ownsRefiler = false, true
 	}
 	return rt, nil
 }
@@ -168,6 +210,8 @@ func actionsOf(cfg *config.Config) milter.Actions {
 	a := cfg.Actions
 	return milter.Actions{
 		Header:               a.Header,
+		LevelHeader:          a.LevelHeader,
+		AuthservID:           cfg.Policy.AuthservID,
 		FeedbackHeader:       cfg.Feedback.Header,
 		SubjectTag:           a.SubjectTag,
 		RecipientDetail:      a.RecipientDetail,
@@ -237,8 +281,20 @@ func (rt *Runtime) State() *milter.State { return rt.state }
 // Ping checks that the store answers.
 func (rt *Runtime) Ping(ctx context.Context) error { return rt.store.Ping(ctx) }
 
-// Close releases the store if this runtime still owns it.
+// Close stops the refiler and releases the store if this runtime still
+// owns them.
 func (rt *Runtime) Close() error {
+	var err error
+	if rt.ownsRefiler && rt.refiler != nil {
+		rt.ownsRefiler = false
+		if cerr := rt.refiler.Close(); cerr != nil {
+			err = fmt.Errorf("close refiler: %w", cerr) // the store still closes
+		}
+	}
+	return errors.Join(err, rt.closeStore())
+}
+
+func (rt *Runtime) closeStore() error {
 	if !rt.ownsStore || rt.store == nil {
 		return nil
 	}

@@ -69,14 +69,81 @@ func lockStore(path string) (func(), error) {
 	}, nil
 }
 
-// lockedStore is an embedded store that releases its file lock on Close.
+// lockedStore is an embedded store that releases its file lock on Close
+// and writes its file soon after a vote.
 type lockedStore struct {
 	*store.Embedded
 	unlock func()
+
+	mu     sync.Mutex
+	save   *time.Timer // pending save after a vote; nil when none
+	closed bool
+	saving sync.WaitGroup // a save after a vote in progress
+}
+
+// voteSaveDelay is how soon after a vote (or a removal) the store file is
+// written. Votes are the users' data and rare: a daemon killed (SIGKILL,
+// the OOM killer, a power cut) loses the votes of the last second, not
+// those since the periodic save (store.DefaultSaveInterval, 5 min), which
+// only counts can afford to lose. Votes within the delay share one save.
+const voteSaveDelay = time.Second
+
+// Observe and RecordVote drop the caller's deadline (policy.store_timeout):
+// the embedded store answers in process, with CPU work under short
+// per-shard locks and no I/O (Save copies a shard under its lock and
+// writes without it), so the deadline could only fire when the host was
+// too busy to run the call, and "unavailable" then would worsen the
+// verdict without protecting the MTA from anything. The budget is for a
+// store across a network (docs/reliability.md, "The store budget").
+func (s *lockedStore) Observe(ctx context.Context, o store.Observation) (store.Result, error) {
+	return s.Embedded.Observe(context.WithoutCancel(ctx), o)
+}
+
+func (s *lockedStore) RecordVote(ctx context.Context, v store.Vote) error {
+	err := s.Embedded.RecordVote(context.WithoutCancel(ctx), v)
+	if err == nil {
+		s.saveSoon()
+	}
+	return err
+}
+
+func (s *lockedStore) RemoveVotes(ctx context.Context, q store.VoteQuery) (int, error) {
+	n, err := s.Embedded.RemoveVotes(ctx, q)
+	if n > 0 {
+		s.saveSoon()
+	}
+	return n, err
+}
+
+func (s *lockedStore) saveSoon() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.save != nil || s.closed {
+		return
+	}
+	s.save = time.AfterFunc(voteSaveDelay, func() {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		s.save = nil
+		s.saving.Add(1)
+		s.mu.Unlock()
+		defer s.saving.Done()
+		s.Embedded.Save() // a failure is counted by the store's observer, as for the periodic save
+	})
 }
 
 func (s *lockedStore) Close() error {
-	err := s.Embedded.Close()
+	s.mu.Lock()
+	s.closed = true
+	if s.save != nil {
+		s.save.Stop()
+	}
+	s.mu.Unlock()
+	s.saving.Wait()
+	err := s.Embedded.Close() // saves
 	s.unlock()
 	return err
 }

@@ -25,7 +25,7 @@ import (
 // and each kind is run against the program it configures, as written in
 // the page: a broken copy in the README fails here. Every code block in
 // these pages must carry a marker, so a new snippet cannot escape.
-var snippetDocs = []string{"../README.md", "../docs/operations.md", "../docs/feedback.md", "README.md", "dovecot/README.md"}
+var snippetDocs = []string{"../README.md", "../docs/operations.md", "../docs/feedback.md", "../docs/refile.md", "README.md", "dovecot/README.md"}
 
 // snippetKinds are the kinds of snippet and what checks them.
 var snippetKinds = map[string]string{

@@ -8,9 +8,10 @@
 // stripping of the recipient's name, and the policy that turns volumes
 // and feedback votes into a verdict: a message is bulk when any enabled
 // family's volume (the highest volume over its keys) reaches that
-// family's threshold, unless feedback overrides it.
+// family's threshold, unless feedback overrides it; the bulk level 0–9
+// grades it (level.go, docs/levels.md).
 //
-// It may import mailtext, signature and store; it reports through its
+// It may import mailtext, signature, store and declared; it reports through its
 // own Observer and never imports metrics or config.
 package detect
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/emersion/go-message/textproto"
 
+	"github.com/bulkmilter/bulkmilter/declared"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
@@ -130,6 +132,10 @@ type Message struct {
 	Client netip.Addr
 	// Truncated reports that Body holds only the first part of the body.
 	Truncated bool
+	// AuthResults are the Authentication-Results values of the site's
+	// own authserv-id that a verifier before the milter added (see
+	// Builder.AuthservID); declared bulk is judged on them.
+	AuthResults []string
 	// Time is when the message arrived; zero means now. Offline replays
 	// (scan, eval) set it so that the store's window applies as it would
 	// have.
@@ -213,6 +219,14 @@ type Verdict struct {
 	// Err is set when the store failed; the caller applies its failure
 	// policy. Bulk is false then.
 	Err error
+	// Level grades the verdict from 0 (not bulk) to 9; LevelBulk and
+	// above mean Bulk for recipients without votes of their own (see
+	// level). LevelWhy says why, in words.
+	Level    int
+	LevelWhy []string
+	// Declared is whether the message declares itself as bulk, with a
+	// verified signature covering the declaration (declared.Judge).
+	Declared declared.Judgement
 	// Analysis is what the verdict was computed from.
 	Analysis *Analysis
 	// IDs are the store ids of Analysis.Keys.
@@ -231,14 +245,49 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	start := time.Now()
 	a := e.Analyze(msg)
 	slow := time.Since(start) > e.opt.SlowAnalysis
+	decl := declared.Judge(&msg.Header, msg.AuthResults)
 	rcpts := normaliseAll(msg.Recipients)
-	v := e.decide(ctx, a, rcpts, msg.Time, e.thresholds(ctx, rcpts, msg.Time))
+	v := e.decide(ctx, a, rcpts, msg.Time, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
+	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, th map[signature.Family]int) Verdict {
+// ErrNoPeek is the verdict's error when the store cannot be read without
+// recording (it is no store.Peeker).
+var ErrNoPeek = errors.New("the store cannot be read without recording")
+
+// Peek is Check without recording anything: the verdict the message would
+// get from what the store holds now, its own recipients not added, and
+// what the store answered (per-key volumes and tallies). Nothing is
+// observed by the engine's Observer. milterd explain uses it.
+func (e *Engine) Peek(ctx context.Context, msg *Message) (Verdict, store.Result) {
+	a := e.Analyze(msg)
+	decl := declared.Judge(&msg.Header, msg.AuthResults)
+	var res store.Result
+	peek := func(ctx context.Context, o store.Observation) (store.Result, error) {
+		p, ok := e.opt.Store.(store.Peeker)
+		if !ok {
+			return store.Result{}, ErrNoPeek
+		}
+		var err error
+		res, err = p.Peek(ctx, o.Keys, o.Time)
+		return res, err
+	}
+	v := e.decide(ctx, a, nil, msg.Time, decl.Declared, peek, e.thresholds(ctx, nil, msg.Time))
+	v.Declared = decl
+	return v, res
+}
+
+// Threshold returns a family's configured bulk threshold (with the
+// adaptive threshold, its ceiling), 0 for a family not enabled.
+func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] }
+
+// observeFunc is how decide asks the store: Store.Observe, or a Peek.
+type observeFunc func(context.Context, store.Observation) (store.Result, error)
+
+func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, decl bool, observe observeFunc, th map[signature.Family]int) Verdict {
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
 		v.Unsigned = true
@@ -248,7 +297,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
-	res, err := e.opt.Store.Observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
+	res, err := observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
 	if err == nil && len(res.Volumes) != len(ids) {
 		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
 	}
@@ -290,6 +339,10 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
+	v.Level, v.LevelWhy = level(levelInputOf(v.Volumes, th, res.Campaign, at, levelInput{
+		bulk: base.bulk, declared: decl,
+		cleared: v.Override == "global not-bulk", forced: v.Override == "global bulk",
+	}))
 	// A recipient's own votes come with the store's answer, per key: a vote
 	// counts for the keys it was cast on and no others, without a second
 	// store call.
@@ -331,6 +384,31 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 		v.Override, v.Bulk = "user bulk", true
 	}
 	return v
+}
+
+// levelInputOf completes in with the volumes: the highest volume and ratio
+// over the families and the campaign (measured against the lowest of the
+// thresholds in effect), and whether the campaign reached that threshold
+// within fastInterval of its first copy.
+func levelInputOf(volumes map[signature.Family]int64, thresholds map[signature.Family]int, c store.Campaign, at time.Time, in levelInput) levelInput {
+	lowest := 0
+	for f, vol := range volumes {
+		th := thresholds[f]
+		in.seen = max(in.seen, vol)
+		in.ratio = max(in.ratio, float64(vol)/float64(th))
+		if lowest == 0 || th < lowest {
+			lowest = th
+		}
+	}
+	if c.Recipients > 0 && lowest > 0 {
+		in.seen = max(in.seen, c.Recipients)
+		in.ratio = max(in.ratio, float64(c.Recipients)/float64(lowest))
+		if at.IsZero() {
+			at = time.Now()
+		}
+		in.fast = !c.First.IsZero() && c.Recipients >= int64(lowest) && at.Sub(c.First) < fastInterval
+	}
+	return in
 }
 
 // effect is what feedback marks a key with: "not bulk" (clear) or
@@ -469,6 +547,8 @@ func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
 	}
 	if v.Err != nil {
 		m.Error(StageStore)
+	} else if !v.Unsigned {
+		m.Level(v.Level, v.Kind())
 	}
 	m.Message(v.Outcome(), d)
 }
@@ -503,6 +583,33 @@ func declineCode(reason string) string {
 	return strings.ReplaceAll(reason, " ", "_")
 }
 
+// LevelAs returns the level as shown beside a verdict of bulk: Level, kept
+// within LevelBulk–LevelMax for "yes" and below LevelBulk for "no". The
+// two differ from Level only when recipients' own votes or exemptions
+// decided the header, so that a Sieve rule by level files what the
+// verdict header says, never more.
+func (v Verdict) LevelAs(bulk bool) int {
+	if bulk {
+		return max(v.Level, LevelBulk)
+	}
+	return min(v.Level, LevelBulk-1)
+}
+
+// Kind says whether the message declares itself as bulk: KindDeclared or
+// KindUndeclared.
+func (v Verdict) Kind() string {
+	if v.Declared.Declared {
+		return KindDeclared
+	}
+	return KindUndeclared
+}
+
+// Kinds of mass mail, the verdict header's kind= and the metric's label.
+const (
+	KindDeclared   = "declared"
+	KindUndeclared = "undeclared"
+)
+
 // Header formats the verdict header's value: it always starts with "yes"
 // or "no", then says why. Keys are listed only when revealKeys is set:
 // they would tell a sender what to change.
@@ -521,6 +628,8 @@ func (v Verdict) Header(revealKeys bool) string {
 	default:
 		b.WriteString("; family=" + v.Family.String())
 		b.WriteString("; volume=" + strconv.FormatInt(v.Volume, 10))
+		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
+		b.WriteString("; kind=" + v.Kind())
 		if v.Lowered {
 			b.WriteString("; threshold=" + strconv.Itoa(v.Threshold))
 		}

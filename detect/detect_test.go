@@ -152,7 +152,7 @@ func TestGlobalVotes(t *testing.T) {
 			name:      "no votes: volume decides",
 			votes:     func(f *fixture) {},
 			bulk:      true,
-			headerEnd: "volume=13",
+			headerEnd: "volume=13; level=6; kind=undeclared",
 		},
 		{
 			name: "three voters on every key clear it",
@@ -163,7 +163,7 @@ func TestGlobalVotes(t *testing.T) {
 			},
 			bulk:      false,
 			override:  "global not-bulk",
-			headerEnd: "volume=13; feedback=global-not-bulk",
+			headerEnd: "volume=13; level=0; kind=undeclared; feedback=global-not-bulk",
 		},
 		{
 			name: "two voters are not enough",
@@ -293,7 +293,7 @@ func TestGlobalBulkVotes(t *testing.T) {
 	if !v.Bulk || !v.Base || v.Override != "global bulk" {
 		t.Errorf("bulk=%v base=%v override=%q, want bulk, global bulk", v.Bulk, v.Base, v.Override)
 	}
-	if h := v.Header(false); !strings.HasPrefix(h, "yes;") || !strings.HasSuffix(h, "volume=1; feedback=global-bulk") {
+	if h := v.Header(false); !strings.HasPrefix(h, "yes;") || !strings.HasSuffix(h, "volume=1; level=7; kind=undeclared; feedback=global-bulk") {
 		t.Errorf("header %q", h)
 	}
 }

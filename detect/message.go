@@ -7,6 +7,7 @@ import (
 
 	"github.com/emersion/go-message/textproto"
 
+	"github.com/bulkmilter/bulkmilter/declared"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 )
 
@@ -240,6 +241,16 @@ type Builder struct {
 	// the message is analysed on what it kept so far. The milter session
 	// sets it to the server's memory budget.
 	Grant func(n int, must bool) bool
+	// LevelHeader names the level header (actions.level_header): its
+	// incoming copies are counted like the verdict header's.
+	LevelHeader string
+	// AuthservID is the site's own authserv-id (policy.authserv_id).
+	// Authentication-Results fields of it at the top of the header, above
+	// every other field, are the verifiers' (a milter running before this
+	// one inserts its results there) and go to Message.AuthResults; those
+	// below came with the message, are forged (RFC 8601 §5) and are
+	// counted for removal (ForgedResults). Empty trusts none.
+	AuthservID string
 
 	msg       Message
 	header    textproto.Header
@@ -254,7 +265,15 @@ type Builder struct {
 	subject   string
 	subjects  int
 	subjectOK bool // the first Subject was kept whole
+	levels    int
+	results   int   // Authentication-Results fields so far
+	forged    []int // indexes (from 1) among them of the forged ones
+	below     bool  // a field other than Authentication-Results was seen
 }
+
+// maxTrustedResults bounds the Authentication-Results fields trusted: a
+// verifier or three add one each.
+const maxTrustedResults = 8
 
 // NewBuilder returns a builder for messages whose verdict and feedback
 // headers are named as given (actions.header and feedback.header).
@@ -275,6 +294,7 @@ func (b *Builder) Reset() {
 	}
 	b.held, b.fields, b.hdrBytes, b.rcptBytes = 0, 0, 0, 0
 	b.verdicts, b.feedbacks, b.subjects = 0, 0, 0
+	b.levels, b.results, b.forged, b.below = 0, 0, b.forged[:0], false
 	b.fbValue, b.subject, b.subjectOK = "", "", false
 }
 
@@ -339,7 +359,15 @@ func (b *Builder) IsCut(addr string) bool { return len(addr) >= b.lim.AddressByt
 // trimmed and without case: "x-bulk " is the verdict header too.
 func (b *Builder) Header(name, value string) FieldKind {
 	name = strings.TrimSpace(name)
+	if strings.EqualFold(name, "Authentication-Results") {
+		b.authResults(value)
+	} else {
+		b.below = true
+	}
 	switch {
+	case b.LevelHeader != "" && strings.EqualFold(name, strings.TrimSpace(b.LevelHeader)):
+		b.levels++
+		return FieldVerdict
 	case b.verdictName != "" && strings.EqualFold(name, b.verdictName):
 		b.verdicts++
 		return FieldVerdict
@@ -373,6 +401,23 @@ func (b *Builder) Header(name, value string) FieldKind {
 	b.hdrBytes += len(v)
 	b.header.Add(name, unfold(v))
 	return FieldKept
+}
+
+// authResults sorts an Authentication-Results field of the site's own
+// authserv-id: trusted at the top of the header, forged below.
+func (b *Builder) authResults(value string) {
+	b.results++
+	if b.AuthservID == "" || !strings.EqualFold(declared.AuthservID(value), b.AuthservID) {
+		return
+	}
+	if b.below {
+		b.forged = append(b.forged, b.results)
+		return
+	}
+	v := value[:min(len(value), b.lim.FieldBytes)]
+	if len(b.msg.AuthResults) < maxTrustedResults && b.take(len(v)) {
+		b.msg.AuthResults = append(b.msg.AuthResults, unfold(v))
+	}
 }
 
 // textField reports whether mailtext reads the field of a message's top
@@ -421,6 +466,14 @@ func (b *Builder) Message() *Message {
 
 // VerdictHeaders returns the number of incoming verdict header fields.
 func (b *Builder) VerdictHeaders() int { return b.verdicts }
+
+// LevelHeaders returns the number of incoming level header fields.
+func (b *Builder) LevelHeaders() int { return b.levels }
+
+// ForgedResults returns the indexes, from 1 among the message's
+// Authentication-Results fields, of those of the site's authserv-id that
+// came with the message (see Builder.AuthservID).
+func (b *Builder) ForgedResults() []int { return b.forged }
 
 // FeedbackHeaders returns the number of incoming feedback header fields
 // and the first one's value, trimmed.

@@ -16,6 +16,7 @@ type Observer interface {
 	Defect(kind string)               // a defect extraction worked around
 	Truncated()                       // the message was analysed on what fit the limits
 	SlowAnalysis()                    // the analysis took longer than Options.SlowAnalysis
+	Level(level int, kind string)     // a judged message's bulk level and kind (KindDeclared, KindUndeclared)
 	Error(stage string)               // a failed stage (StageStore)
 }
 
@@ -41,4 +42,5 @@ func (nop) Override(string, string)       {}
 func (nop) Defect(string)                 {}
 func (nop) Truncated()                    {}
 func (nop) SlowAnalysis()                 {}
+func (nop) Level(int, string)             {}
 func (nop) Error(string)                  {}

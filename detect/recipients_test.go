@@ -157,4 +157,5 @@ func (c slowCounter) Override(string, string)       {}
 func (c slowCounter) Defect(string)                 {}
 func (c slowCounter) Truncated()                    {}
 func (c slowCounter) SlowAnalysis()                 { c.n.Add(1) }
+func (c slowCounter) Level(int, string)             {}
 func (c slowCounter) Error(string)                  {}

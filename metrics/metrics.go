@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ type Metrics struct {
 	defects         *prometheus.CounterVec
 	truncated       prometheus.Counter
 	slow            prometheus.Counter
+	levels          *prometheus.CounterVec
 	held            prometheus.Gauge
 	memoryLimited   prometheus.Counter
 	storeDuration   *prometheus.HistogramVec
@@ -48,6 +50,7 @@ type Metrics struct {
 	reloadTime      prometheus.Gauge
 	reloadOK        prometheus.Gauge
 	setInfo         *prometheus.GaugeVec
+	refile          refileMetrics
 }
 
 // New registers bulkmilter's metrics, the Go and process collectors and a
@@ -90,6 +93,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "messages_truncated_total",
 			Help: "Messages larger than the analysis limits; only their first part was analysed.",
 		}),
+		levels: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "message_levels_total",
+			Help: "Judged messages by bulk level (0 not bulk, 5 and up bulk) and kind (declared: a verified signature covers its list headers; undeclared).",
+		}, []string{"level", "kind"}),
 		slow: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "analysis_slow_total",
 			Help: "Messages whose analysis took longer than limits.max_analysis_time (a busy machine); they still got the store's verdict, marked \"slow\".",
@@ -157,6 +164,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Constant 1, labelled by the version of the running signature set; counts start afresh when it changes.",
 		}, []string{"version"}),
 	}
+	m.refile = newRefileMetrics(f)
 	version, goVersion := "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version, goVersion = bi.Main.Version, bi.GoVersion
@@ -221,6 +229,13 @@ func (m *Metrics) Defect(kind string) {
 func (m *Metrics) Truncated() {
 	if m != nil {
 		m.truncated.Inc()
+	}
+}
+
+// Level counts one judged message by bulk level (0–9) and kind.
+func (m *Metrics) Level(level int, kind string) {
+	if m != nil && level >= 0 && level <= 9 {
+		m.levels.WithLabelValues(strconv.Itoa(level), kind).Inc()
 	}
 }
 
@@ -351,10 +366,10 @@ func (m *Metrics) SignatureSet(version string) {
 
 // collectors returns bulkmilter's own collectors (build_info aside).
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
-		m.defects, m.truncated, m.slow, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
+		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
-	}
+	}, m.refile.collectors()...)
 }

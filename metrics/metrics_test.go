@@ -25,6 +25,7 @@ func exercise(m *Metrics) {
 	m.Volume("imatch", 12)
 	m.Error("store")
 	m.SlowAnalysis()
+	m.Level(7, "undeclared")
 	m.Held(1 << 20)
 	m.MemoryLimited()
 	m.Defect("bad-charset")
@@ -39,6 +40,10 @@ func exercise(m *Metrics) {
 	m.ConfigLoaded()
 	m.Reload(true)
 	m.SignatureSet("s0123456789")
+	m.Refiled(time.Second)
+	m.RefileSkipped("not_in_inbox", 2)
+	m.RefileFailed(1)
+	m.RefileQueue(3, 40)
 }
 
 // TestMetricsDoc keeps docs/metrics.md generated from the registry, so the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	gomilter "github.com/d--j/go-milter"
@@ -20,12 +21,18 @@ func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdi
 	errs := s.removeIncoming(m, log)
 
 	routed, bulkFor := routedRecipients(v, msg.Recipients, act)
+	bulk := v.Bulk
 	value := v.Header(act.RevealKeys)
 	if v.Bulk && bulkFor == 0 {
 		// Every recipient is exempt: for them the message is not bulk.
-		value = "no" + strings.TrimPrefix(value, "yes") + "; exempt"
+		nb := v
+		nb.Bulk, bulk = false, false
+		value = nb.Header(act.RevealKeys) + "; exempt"
 	}
 	errs = append(errs, m.AddHeader(act.Header, value))
+	if act.LevelHeader != "" {
+		errs = append(errs, m.AddHeader(act.LevelHeader, strconv.Itoa(v.LevelAs(bulk))))
+	}
 	met.Action("header")
 
 	if len(routed) > 0 {
@@ -62,26 +69,36 @@ func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdi
 	return errors.Join(errs...)
 }
 
-// removeIncoming deletes every incoming copy of the verdict and feedback
-// headers.
+// removeIncoming deletes every incoming copy of the verdict, level and
+// feedback headers, and the Authentication-Results fields of the site's
+// authserv-id that came with the message (RFC 8601 §5).
 func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error {
 	act := &s.state.Actions
 	own := s.b.VerdictHeaders()
+	levels := s.b.LevelHeaders()
 	fb, _ := s.b.FeedbackHeaders()
+	forged := s.b.ForgedResults()
 	var errs []error
 	// Delete from the last copy back, so indexes of earlier copies hold.
 	for i := own; i >= 1; i-- {
 		errs = append(errs, m.ChangeHeader(i, act.Header, ""))
 	}
+	for i := levels; i >= 1; i-- {
+		errs = append(errs, m.ChangeHeader(i, act.LevelHeader, ""))
+	}
 	for i := fb; i >= 1; i-- {
 		errs = append(errs, m.ChangeHeader(i, act.FeedbackHeader, ""))
 	}
-	if own+fb > 0 {
+	for i := len(forged) - 1; i >= 0; i-- {
+		errs = append(errs, m.ChangeHeader(forged[i], "Authentication-Results", ""))
+	}
+	if own+levels+fb+len(forged) > 0 {
 		s.srv.opt.Observer.Action("remove_forged")
 		// Debug: a sender can add these to every message (the message's
 		// info line counts them); the feedback handler reports untrusted
 		// feedback, rate-limited.
-		log.Debug("removed incoming verdict or feedback headers", "verdict_headers", own, "feedback_headers", fb)
+		log.Debug("removed incoming verdict, level, feedback or forged Authentication-Results headers",
+			"verdict_headers", own, "level_headers", levels, "feedback_headers", fb, "forged_results", len(forged))
 	}
 	return errs
 }

@@ -20,7 +20,6 @@ import (
 	gomilter "github.com/d--j/go-milter"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
@@ -165,7 +164,7 @@ func TestVerdictHeaderReplacesForgedCopies(t *testing.T) {
 		`ChangeHeader 2 "X-Bulk" ""`,
 		`ChangeHeader 1 "X-Bulk" ""`,
 		`ChangeHeader 1 "X-Bulk-Feedback" ""`,
-		`AddHeader "X-Bulk" "no; family=imatch; volume=1"`,
+		`AddHeader "X-Bulk" "no; family=imatch; volume=1; level=0; kind=undeclared"`,
 	}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
@@ -200,7 +199,7 @@ func TestBulkActions(t *testing.T) {
 	}
 	res := h.send(t, mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"Ann@Example.Test", "bob+lists@example.test"}}, plain)
 	want := []string{
-		`AddHeader "X-Bulk" "yes; family=sift; volume=42"`,
+		`AddHeader "X-Bulk" "yes; family=sift; volume=42; level=5; kind=undeclared"`,
 		`DelRcpt "<Ann@Example.Test>"`,
 		`AddRcpt "<ann+Bulk@example.test>" ""`,
 		`DelRcpt "<bob+lists@example.test>"`,
@@ -238,25 +237,25 @@ func TestRoutingExceptions(t *testing.T) {
 		want  []string
 	}{
 		{"mixed: only the routed recipient changes", []string{"ann@example.test", "boss@vip.test", "x@lists.test"}, []string{
-			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30; level=5; kind=undeclared"`,
 			`DelRcpt "<ann@example.test>"`,
 			`AddRcpt "<ann+Bulk@example.test>" ""`,
 		}},
 		{"header only: the header says yes, nothing is routed", []string{"x@lists.test", "archive+2026@example.test"}, []string{
-			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30; level=5; kind=undeclared"`,
 		}},
 		{"except by subdomain and by address with a detail", []string{"a@eu.partners.test", "ceo+news@example.test"}, []string{
-			`AddHeader "X-Bulk" "no; family=imatch; volume=30; exempt"`,
+			`AddHeader "X-Bulk" "no; family=imatch; volume=30; level=0; kind=undeclared; exempt"`,
 		}},
 		{"a recipient that already has the detail is left alone", []string{"ann+Bulk@example.test", "bob@example.test"}, []string{
-			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30; level=5; kind=undeclared"`,
 			`DelRcpt "<bob@example.test>"`,
 			`AddRcpt "<bob+Bulk@example.test>" ""`,
 			`ChangeHeader 1 "Subject" "[BULK] hello"`,
 			`Quarantine "bulk: family=imatch volume=30"`,
 		}},
 		{"the parent of a .subdomain rule is not exempt", []string{"a@partners.test"}, []string{
-			`AddHeader "X-Bulk" "yes; family=imatch; volume=30"`,
+			`AddHeader "X-Bulk" "yes; family=imatch; volume=30; level=5; kind=undeclared"`,
 			`DelRcpt "<a@partners.test>"`,
 			`AddRcpt "<a+Bulk@partners.test>" ""`,
 			`ChangeHeader 1 "Subject" "[BULK] hello"`,
@@ -286,11 +285,11 @@ func TestSubjectTagEdges(t *testing.T) {
 	}
 	env := mtaclient.Envelope{From: "a@b.example", Rcpts: []string{"c@example.test"}}
 	res := h.send(t, env, "From: a@b.example\n\nno subject here\n")
-	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`, `AddHeader "Subject" "[BULK]"`}; !equal(mods(res), want) {
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11; level=5; kind=undeclared"`, `AddHeader "Subject" "[BULK]"`}; !equal(mods(res), want) {
 		t.Errorf("no Subject: modifications %q, want %q", mods(res), want)
 	}
 	res = h.send(t, env, "From: a@b.example\nSubject: [BULK] again\n\nbody\n")
-	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11"`}; !equal(mods(res), want) {
+	if want := []string{`AddHeader "X-Bulk" "yes; family=shingle; volume=11; level=5; kind=undeclared"`}; !equal(mods(res), want) {
 		t.Errorf("tagged Subject: modifications %q, want %q", mods(res), want)
 	}
 }
@@ -327,7 +326,7 @@ func TestAllRecipientsExempt(t *testing.T) {
 		return detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 12}
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"boss@vip.test"}}, plain)
-	want := []string{`AddHeader "X-Bulk" "no; family=imatch; volume=12; exempt"`}
+	want := []string{`AddHeader "X-Bulk" "no; family=imatch; volume=12; level=0; kind=undeclared; exempt"`}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
 	}
@@ -341,7 +340,7 @@ func TestUserNotBulkVoteExemptsThatUserOnly(t *testing.T) {
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
 	want := []string{
-		`AddHeader "X-Bulk" "yes; family=imatch; volume=50; feedback=user-not-bulk"`,
+		`AddHeader "X-Bulk" "yes; family=imatch; volume=50; level=5; kind=undeclared; feedback=user-not-bulk"`,
 		`DelRcpt "<bob@example.test>"`,
 		`AddRcpt "<bob+Bulk@example.test>" ""`,
 	}
@@ -403,7 +402,7 @@ func TestPanicIsRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second message on the same connection: %v", err)
 	}
-	if v, _ := res.Header("X-Bulk"); v != "no; family=imatch; volume=2" {
+	if v, _ := res.Header("X-Bulk"); v != "no; family=imatch; volume=2; level=0; kind=undeclared" {
 		t.Errorf("second message header = %q", v)
 	}
 	if n := counter(h.reg, "bulkmilter_panics_recovered_total"); n != 1 {
@@ -511,7 +510,7 @@ func TestShutdownDrainsMessagesInProgress(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("message in progress failed: %v", r.err)
 	}
-	if v, _ := r.res.Header("X-Bulk"); v != "no; family=imatch; volume=3" {
+	if v, _ := r.res.Header("X-Bulk"); v != "no; family=imatch; volume=3; level=0; kind=undeclared" {
 		t.Errorf("drained message header = %q", v)
 	}
 	if err := <-shut; err != nil {
@@ -522,7 +521,7 @@ func TestShutdownDrainsMessagesInProgress(t *testing.T) {
 func TestListenUnixSocket(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "milter.sock")
-	ln, err := Listen("unix:"+path, config.Socket{Mode: "0600"})
+	ln, err := Listen("unix", path, SocketAccess{Mode: 0o600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +533,7 @@ func TestListenUnixSocket(t *testing.T) {
 		t.Errorf("socket mode = %o, want 600", got)
 	}
 	// A second daemon must not steal a live socket.
-	if _, err := Listen("unix:"+path, config.Socket{}); err == nil {
+	if _, err := Listen("unix", path, SocketAccess{}); err == nil {
 		t.Error("second Listen on a live socket succeeded")
 	}
 	ln.Close()
@@ -550,7 +549,7 @@ func TestListenUnixSocket(t *testing.T) {
 	}
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	stale.Close()
-	ln, err = Listen("unix:"+path, config.Socket{})
+	ln, err = Listen("unix", path, SocketAccess{})
 	if err != nil {
 		t.Fatalf("Listen over a stale socket: %v", err)
 	}
@@ -567,7 +566,7 @@ func TestUserBulkVoteRoutesThatUserOnly(t *testing.T) {
 	}
 	res := h.send(t, mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test", "bob@example.test"}}, plain)
 	want := []string{
-		`AddHeader "X-Bulk" "yes; family=imatch; volume=2; feedback=user-bulk"`,
+		`AddHeader "X-Bulk" "yes; family=imatch; volume=2; level=5; kind=undeclared; feedback=user-bulk"`,
 		`DelRcpt "<ann@example.test>"`,
 		`AddRcpt "<ann+Bulk@example.test>" ""`,
 	}
@@ -598,7 +597,7 @@ func TestFeedbackOutcomes(t *testing.T) {
 		{name: "retry", keep: "discard", retry: true, env: auth, action: gomilter.ActionTempFail},
 		{name: "ignored", keep: "discard", env: mtaclient.Envelope{From: "x@y.example", Rcpts: []string{"ann@example.test"}},
 			action: gomilter.ActionContinue, checks: 1,
-			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1"`}},
+			mods: []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1; level=0; kind=undeclared"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -708,7 +707,7 @@ func TestOneLogLinePerMessage(t *testing.T) {
 			}
 		}
 		want := []string{
-			`msg=message queue_id=Q1 verdict=bulk family=shingle volume=12 slow=true recipients=1 `,
+			`msg=message queue_id=Q1 verdict=bulk family=shingle volume=12 bulk_level=5 bulk_kind=undeclared slow=true recipients=1 `,
 			`msg=message queue_id=Q2 verdict=error recipients=1 forged_headers=1 `,
 			`msg=message queue_id=Q3 verdict=feedback outcome=consumed action=discard recipients=1 `,
 		}
@@ -741,7 +740,7 @@ func TestSubjectTagAsTheMTAHasIt(t *testing.T) {
 	subject := "Spring offers\n\t" + strings.Repeat("long ", 5000) + "end"
 	b.WriteString("Subject: " + subject + "\nFrom: a@example.com\n\nbody\n")
 	res := h.send(t, mtaclient.Envelope{From: "a@example.com", Rcpts: []string{"b@example.test"}}, b.String())
-	want := []string{`AddHeader "X-Bulk" "yes; family=imatch; volume=10"`, fmt.Sprintf("ChangeHeader 1 %q %q", "Subject", "[BULK] "+subject)}
+	want := []string{`AddHeader "X-Bulk" "yes; family=imatch; volume=10; level=5; kind=undeclared"`, fmt.Sprintf("ChangeHeader 1 %q %q", "Subject", "[BULK] "+subject)}
 	if got := mods(res); !equal(got, want) {
 		t.Errorf("modifications:\n got %.200q\nwant %.200q", got, want)
 	}
@@ -784,7 +783,7 @@ func TestForgedHeaderNameWithBlanks(t *testing.T) {
 	for _, m := range modsGot {
 		got = append(got, m.String())
 	}
-	want := []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1"`}
+	want := []string{`ChangeHeader 1 "X-Bulk" ""`, `ChangeHeader 1 "X-Bulk-Feedback" ""`, `AddHeader "X-Bulk" "no; family=imatch; volume=1; level=0; kind=undeclared"`}
 	if !equal(got, want) {
 		t.Errorf("modifications:\n got %q\nwant %q", got, want)
 	}

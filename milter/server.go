@@ -6,8 +6,8 @@
 // turns the verdict into actions: the verdict header, and for bulk mail an
 // optional Subject tag, recipient detail or quarantine. Each message gets
 // one info log line. It is configured by typed fields (State, Actions),
-// imports detect and feedback for their types, and reports through its
-// Observer.
+// imports detect and feedback for their types (never config), and
+// reports through its Observer.
 //
 // It owns the failure policy: a store failure gives the configured safe
 // verdict, a panic in any callback is recovered into a safe reply and a
@@ -42,7 +42,6 @@ import (
 
 	gomilter "github.com/d--j/go-milter"
 
-	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/ratelog"
@@ -84,6 +83,13 @@ type Actions struct {
 	// incoming copies are removed. FeedbackHeader (feedback.header) is
 	// removed from every message.
 	Header, FeedbackHeader string
+	// LevelHeader carries the bulk level on every message; incoming
+	// copies are removed.
+	LevelHeader string
+	// AuthservID is the site's own authserv-id: Authentication-Results
+	// fields of it that came with the message are removed as forged
+	// (detect.Builder.AuthservID).
+	AuthservID string
 	// SubjectTag is prefixed to the Subject of bulk messages.
 	SubjectTag string
 	// RecipientDetail rewrites recipients of bulk messages to
@@ -291,7 +297,12 @@ func NewServer(opt Options) *Server {
 	o := append(ProtocolOptions(),
 		gomilter.WithMilter(func() gomilter.Milter { return newSession(s) }),
 		gomilter.WithReadTimeout(opt.ReadTimeout),
-		gomilter.WithWriteTimeout(10*time.Second),
+		// As long as Postfix waits for a reply (milter_content_timeout):
+		// an MTA that stops reading gives up on its own by then, and a
+		// shorter bound cut off replies the MTA was waiting for when this
+		// host was busy (the 200,000 modifications of a 100,000-recipient
+		// message, under the race detector on a loaded machine).
+		gomilter.WithWriteTimeout(300*time.Second),
 	)
 	s.ms = gomilter.NewServer(o...)
 	return s
@@ -360,14 +371,16 @@ func (s *Server) InProgress() int64 { return s.busy.Load() }
 // Close closes every listener and connection at once.
 func (s *Server) Close() error { return s.ms.Close() }
 
-// Listen opens the milter socket named in Postfix's syntax. A unix socket
-// left over from an earlier run is removed first; mode and group apply to
-// a new unix socket.
-func Listen(spec string, sock config.Socket) (net.Listener, error) {
-	network, addr, err := config.ParseListen(spec)
-	if err != nil {
-		return nil, err
-	}
+// SocketAccess is who may connect to a new unix socket.
+type SocketAccess struct {
+	Mode  os.FileMode // permission bits; 0 leaves the process's default
+	Group string      // group name or id; "" leaves the process's group
+}
+
+// Listen opens the milter socket (network "tcp" or "unix", as
+// config.ParseListen gives them). A unix socket left over from an earlier
+// run is removed first; access applies to a new unix socket.
+func Listen(network, addr string, access SocketAccess) (net.Listener, error) {
 	if network != "unix" {
 		return net.Listen(network, addr)
 	}
@@ -385,20 +398,16 @@ func Listen(spec string, sock config.Socket) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := setSocketAccess(addr, sock); err != nil {
+	if err := setSocketAccess(addr, access); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	return ln, nil
 }
 
-func setSocketAccess(path string, sock config.Socket) error {
-	if sock.Mode != "" {
-		mode, err := strconv.ParseUint(sock.Mode, 8, 32)
-		if err != nil {
-			return fmt.Errorf("socket mode %q: %w", sock.Mode, err)
-		}
-		if err := os.Chmod(path, os.FileMode(mode)); err != nil {
+func setSocketAccess(path string, sock SocketAccess) error {
+	if sock.Mode != 0 {
+		if err := os.Chmod(path, sock.Mode); err != nil {
 			return fmt.Errorf("chmod socket: %w", err)
 		}
 	}

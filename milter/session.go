@@ -87,6 +87,7 @@ func (s *session) MailFrom(from, esmtpArgs string, m gomilter.Modifier) (resp *g
 	if s.b == nil || s.bState != s.state {
 		s.b = detect.NewBuilder(s.state.Limits, s.state.Actions.Header, s.state.Actions.FeedbackHeader)
 		s.b.Grant = s.grant
+		s.b.LevelHeader, s.b.AuthservID = s.state.Actions.LevelHeader, s.state.Actions.AuthservID
 		s.bState = s.state
 	}
 	s.authUser = m.Get(gomilter.MacroAuthAuthen)
@@ -225,7 +226,7 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	}
 	args := []any{}
 	if !v.Unsigned && v.Err == nil {
-		args = append(args, "family", v.Family.String(), "volume", v.Volume)
+		args = append(args, "family", v.Family.String(), "volume", v.Volume, "bulk_level", v.LevelAs(v.Bulk), "bulk_kind", v.Kind())
 	}
 	if v.Override != "" {
 		args = append(args, "feedback", v.Override)
@@ -249,7 +250,7 @@ func (s *session) logMessage(log *slog.Logger, verdict string, args ...any) {
 	if msg.Truncated {
 		args = append(args, "truncated", true)
 	}
-	if n := s.b.VerdictHeaders(); n > 0 {
+	if n := s.b.VerdictHeaders() + s.b.LevelHeaders() + len(s.b.ForgedResults()); n > 0 {
 		args = append(args, "forged_headers", n)
 	}
 	if s.state.Actions.LogAddresses {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-
-	"github.com/bulkmilter/bulkmilter/config"
 )
 
 // socket.group sets the unix socket's group, by name or number, so that
@@ -32,7 +30,7 @@ func TestListenUnixSocketGroup(t *testing.T) {
 	}
 	for _, spec := range []string{g.Name, g.Gid} {
 		path := filepath.Join(t.TempDir(), "milter.sock")
-		ln, err := Listen("unix:"+path, config.Socket{Mode: "0660", Group: spec})
+		ln, err := Listen("unix", path, SocketAccess{Mode: 0o660, Group: spec})
 		if err != nil {
 			t.Fatalf("group %q: %v", spec, err)
 		}
@@ -46,7 +44,7 @@ func TestListenUnixSocketGroup(t *testing.T) {
 		ln.Close()
 	}
 	path := filepath.Join(t.TempDir(), "milter.sock")
-	if ln, err := Listen("unix:"+path, config.Socket{Group: "no-such-group-bulkmilter"}); err == nil {
+	if ln, err := Listen("unix", path, SocketAccess{Group: "no-such-group-bulkmilter"}); err == nil {
 		ln.Close()
 		t.Fatal("an unknown socket group was accepted")
 	}

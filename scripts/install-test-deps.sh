@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the external programs bulkmilter's integration tests start
 # (see internal/testenv): redis-server and redis-cli, Postfix, swaks,
-# miltertest, Dovecot (LMTP, Sieve, IMAP), promtool, systemd's offline tools,
+# miltertest, Dovecot (LMTP, Sieve, IMAP), OpenDKIM, promtool, systemd's offline tools,
 # and an unpacked copy of Sendmail for the Sendmail tests.
 #
 # Idempotent: packages already installed are left alone, and apt-get update
@@ -25,6 +25,7 @@ PACKAGES=(
 	swaks
 	miltertest
 	dovecot-core dovecot-lmtpd dovecot-sieve dovecot-imapd
+	opendkim # the DKIM verifier in front of the milter (declared bulk)
 	prometheus # for promtool
 	systemd    # systemd-analyze, -sysusers, -tmpfiles check deploy/systemd (nothing is started)
 	ca-certificates
@@ -36,6 +37,7 @@ declare -A SERVICE_OF=(
 	[redis-server]=redis-server
 	[postfix]=postfix
 	[dovecot-core]=dovecot
+	[opendkim]=opendkim
 	[prometheus]=prometheus
 )
 

@@ -32,6 +32,7 @@ func soakCommand(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Sessions, "sessions", 200, "concurrent MTA connections")
 	fs.IntVar(&o.PerSession, "per-session", 20, "messages per connection before it is reopened")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Minute, "how long the load runs")
+	fs.Int64Var(&o.Messages, "messages", 0, "send exactly this many messages instead of running for -duration (the warm-up is then one pass over the pool)")
 	fs.DurationVar(&o.Warmup, "warmup", 10*time.Second, "load before the start sample")
 	fs.DurationVar(&o.Settle, "settle", 10*time.Second, "wait after the load for goroutines and memory to come back")
 	fs.DurationVar(&o.Every, "every", 10*time.Second, "progress line interval")
@@ -94,7 +95,11 @@ func report(ctx context.Context, o soak.Options, stdout io.Writer) error {
 	if o.Rate > 0 {
 		rate = fmt.Sprintf("%.0f msgs/s", o.Rate)
 	}
-	fmt.Fprintf(stdout, "soak: %d sessions for %s, %s (warm-up %s, settle %s)\n", o.Sessions, o.Duration, rate, o.Warmup, o.Settle)
+	length, warmup := o.Duration.String(), o.Warmup.String()
+	if o.Messages > 0 {
+		length, warmup = fmt.Sprintf("%d messages", o.Messages), fmt.Sprintf("%d messages", o.Pool)
+	}
+	fmt.Fprintf(stdout, "soak: %d sessions for %s, %s (warm-up %s, settle %s)\n", o.Sessions, length, rate, warmup, o.Settle)
 	r, err := soak.Run(ctx, o)
 	if err != nil {
 		return err

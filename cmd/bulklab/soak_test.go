@@ -13,19 +13,19 @@ import (
 
 var soakCountsRE = regexp.MustCompile(`daemon counted (\d+) messages, (\d+) store observes \(\+(\d+) unsigned\) for (\d+) sent`)
 
-// The CI version of "bulklab soak": 200 concurrent MTA sessions for 15 s
-// against a milterd the command spawns, with the embedded
-// store and, in the full run, with Redis. The command fails when a message
-// got no verdict, the daemon's counts differ from what was sent, or
-// goroutines or memory did not come back after the load; the test also
-// checks that the load was real.
+// The CI version of "bulklab soak": 200 concurrent MTA sessions carry a
+// fixed number of messages to a milterd the command spawns, with the
+// embedded store and, in the full run, with Redis. The command fails when a
+// message got no verdict, the daemon's counts differ from what was sent, a
+// store call failed, or goroutines or memory did not come back after the
+// load; the test also checks that exactly the messages asked for were sent.
 //
-// The soak counts every store error as a failure. The daemon's store
-// budget (policy.store_timeout, 500 ms) is wall time: on a shared machine
-// at load 8 a message of the race build waited 2.8 s, and a handful of
-// messages missed it although nothing leaked or was lost. The spawned
-// daemon gets the largest budget the configuration allows (20 s), so a
-// store error here means the store failed, not that the machine was busy.
+// Nothing here depends on how busy the machine is: the run is a count of
+// messages, not a time, and the embedded store is never timed out (it
+// answers in process; a deadline there only measured the host). Redis is
+// given the largest budget the configuration allows (20 s): the soak looks
+// for lost messages and leaks, and a reply delayed by a busy host is
+// neither (the fault tests in cmd/milterd check the store budget).
 func TestSoakShort(t *testing.T) {
 	stores := []string{"embedded"}
 	if !testing.Short() {
@@ -38,21 +38,22 @@ func TestSoakShort(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st, func(t *testing.T) {
 			// Paced below capacity (about 2,500/s unpaced, 1,100/s with
-			// the race detector), so that the test measures the daemon,
-			// not a queue; unpaced runs are for "bulklab soak" by hand.
-			rate := "1500"
+			// the race detector), so that the daemon, not a queue, is
+			// measured; about 10 s on a quiet machine, longer on a busy
+			// one, with the same counts.
+			messages, rate := 15000, "1500"
 			if testenv.RaceEnabled {
-				rate = "600"
+				messages, rate = 6000, "600"
 			}
-			args := []string{"soak", "-config", cfg, "-sessions", "200", "-duration", "15s", "-warmup", "3s", "-settle", "15s", "-every", "5s", "-rate", rate}
+			args := []string{"soak", "-sessions", "200", "-settle", "30s", "-every", "5s"}
 			if st == "redis" {
 				r := testenv.StartRedis(t, testenv.RedisOptions{})
-				// Unpaced, 200 sessions saturate Redis on two shared
-				// cores (about 900 msgs/s, p99 near the 500 ms store
-				// budget); paced below that, the test measures the
-				// daemon, not the queue.
-				args = append(args[:len(args)-2], "-redis", "redis://"+r.Addr()+"/0", "-rate", "400")
+				// 200 sessions unpaced saturate Redis on two shared cores
+				// (about 900 msgs/s).
+				messages, rate = 4000, "400"
+				args = append(args, "-config", cfg, "-redis", "redis://"+r.Addr()+"/0")
 			}
+			args = append(args, "-messages", strconv.Itoa(messages), "-rate", rate)
 			code, stdout, stderr := runBulklab(t, args...)
 			t.Logf("bulklab %s\n%s%s", strings.Join(args, " "), stdout, stderr)
 			if code != 0 {
@@ -66,13 +67,8 @@ func TestSoakShort(t *testing.T) {
 			observed, _ := strconv.Atoi(m[2])
 			unsigned, _ := strconv.Atoi(m[3])
 			sent, _ := strconv.Atoi(m[4])
-			if counted != sent || observed+unsigned != sent {
-				t.Errorf("counted %d, observed %d+%d, sent %d", counted, observed, unsigned, sent)
-			}
-			// 200 sessions for 15 s at 400/s or more do thousands of
-			// messages; a few hundred would mean the load did not run.
-			if sent < 2000 {
-				t.Errorf("only %d messages sent in 15 s by 200 sessions", sent)
+			if sent != messages || counted != sent || observed+unsigned != sent {
+				t.Errorf("asked %d, sent %d, counted %d, observed %d+%d", messages, sent, counted, observed, unsigned)
 			}
 			if !strings.Contains(stdout, "soak held") {
 				t.Errorf("exit 0 without \"soak held\"")

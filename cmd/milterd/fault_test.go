@@ -28,22 +28,25 @@ import (
 // and messages answered by the failure policy (their recipients were not
 // counted in the store).
 //
-// Reply times are reported, and asserted only where they tell a bug from
-// a busy machine: with Redis frozen for 8 s, no reply may take 6 s (a
-// daemon that waited for Redis instead of applying its failure policy
-// would take 8). On two cores shared with other work, every reply of the
-// daemon can stall for seconds while another process has the CPUs (stalls
-// of 2 to 4 s of all 50 sessions at once were seen at load average 6 to 8,
-// with and without a fault), so a tighter bound would measure the
-// machine.
+// Every run is in phases of counted answers, never of seconds: so many
+// messages answered before the fault, so many while it lasts, so many
+// after. A busy machine makes a phase longer, never different. Reply
+// times are reported, not asserted: on two cores shared with other work
+// every reply of the daemon can stall for seconds while another process
+// has the CPUs. What tells a daemon that waits for a frozen Redis from a
+// busy one is a count: messages must be answered, by the failure policy,
+// while Redis stays frozen.
 
 const (
 	faultStoreTimeout = 500 * time.Millisecond
 	// faultHardBudget is the daemon's own bound on a verdict: the store
 	// budget plus the second milter/session.go allows for extraction.
 	faultHardBudget = faultStoreTimeout + time.Second
-	faultFreeze     = 8 * time.Second
-	faultMaxWait    = 6 * time.Second
+	// faultPhase is how long a phase may take to see its answers before
+	// the test gives up: minutes, far beyond any busy machine's stall
+	// (the daemon answers 250 a second); hitting it means the daemon
+	// stopped answering.
+	faultPhase = 2 * time.Minute
 )
 
 // Under the race detector the load is lighter: the instrumented daemon,
@@ -52,11 +55,13 @@ const (
 var (
 	faultSessions = 50
 	faultRate     = 250.0 // messages per second in all, well below capacity
+	// faultCount is the answers of each phase: before, during and after.
+	faultCount int64 = 250
 )
 
 func init() {
 	if testenv.RaceEnabled {
-		faultSessions, faultRate = 20, 60
+		faultSessions, faultRate, faultCount = 20, 60, 60
 	}
 }
 
@@ -85,6 +90,7 @@ func startFaultRig(t *testing.T) *faultRig {
 type faultStats struct {
 	mu           sync.Mutex
 	start        time.Time
+	answered     atomic.Int64
 	slow, tooLow atomic.Int64 // replies over the store budget, over the hard budget
 	maxWait      time.Duration
 	policy       atomic.Int64 // failure-policy verdicts
@@ -114,7 +120,20 @@ func (s *faultStats) check(i int64, res mtaclient.Result) error {
 		s.lastPolicy = max(s.lastPolicy, at)
 		s.timeline[min(int(at/(500*time.Millisecond)), len(s.timeline)-1)]++
 	}
+	s.answered.Add(1)
 	return nil
+}
+
+// await waits until n more messages than now have been answered, and
+// fails the test if the daemon stops answering for faultPhase.
+func (s *faultStats) await(t *testing.T, n int64, what string) {
+	t.Helper()
+	want := s.answered.Load() + n
+	for deadline := time.Now().Add(faultPhase); s.answered.Load() < want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d messages answered in %s", what, s.answered.Load()-want+n, n, faultPhase)
+		}
+	}
 }
 
 func (s *faultStats) String() string {
@@ -134,30 +153,32 @@ func (s *faultStats) String() string {
 		s.maxWait.Round(time.Millisecond), s.policy.Load(), strings.Join(tl, " "), counted, l.PerSecond(), l.Latency.Quantile(0.99))
 }
 
-// run carries the load for total while fault runs in the test goroutine
-// (it may call t.Fatal), and fills s once both are done.
-func (rig *faultRig) run(ctx context.Context, total time.Duration, s *faultStats, fault func()) {
+// run carries the load until fault, run in the test goroutine (it may
+// call t.Fatal and s.await), returns, and fills s once both are done.
+func (rig *faultRig) run(s *faultStats, fault func()) {
 	t := rig.t
 	t.Helper()
 	before := rig.d.metric(t, `bulkmilter_messages_total{verdict="not_bulk"}`) + rig.d.metric(t, `bulkmilter_messages_total{verdict="bulk"}`) +
 		rig.d.metric(t, `bulkmilter_messages_total{verdict="error"}`) + rig.d.metric(t, `bulkmilter_messages_total{verdict="unsigned"}`)
 	s.start = time.Now()
 	pool := soak.Pool(2000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		var err error
 		s.load, err = load.Run(ctx, load.Options{
-			Network: "tcp", Addr: rig.d.milterAddr, Sessions: faultSessions, PerSession: rig.perSession, Duration: total,
-			Next:    load.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
-			Check:   s.check,
-			Timeout: 20 * time.Second,
+			Network: "tcp", Addr: rig.d.milterAddr, Sessions: faultSessions, PerSession: rig.perSession,
+			Next:  load.Paced(faultRate, func(i int64) load.Message { return pool[i%int64(len(pool))] }),
+			Check: s.check,
 		})
 		if err != nil {
 			panic(err)
 		}
 	}()
 	fault()
+	cancel()
 	<-done
 	select {
 	case <-rig.d.exited:
@@ -170,7 +191,7 @@ func (rig *faultRig) run(ctx context.Context, total time.Duration, s *faultStats
 }
 
 // assertNothingLost checks what every fault must keep: every message
-// answered, within the hard budget, and counted.
+// answered and counted.
 func (s *faultStats) assertNothingLost(t *testing.T) {
 	t.Helper()
 	l := s.load
@@ -180,17 +201,16 @@ func (s *faultStats) assertNothingLost(t *testing.T) {
 	if s.counted != float64(l.Sent) {
 		t.Errorf("the daemon counted %.0f messages, %d were sent", s.counted, l.Sent)
 	}
-	if l.Sent < 200 {
-		t.Errorf("only %d messages sent: the load did not run", l.Sent)
-	}
 }
 
 // probe sends one message after the fault and wants a store-backed
-// verdict: the daemon recovered.
+// verdict: the daemon recovered. go-redis reconnects within the store
+// budget; faultPhase bounds the wait only so that a daemon that never
+// recovers fails.
 func (rig *faultRig) probe() {
 	t := rig.t
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultPhase)
 	for i := 0; ; i++ {
 		rcpt := fmt.Sprintf("probe%d@example.test", i)
 		res, err := mtaclient.New("tcp", rig.d.milterAddr).Send(mtaclient.Envelope{From: "a@example.org", Rcpts: []string{rcpt}},
@@ -203,76 +223,67 @@ func (rig *faultRig) probe() {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still %q 10 s after the fault ended\n%s", v, rig.d.Logs())
+			t.Fatalf("still %q %s after the fault ended\n%s", v, faultPhase, rig.d.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// Redis faults under load: the daemon answers every message within its
-// budget, by the store while it answers and by the failure policy while
-// it does not, counts every message, and is back on the store once Redis
-// is.
+// Redis faults under load: the daemon answers every message, by the
+// store while it answers and by the failure policy while it does not,
+// counts every message, and is back on the store once Redis is.
 func TestFaultsRedisUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		fault func(rig *faultRig)
-		// wantPolicy: the fault must make some messages fall back on
-		// the failure policy (a fault that leaves Redis answering in
-		// time must not).
-		wantPolicy bool
-		// maxWait, when set, bounds every reply.
-		maxWait time.Duration
+		name   string
+		inject func(rig *faultRig)
+		// undo ends a lasting fault after faultCount answers during it;
+		// nil for a fault that is over once injected.
+		undo func(rig *faultRig)
+		// bites: while the fault lasts, Redis cannot answer within the
+		// budget, so every message started during it gets the failure
+		// policy's verdict.
+		bites bool
 	}{
-		{"killed and restarted", func(rig *faultRig) {
-			rig.redis.Kill()
-			time.Sleep(2 * time.Second)
-			rig.redis.Restart()
-		}, true, 0},
-		{"frozen (SIGSTOP) for 8s", func(rig *faultRig) {
-			rig.redis.Pause(0)
-			time.Sleep(faultFreeze)
-			rig.redis.Resume()
-		}, true, faultMaxWait},
-		{"restarted", func(rig *faultRig) { rig.redis.Restart() }, false, 0}, // a fast restart may cost no message
-		{"connections cut", func(rig *faultRig) { rig.proxy.Cut() }, false, 0},
-		{"network +20ms each way", func(rig *faultRig) {
-			rig.proxy.SetDelay(20 * time.Millisecond)
-			time.Sleep(3 * time.Second)
-			rig.proxy.SetDelay(0)
-		}, false, 0},
-		{"network +400ms each way", func(rig *faultRig) {
-			rig.proxy.SetDelay(400 * time.Millisecond)
-			time.Sleep(3 * time.Second)
-			rig.proxy.SetDelay(0)
-		}, true, 0},
+		{"killed and restarted", func(rig *faultRig) { rig.redis.Kill() }, func(rig *faultRig) { rig.redis.Restart() }, true},
+		// A daemon that waited for Redis would answer nothing while it
+		// is frozen: the phase's answers would never come.
+		{"frozen (SIGSTOP)", func(rig *faultRig) { rig.redis.Pause(0) }, func(rig *faultRig) { rig.redis.Resume() }, true},
+		{"restarted", func(rig *faultRig) { rig.redis.Restart() }, nil, false}, // a fast restart may cost no message
+		{"connections cut", func(rig *faultRig) { rig.proxy.Cut() }, nil, false},
+		{"network +20ms each way", func(rig *faultRig) { rig.proxy.SetDelay(20 * time.Millisecond) },
+			func(rig *faultRig) { rig.proxy.SetDelay(0) }, false},
+		{"network +400ms each way", func(rig *faultRig) { rig.proxy.SetDelay(400 * time.Millisecond) },
+			func(rig *faultRig) { rig.proxy.SetDelay(0) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rig := startFaultRig(t)
 			var faultAt, faultEnd time.Duration
+			var during int64 // failure-policy verdicts while the fault lasted
 			s := new(faultStats)
-			// The load runs 2 s before the fault and 3 s after it.
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			rig.run(ctx, 0, s, func() {
-				time.Sleep(2 * time.Second)
+			rig.run(s, func() {
+				s.await(t, faultCount, "before the fault")
 				faultAt = time.Since(s.start)
-				tc.fault(rig)
+				tc.inject(rig)
+				if tc.undo != nil {
+					p := s.policy.Load()
+					s.await(t, faultCount, "while Redis is "+tc.name)
+					during = s.policy.Load() - p
+					tc.undo(rig)
+				}
 				faultEnd = time.Since(s.start)
-				time.Sleep(3 * time.Second)
-				cancel()
+				s.await(t, faultCount, "after the fault")
 			})
 			t.Logf("Redis %s at %s-%s: %s; last failure-policy verdict at %s", tc.name, faultAt.Round(time.Millisecond),
 				faultEnd.Round(time.Millisecond), s, s.lastPolicy.Round(time.Millisecond))
 			s.assertNothingLost(t)
-			if tc.maxWait > 0 && s.maxWait > tc.maxWait {
-				t.Errorf("a reply took %s with Redis frozen for %s: the daemon waited for the store", s.maxWait, faultFreeze)
+			// Of the faultCount answers while the fault lasted, at most
+			// one per session can be a message whose store call was done
+			// before it began.
+			if tc.bites && during < faultCount-int64(faultSessions) {
+				t.Errorf("%d of the %d messages answered during the fault fell back on the failure policy, want at least %d",
+					during, faultCount, faultCount-int64(faultSessions))
 			}
-			if tc.wantPolicy && s.policy.Load() == 0 {
-				t.Errorf("no message fell back on the failure policy: the fault did not bite")
-			}
-			// Once Redis is back, the daemon is too: the probe below
-			// must get a store-backed verdict within 10 s.
+			// Once Redis is back, the daemon is too.
 			rig.probe()
 		})
 	}
@@ -282,39 +293,32 @@ func TestFaultsRedisUnderLoad(t *testing.T) {
 // are all answered and counted, the cut ones are not counted, and the
 // daemon's sessions, messages in progress and goroutines come back.
 func TestFaultMTAConnectionsDropped(t *testing.T) {
+	const cuts = 500
 	rig := startFaultRig(t)
 	goroutines := rig.d.metric(t, "go_goroutines")
-	var cuts atomic.Int64
-	var cutErrs []error
 	s := new(faultStats)
-	rig.run(context.Background(), 6*time.Second, s, func() {
+	rig.run(s, func() {
+		s.await(t, faultCount, "before the cuts")
 		pool := soak.Pool(50)
 		cl := mtaclient.New("tcp", rig.d.milterAddr)
 		rng := rand.New(rand.NewPCG(1, 1))
-		for time.Since(s.start) < 5*time.Second {
+		for range cuts {
 			m := pool[rng.IntN(len(pool))]
 			sess, err := cl.Open(mtaclient.Envelope{From: m.From, Rcpts: m.Rcpts})
 			if err != nil {
-				cutErrs = append(cutErrs, err)
-				continue
+				t.Fatalf("a session to cut failed before the cut: %v", err)
 			}
 			if err := sess.SendCut("", nil, m.Raw, rng.IntN(len(m.Raw))); err != nil {
-				cutErrs = append(cutErrs, err)
+				t.Fatalf("a session to cut failed before the cut: %v", err)
 			}
-			cuts.Add(1)
 		}
+		s.await(t, faultCount, "after the cuts")
 	})
-	t.Logf("%d MTA connections dropped mid-message during load: %s", cuts.Load(), s)
+	t.Logf("%d MTA connections dropped mid-message during load: %s", cuts, s)
 	s.assertNothingLost(t)
-	if len(cutErrs) > 0 {
-		t.Errorf("%d cut sessions failed before the cut: %v", len(cutErrs), cutErrs[0])
-	}
-	if cuts.Load() < 50 {
-		t.Errorf("only %d connections dropped", cuts.Load())
-	}
 	rig.d.waitMetric(t, "bulkmilter_messages_in_progress", 0)
 	rig.d.waitMetric(t, "bulkmilter_sessions_active", 0)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(faultPhase)
 	for g := rig.d.metric(t, "go_goroutines"); g > goroutines+5; g = rig.d.metric(t, "go_goroutines") {
 		if time.Now().After(deadline) {
 			t.Fatalf("goroutines %v after the dropped connections, %v before", g, goroutines)
@@ -323,20 +327,20 @@ func TestFaultMTAConnectionsDropped(t *testing.T) {
 	}
 }
 
-// SIGHUP ten times during load: every message answered and counted, every
-// reload applied.
+// SIGHUP ten times during load, each reload followed by a few answers:
+// every message answered and counted, every reload applied.
 func TestFaultReloadsUnderLoad(t *testing.T) {
 	rig := startFaultRig(t)
 	s := new(faultStats)
-	rig.run(context.Background(), 6*time.Second, s, func() {
-		time.Sleep(time.Second)
+	rig.run(s, func() {
+		s.await(t, faultCount, "before the reloads")
 		for i := range 10 {
 			writeFile(t, rig.cfg, fmt.Sprintf("shutdown_timeout: 30s\npolicy:\n  store_timeout: %s\n  threshold: %d\n", faultStoreTimeout, 5+i%2))
 			if err := rig.d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
 			rig.d.waitMetric(t, `bulkmilter_config_reloads_total{result="success"}`, float64(i+1))
-			time.Sleep(300 * time.Millisecond)
+			s.await(t, faultCount/10, fmt.Sprintf("after reload %d", i+1))
 		}
 	})
 	t.Logf("10 reloads (SIGHUP) during load: %s", s)
@@ -355,16 +359,14 @@ func TestFaultReloadsUnderLoad(t *testing.T) {
 // sender retries): before its end, or, when the client had sent it whole
 // before the close reached it, without a reply; at most one such message
 // per connection, never one the daemon had started. The daemon exits 0
-// well within shutdown_timeout.
+// before shutdown_timeout (30 s) and says nothing of an incomplete drain.
 func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	rig := startFaultRig(t)
 	rig.perSession = 1 << 30
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var took time.Duration
 	s := new(faultStats)
-	rig.run(ctx, 30*time.Second, s, func() {
-		time.Sleep(2 * time.Second)
+	rig.run(s, func() {
+		s.await(t, faultCount, "before SIGTERM")
 		start := time.Now()
 		if err := rig.d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -372,27 +374,22 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 		select {
 		case <-rig.d.exited:
 			took = time.Since(start)
-		case <-time.After(40 * time.Second):
-			t.Errorf("milterd still running 40 s after SIGTERM\n%s", rig.d.Logs())
+		case <-time.After(faultPhase):
+			t.Errorf("milterd still running %s after SIGTERM\n%s", faultPhase, rig.d.Logs())
 		}
-		cancel()
 	})
 	t.Logf("SIGTERM during load (%d long-lived MTA connections), exit after %s: %s", faultSessions, took.Round(time.Millisecond), s)
 	l := s.load
 	if l.NoReply > int64(faultSessions) {
 		t.Errorf("%d messages sent whole got no reply at SIGTERM, more than one per connection; errors %q\n%s", l.NoReply, l.Errors, rig.d.Logs())
 	}
-	if float64(l.Answered) < faultRate {
-		t.Errorf("only %d messages answered in the 2 s before SIGTERM", l.Answered)
-	}
 	if rig.d.exitErr != nil {
 		t.Errorf("milterd exited with %v", rig.d.exitErr)
 	}
-	if took > 10*time.Second {
-		t.Errorf("the drain took %s under load (shutdown_timeout 30s)", took)
-	}
-	if strings.Contains(rig.d.Logs(), "drain incomplete") {
-		t.Errorf("the drain was cut off:\n%s", rig.d.Logs())
+	// The bug this guards against waited for shutdown_timeout and then
+	// cut the drain off: the log says so, and the exit comes at 30 s.
+	if strings.Contains(rig.d.Logs(), "drain incomplete") || took >= 30*time.Second {
+		t.Errorf("the drain was cut off (exit after %s):\n%s", took, rig.d.Logs())
 	}
 	// Closing connections is the drain's business, not a warning.
 	if strings.Contains(rig.d.Logs(), "draining") && strings.Contains(rig.d.Logs(), "level=WARN") {

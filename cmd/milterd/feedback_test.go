@@ -363,16 +363,18 @@ func TestFeedbackInRedis(t *testing.T) {
 }
 
 // Votes expire after feedback.vote_ttl: the voter's copies are tagged again
-// once her vote is older than that, and the admin no longer lists it.
+// once her vote is older than that, and the admin no longer lists it. The
+// TTL is 10 s, so that the copy sent right after the vote is within it even
+// when a busy machine stalls the two calls apart by seconds (3 s was not).
 func TestVotesExpire(t *testing.T) {
-	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  vote_ttl: 3s\n"))
+	d := startDaemon(t, "-config", writeConfig(t, "feedback:\n  vote_ttl: 10s\n"))
 	m := newMailer(t, d, 15)
 	for r := 1; r <= 12; r++ {
 		m.verdict(r)
 	}
 	m.report("not-bulk", 12, mtaclient.Envelope{AuthUser: recipientAddr(12)})
 	wantPrefix(t, "copy to the voter within vote_ttl", m.verdict(12), "no; ", "; feedback=user-not-bulk")
-	time.Sleep(4 * time.Second)
+	time.Sleep(11 * time.Second)
 	wantPrefix(t, "copy to the voter after vote_ttl", m.verdict(12), "yes; ", "")
 	out := runVotes(t, 0, "list", "-data-dir", d.dataDir, "-metrics-listen", d.httpAddr, "-voter", recipientAddr(12))
 	if strings.Contains(out, "not-bulk") {

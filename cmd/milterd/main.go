@@ -8,6 +8,7 @@
 //	milterd [run] [-config FILE] [-listen ADDR] [-metrics-listen HOST:PORT] [-redis URL]
 //	milterd check-config -config FILE
 //	milterd scan [-config FILE] MAILBOX...
+//	milterd explain [-json] [-config FILE] FILE...
 //	milterd votes list|remove [flags]
 //	milterd lexicon info [FILE]
 //	milterd version
@@ -32,6 +33,7 @@ var program = cli.Program{
 		{Name: "run", Summary: "run the milter daemon (the default)", Run: runDaemon},
 		{Name: "check-config", Summary: "check a configuration file and report every problem", Run: checkConfig},
 		{Name: "scan", Summary: "replay mailboxes through the pipeline and print each verdict (dry run)", Run: scanCommand},
+		{Name: "explain", Summary: "say why messages are tagged or not: text, normalisation, keys, volumes, level (read only)", Run: explainCommand},
 		{Name: "votes", Summary: "list or remove users' feedback votes (list|remove)", Run: votesCommand},
 		{Name: "lexicon", Summary: "describe a lexicon: lexicon info [FILE]", Run: lexiconCommand},
 		{Name: "version", Summary: "print the version", Run: printVersion},

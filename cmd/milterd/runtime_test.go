@@ -75,14 +75,16 @@ func (d *daemonProc) setVersions(t testing.TB) []string {
 // waitMetric waits until a sample reaches want.
 func (d *daemonProc) waitMetric(t testing.TB, sample string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// A bound for a daemon that never gets there, far above a busy
+	// machine's stalls.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		got := d.metric(t, sample)
 		if got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after 20s, want %v\n%s", sample, got, want, d.Logs())
+			t.Fatalf("%s = %v after 2 minutes, want %v\n%s", sample, got, want, d.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -423,7 +425,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The listener closes at once; the messages wait for the store.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a bound for a socket never closed, not a speed
 	for {
 		c, err := net.DialTimeout("tcp", d.milterAddr, time.Second)
 		if err != nil {
@@ -431,7 +433,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		}
 		c.Close()
 		if time.Now().After(deadline) {
-			t.Fatal("milter socket still accepts connections 5s after SIGTERM")
+			t.Fatal("milter socket still accepts connections a minute after SIGTERM")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

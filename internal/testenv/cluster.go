@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +14,9 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// RedisCluster is a real Redis Cluster of masters only (no replicas), each
-// node a Redis from StartRedis with cluster-enabled yes.
+// RedisCluster is a real Redis Cluster (masters, and replicas when started
+// by StartRedisClusterReplicas), each node a Redis from StartRedis with
+// cluster-enabled yes.
 type RedisCluster struct {
 	t     testing.TB
 	nodes []*Redis
@@ -37,12 +39,21 @@ const clusterOKTimeout = 20 * time.Second
 // overridden). All nodes stop in t.Cleanup.
 func StartRedisCluster(t testing.TB, masters int, extraConfig ...string) *RedisCluster {
 	t.Helper()
+	return StartRedisClusterReplicas(t, masters, 0, extraConfig...)
+}
+
+// StartRedisClusterReplicas is StartRedisCluster with replicas replicas per
+// master (masters × (1 + replicas) nodes), so that a master that fails is
+// replaced by its replica (cluster-node-timeout 1000 ms: a failover takes
+// a few seconds). Which nodes are masters is Redis's choice: ask ROLE.
+func StartRedisClusterReplicas(t testing.TB, masters, replicas int, extraConfig ...string) *RedisCluster {
+	t.Helper()
 	if masters < 3 {
 		t.Fatalf("testenv: redis cluster needs at least 3 masters, got %d", masters)
 	}
 	cli := Program(t, "redis-cli")
 	c := &RedisCluster{t: t}
-	for range masters {
+	for range masters * (1 + replicas) {
 		c.nodes = append(c.nodes, StartRedis(t, RedisOptions{Config: extraConfig, clusterNode: true}))
 	}
 	t.Cleanup(func() {
@@ -55,7 +66,7 @@ func StartRedisCluster(t testing.TB, masters int, extraConfig ...string) *RedisC
 
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
@@ -122,6 +133,28 @@ func (c *RedisCluster) WaitOK(timeout time.Duration) error {
 		bad := ""
 		for i, n := range c.nodes {
 			if s := clusterState(n); s != "ok" {
+				bad = fmt.Sprintf("node %d (%s): cluster_state %s", i, n.Addr(), s)
+				break
+			}
+		}
+		if bad == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster not ok after %v: %s", timeout, bad)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitLiveOK waits until every running node reports cluster_state:ok (a
+// killed master's replica has taken over).
+func (c *RedisCluster) WaitLiveOK(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		bad := ""
+		for i, n := range c.nodes {
+			if s := clusterState(n); n.Running() && s != "ok" {
 				bad = fmt.Sprintf("node %d (%s): cluster_state %s", i, n.Addr(), s)
 				break
 			}

@@ -32,6 +32,9 @@ type DovecotOptions struct {
 	SieveBefore string
 	// UserSieve maps a user to the text of that user's active Sieve script.
 	UserSieve map[string]string
+	// UserFields maps a user to userdb fields ("sieve_env_bulk_level=5"),
+	// which override plugin settings for that user.
+	UserFields map[string][]string
 	// SaveToDetailMailbox sets lmtp_save_to_detail_mailbox = yes: mail for
 	// user+Detail@domain goes to the mailbox Detail (created on demand).
 	SaveToDetailMailbox bool
@@ -70,6 +73,7 @@ type Dovecot struct {
 	lmtpPort  int
 	imapPort  int
 	proc      *process
+	bin       string
 	doveadm   string
 	mailUID   int
 	mailGID   int
@@ -104,7 +108,7 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 	if err != nil {
 		unavailable(t, "user %s missing: %v", dovecotMailUser, err)
 	}
-	d := &Dovecot{t: t, opts: opts, dir: t.TempDir(), doveadm: doveadm}
+	d := &Dovecot{t: t, opts: opts, dir: t.TempDir(), bin: bin, doveadm: doveadm}
 	d.mailUID, _ = strconv.Atoi(mu.Uid)
 	d.mailGID, _ = strconv.Atoi(mu.Gid)
 	d.usersList = opts.Users
@@ -210,7 +214,11 @@ func (d *Dovecot) prepare() error {
 			return err
 		}
 		// passwd-file: user:password:uid:gid:gecos:home:shell:extra
-		fmt.Fprintf(&users, "%s:{PLAIN}%s:%d:%d::%s::\n", u, d.opts.Password, d.mailUID, d.mailGID, home)
+		var extra []string
+		for _, f := range d.opts.UserFields[u] {
+			extra = append(extra, "userdb_"+f)
+		}
+		fmt.Fprintf(&users, "%s:{PLAIN}%s:%d:%d::%s::%s\n", u, d.opts.Password, d.mailUID, d.mailGID, home, strings.Join(extra, " "))
 	}
 	for u, script := range d.opts.UserSieve {
 		if !known[u] {
@@ -577,6 +585,13 @@ func (d *Dovecot) Stop() {
 	if d.proc != nil && !d.proc.stop(10*time.Second) {
 		d.t.Logf("testenv: dovecot ignored SIGTERM for 10s and was killed")
 	}
+}
+
+// Restart starts Dovecot again after Stop, on the same ports, with the
+// same configuration and mail: an outage and a recovery.
+func (d *Dovecot) Restart() error {
+	d.Stop()
+	return d.start(d.bin)
 }
 
 // Deliver hands one message to Dovecot over LMTP (RFC 2033) and returns an

@@ -92,8 +92,15 @@ type AttackResult struct {
 	HamFP              float64            `json:"ham_fp"`
 	HamFPPersonal      float64            `json:"ham_fp_personal"` // tagged personal ham over personal ham
 	HamTaggedBy        map[string]int     `json:"ham_tagged_by_family"`
-	Worst              []CampaignMiss     `json:"worst_campaigns,omitempty"`
-	hamTaggedNames     []string
+	// RecallAll is the share of all copies tagged at delivery, the first
+	// T of each campaign included; RecallAllRefiled adds the copies
+	// refiling moved to Bulk once their campaign crossed (issue 17), and
+	// HamRefiled counts ham messages it moved.
+	RecallAll        float64        `json:"recall_all"`
+	RecallAllRefiled float64        `json:"recall_all_refiled"`
+	HamRefiled       int            `json:"ham_refiled"`
+	Worst            []CampaignMiss `json:"worst_campaigns,omitempty"`
+	hamTaggedNames   []string
 }
 
 // Reduction is Kolcz & Chowdhury's fragmentation reduction rate: distinct
@@ -215,6 +222,15 @@ func (rep *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "Lowest combined recall: %.3f (%s). Ham tagged in at least one world: %d of %d (%s); most in one world %s, of personal (non-list) ham %s. Target (recall ≥ %.2f under every attack, ham FP ≤ %s): %s.\n\n",
 				s.MinRecall, s.MinRecallAttack, s.HamTaggedAny, rep.Data.Ham, pct(s.HamFPAny), pct(s.HamFPMax), pct(s.HamFPPersonalMax), s.TargetRecall, pct(s.TargetHamFP), met(s.TargetMet))
 		}
+		fmt.Fprintf(w, "Recall over all copies of a campaign, the first %d included: tagged at delivery, and with refiling (docs/refile.md: once a campaign crosses its threshold, the copies delivered before it move to Bulk; the daemon's refiler with a mailbox in memory):\n\n| attack | tagged at delivery | with refiling | ham refiled |\n|---|---|---|---|\n", rep.After)
+		var sumAll, sumRefiled float64
+		for _, a := range rep.Attacks {
+			fmt.Fprintf(w, "| %s | %.3f | **%.3f** | %d |\n", a.Name, a.RecallAll, a.RecallAllRefiled, a.HamRefiled)
+			sumAll += a.RecallAll
+			sumRefiled += a.RecallAllRefiled
+		}
+		n := float64(len(rep.Attacks))
+		fmt.Fprintf(w, "| **mean** | %.3f | **%.3f** | |\n\n", sumAll/n, sumRefiled/n)
 		fmt.Fprintf(w, "Signed share and fragmentation (distinct values per key coordinate per campaign; 1 = stable):\n\n| attack | %s | I-Match hardening reduction (median / max) |\n|---|%s---|\n",
 			strings.Join(fams, " | "), strings.Repeat("---|", len(fams)))
 		for _, a := range rep.Attacks {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/refile"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
@@ -437,7 +438,9 @@ type entry struct {
 type copyRecord struct {
 	campaign, k int
 	bulk        bool
-	tagged      []bool // per family, in cfg.families() order
+	delivered   refile.Copy // the copy as refiling knows it
+	refiled     bool        // moved to Bulk once its campaign crossed
+	tagged      []bool      // per family, in cfg.families() order
 	signed      []bool
 	keys        []signature.Key
 }
@@ -515,6 +518,11 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 
 	r := &AttackResult{Name: atk.Name, Class: atk.Class, Doc: atk.Doc, Campaigns: len(bases)}
 	r.HamTaggedBy = map[string]int{}
+	sim, err := newRefileSim()
+	if err != nil {
+		return nil, err
+	}
+	var hamCopies []refile.Copy
 	seen := make([]int, len(bases))
 	var copies []copyRecord
 	for _, e := range entries {
@@ -524,8 +532,10 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 		if e.ham >= 0 {
 			v := p.Check(ctx, ham[e.ham].Raw, []string{hamRecipient(e.ham)}, e.at)
 			if v.Err != nil {
+				sim.r.Close()
 				return nil, fmt.Errorf("%s: ham %s: %w", atk.Name, ham[e.ham].Name, v.Err)
 			}
+			hamCopies = append(hamCopies, sim.deliver(v, hamRecipient(e.ham), fmt.Sprintf("<ham-%d@eval.invalid>", e.ham), e.at))
 			if v.Bulk {
 				r.HamTagged++
 				if hs.list[e.ham] {
@@ -552,9 +562,10 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 		raw := c.Apply(atk)
 		v := p.Check(ctx, raw, []string{to.Address}, e.at)
 		if v.Err != nil {
+			sim.r.Close()
 			return nil, fmt.Errorf("%s: copy %d of %s: %w", atk.Name, k, b.Name, v.Err)
 		}
-		rec := copyRecord{campaign: e.campaign, k: k, bulk: v.Bulk,
+		rec := copyRecord{campaign: e.campaign, k: k, bulk: v.Bulk, delivered: sim.deliver(v, to.Address, "<"+c.MsgID+">", e.at),
 			tagged: make([]bool, len(fams)), signed: make([]bool, len(fams)), keys: v.Analysis.Keys}
 		for i, f := range fams {
 			rec.tagged[i] = v.Volumes[f] >= int64(cfg.Thresholds[f])
@@ -565,6 +576,18 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 			}
 		}
 		copies = append(copies, rec)
+	}
+	moved, err := sim.finish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range copies {
+		copies[i].refiled = moved[copies[i].delivered]
+	}
+	for _, c := range hamCopies {
+		if moved[c] {
+			r.HamRefiled++
+		}
 	}
 	r.Ham = len(ham)
 	if len(ham) > 0 {
@@ -587,11 +610,17 @@ func (r *AttackResult) score(cfg *Config, fams []signature.Family, bases []*base
 	signed := make([]int, len(fams))
 	perCampaign := make([][2]int, len(bases)) // counted, tagged (combined)
 	counted, countedSpam, countedHam := 0, 0, 0
+	var bulkAll, refiledAll int
 	for _, c := range copies {
 		for i := range fams {
 			if c.signed[i] {
 				signed[i]++
 			}
+		}
+		if c.bulk {
+			bulkAll++
+		} else if c.refiled {
+			refiledAll++
 		}
 		if c.k <= T {
 			continue
@@ -630,6 +659,8 @@ func (r *AttackResult) score(cfg *Config, fams []signature.Family, bases []*base
 		}
 		return float64(a) / float64(b)
 	}
+	r.RecallAll = frac(bulkAll, len(copies))
+	r.RecallAllRefiled = frac(bulkAll+refiledAll, len(copies))
 	for i, f := range fams {
 		r.Recall[f.String()] = frac(tagged[i], counted)
 		r.RecallSpam[f.String()] = frac(taggedSpam[i], countedSpam)

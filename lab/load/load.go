@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/d--j/go-milter"
 )
 
 // Message is one message of the load.
@@ -46,8 +47,17 @@ type Options struct {
 	// Check, when set, judges each answer; an error counts the message as
 	// failed. It is called concurrently.
 	Check func(i int64, res mtaclient.Result) error
-	// Timeout bounds each read and write on the connection. Default 30 s.
+	// Timeout bounds each read and write on the connection. Default
+	// mtaclient.ReplyTimeout, as long as Postfix waits at end of message.
 	Timeout time.Duration
+	// Excused, when set, is asked at each failure whether the run
+	// expected it (the milter was killed on purpose: an MTA applies its
+	// milter_default_action to such a message and delivers or retries it);
+	// such failures count in Report.Excused instead of Failed. opened is
+	// when the failing message's connection was opened (or tried): a
+	// connection opened before a kill breaks at its next message, which
+	// may come after the milter is back.
+	Excused func(opened time.Time) bool
 }
 
 // Report is what a run saw.
@@ -55,6 +65,9 @@ type Report struct {
 	Sent     int64 // messages started
 	Answered int64 // messages with an end-of-message reply that passed Check
 	Failed   int64 // messages without a reply, or whose reply failed Check
+	// Excused counts the messages without a reply while Options.Excused
+	// said the failure was expected; Sent = Answered + Failed + Excused.
+	Excused int64
 	// NoReply counts the failed messages that were sent whole and got no
 	// end-of-message reply (mtaclient.ErrNoReply); the others were cut
 	// before (refused connection, closed session) or failed Check.
@@ -75,8 +88,12 @@ func (r *Report) PerSecond() float64 {
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("sent %d answered %d failed %d (no reply %d) in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
-		r.Sent, r.Answered, r.Failed, r.NoReply, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
+	excused := ""
+	if r.Excused > 0 {
+		excused = fmt.Sprintf(" excused %d", r.Excused)
+	}
+	return fmt.Sprintf("sent %d answered %d failed %d (no reply %d)%s in %s: %.0f msgs/s, latency p50 %s p99 %s p99.9 %s max %s",
+		r.Sent, r.Answered, r.Failed, r.NoReply, excused, r.Elapsed.Round(time.Millisecond), r.PerSecond(),
 		r.Latency.Quantile(0.5), r.Latency.Quantile(0.99), r.Latency.Quantile(0.999), r.Latency.Max())
 }
 
@@ -96,7 +113,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		opt.PerSession = 20
 	}
 	if opt.Timeout <= 0 {
-		opt.Timeout = 30 * time.Second
+		opt.Timeout = mtaclient.ReplyTimeout
 	}
 	if opt.Duration > 0 {
 		var cancel context.CancelFunc
@@ -109,9 +126,16 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		mu   sync.Mutex
 		wg   sync.WaitGroup
 	)
-	fail := func(err error) {
+	fail := func(opened time.Time, err error) {
 		mu.Lock()
 		defer mu.Unlock()
+		if opt.Excused != nil && !opened.IsZero() && opt.Excused(opened) {
+			r.Excused++
+			return
+		}
+		if errors.Is(err, mtaclient.ErrNoReply) {
+			r.NoReply++
+		}
 		r.Failed++
 		if len(r.Errors) < maxErrors {
 			r.Errors = append(r.Errors, err.Error())
@@ -131,7 +155,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	start := time.Now()
 	for range opt.Sessions {
 		wg.Go(func() {
-			cl := mtaclient.New(opt.Network, opt.Addr)
+			cl := mtaclient.New(opt.Network, opt.Addr, milter.WithReadTimeout(opt.Timeout), milter.WithWriteTimeout(opt.Timeout))
 			hist := new(Histogram)
 			defer func() {
 				mu.Lock()
@@ -144,25 +168,26 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 					return
 				}
 				m := opt.Next(i)
+				opened := time.Now()
 				s, err := cl.Open(mtaclient.Envelope{From: m.From, Rcpts: m.Rcpts})
 				if err != nil {
 					atomic.AddInt64(&r.Sent, 1)
-					fail(fmt.Errorf("message %d: %w", i, err))
+					fail(opened, fmt.Errorf("message %d: %w", i, err))
 					continue
 				}
 				for n := 0; ; n++ {
 					atomic.AddInt64(&r.Sent, 1)
 					t0 := time.Now()
 					res, err := s.Send(m.From, m.Rcpts, m.Raw)
-					if errors.Is(err, mtaclient.ErrNoReply) {
-						atomic.AddInt64(&r.NoReply, 1)
-					}
-					if err == nil && opt.Check != nil {
-						err = opt.Check(i, res)
-					}
 					if err != nil {
-						fail(fmt.Errorf("message %d: %w", i, err))
+						fail(opened, fmt.Errorf("message %d: %w", i, err))
 						break // the connection's state is unknown: open another
+					}
+					if opt.Check != nil {
+						if err := opt.Check(i, res); err != nil {
+							fail(time.Time{}, fmt.Errorf("message %d: %w", i, err)) // a wrong answer is never excused
+							break
+						}
 					}
 					hist.Add(time.Since(t0))
 					atomic.AddInt64(&r.Answered, 1)

@@ -134,7 +134,9 @@ func TestRunDuration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Answered == 0 || r.Answered != seen.Load() || r.Failed != 0 {
+	// The duration is a lower bound only: how many messages fit in it
+	// depends on the machine.
+	if r.Elapsed < 300*time.Millisecond || r.Answered != r.Sent || r.Answered != seen.Load() || r.Failed != 0 {
 		t.Fatalf("%s; milter saw %d", r, seen.Load())
 	}
 	if _, err := Run(context.Background(), Options{Sessions: 1, Next: msg}); err == nil {
@@ -178,5 +180,37 @@ func TestPaced(t *testing.T) {
 	}
 	if got := Paced(0, msg); got(3).Raw == nil {
 		t.Fatal("rate 0 must return next unchanged")
+	}
+}
+
+// Failures while the milter is down on purpose are excused, not failed;
+// every message is still accounted for.
+func TestRunExcusesExpectedFailures(t *testing.T) {
+	var seen atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := milter.NewServer(milter.WithMilter(func() milter.Milter { return counting{n: &seen} }))
+	go srv.Serve(ln)
+	defer srv.Close()
+	var answered atomic.Int64
+	var down atomic.Bool
+	r, err := Run(context.Background(), Options{
+		Network: "tcp", Addr: ln.Addr().String(), Sessions: 4, PerSession: 5, Messages: 400, Next: msg,
+		Check: func(i int64, res mtaclient.Result) error {
+			if answered.Add(1) == 100 {
+				down.Store(true)
+				srv.Close()
+			}
+			return nil
+		},
+		Excused: func(time.Time) bool { return down.Load() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed != 0 || r.Excused == 0 || r.Answered+r.Excused != r.Sent || r.Sent != 400 || r.Answered < 100 {
+		t.Fatalf("%s; errors %q", r, r.Errors)
 	}
 }

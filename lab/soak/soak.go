@@ -35,6 +35,10 @@ type Options struct {
 	// the store holds every key the run will touch.
 	Warmup   time.Duration
 	Duration time.Duration
+	// Messages, when set, ends the warm-up after one pass over the pool
+	// and the run after that many messages, whatever the time: counts
+	// that do not depend on how busy the machine is (the CI test).
+	Messages int64
 	// Settle is how long to wait after the load for goroutines to end and
 	// memory to come back (default 5 s); the samples are polled until
 	// they are within bounds or Settle ends.
@@ -74,6 +78,7 @@ type Sample struct {
 	Unsigned  float64 // bulkmilter_messages_total{verdict="unsigned"}
 	Observed  float64 // store observe requests
 	StoreErrs float64 // sum of bulkmilter_store_errors_total
+	Sessions  float64 // bulkmilter_sessions_active
 }
 
 func (s Sample) String() string {
@@ -84,6 +89,7 @@ func (s Sample) String() string {
 // Report is the outcome of a run.
 type Report struct {
 	Load       *load.Report
+	Asked      int64 // Options.Messages: the load must send exactly that many
 	Start, End Sample
 	// Problems lists every check that failed; empty means the soak held.
 	Problems []string
@@ -112,8 +118,8 @@ func (r *Report) String() string {
 // checks. It returns an error only when the run could not be made (bad
 // options, metrics unreachable); failed checks are in the report.
 func Run(ctx context.Context, opt Options) (*Report, error) {
-	if opt.Sessions <= 0 || opt.Duration <= 0 || opt.Addr == "" || opt.MetricsURL == "" {
-		return nil, errors.New("soak: sessions, duration, milter address and metrics URL are required")
+	if opt.Sessions <= 0 || (opt.Duration <= 0 && opt.Messages <= 0) || opt.Addr == "" || opt.MetricsURL == "" {
+		return nil, errors.New("soak: sessions, duration or messages, milter address and metrics URL are required")
 	}
 	if opt.Settle <= 0 {
 		opt.Settle = 5 * time.Second
@@ -137,22 +143,29 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		o.Next = load.Paced(opt.Rate, o.Next)
 		return o
 	}
-	if opt.Warmup > 0 {
+	var warm int64
+	if opt.Warmup > 0 || opt.Messages > 0 {
 		w := lopt
 		// Long enough for a pass over the pool, the store then holds
 		// every key the run touches (the embedded store is in the
 		// daemon's memory).
-		w.Duration, w.Messages = opt.Warmup, 0
-		if _, err := load.Run(ctx, paced(w)); err != nil {
+		w.Duration = opt.Warmup
+		if opt.Messages > 0 {
+			w.Duration, w.Messages = 0, int64(opt.Pool)
+		}
+		wr, err := load.Run(ctx, paced(w))
+		if err != nil {
 			return nil, err
 		}
+		warm = wr.Sent
 	}
-	// Start: after the warm-up's sessions have ended.
-	start, err := settle(ctx, opt.MetricsURL, opt.Settle, func(s Sample) bool { return false })
+	// Start: once the daemon has counted the warm-up and closed its
+	// sessions (Settle bounds the wait).
+	start, err := settle(ctx, opt.MetricsURL, opt.Settle, func(s Sample) bool { return s.Sessions == 0 && s.Messages >= float64(warm) })
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Start: start}
+	r := &Report{Start: start, Asked: opt.Messages}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -173,7 +186,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			}
 		}()
 	}
-	lopt.Duration = opt.Duration
+	lopt.Duration, lopt.Messages = opt.Duration, opt.Messages
+	if opt.Messages > 0 {
+		lopt.Duration = 0
+	}
 	r.Load, err = load.Run(runCtx, paced(lopt))
 	close(done)
 	if err != nil {
@@ -207,6 +223,9 @@ func check(r *Report, goroutines, heap, rss float64) []string {
 	l := r.Load
 	if l.Sent == 0 {
 		p = append(p, "no message was sent")
+	}
+	if r.Asked > 0 && l.Sent != r.Asked {
+		p = append(p, fmt.Sprintf("%d messages sent, %d asked", l.Sent, r.Asked))
 	}
 	if l.Failed > 0 || l.Answered != l.Sent {
 		p = append(p, fmt.Sprintf("%d of %d messages got no reply or no verdict; first errors: %q", l.Sent-l.Answered, l.Sent, l.Errors))
@@ -263,22 +282,18 @@ func hasVerdict(i int64, res mtaclient.Result) error {
 
 // Scrape reads one sample from a /metrics page.
 func Scrape(ctx context.Context, url string) (Sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := scrapeMetrics(ctx, url)
 	if err != nil {
 		return Sample{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return Sample{}, fmt.Errorf("scrape %s: %w", url, err)
+	s := sampleOf(m)
+	if s.Goroutines == 0 {
+		return s, fmt.Errorf("scrape %s: no go_goroutines sample", url)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Sample{}, fmt.Errorf("scrape %s: %s", url, resp.Status)
-	}
-	m, err := ParseMetrics(resp.Body)
-	if err != nil {
-		return Sample{}, fmt.Errorf("scrape %s: %w", url, err)
-	}
+	return s, nil
+}
+
+func sampleOf(m Metrics) Sample {
 	s := Sample{
 		At:         time.Now(),
 		Goroutines: m.Get("go_goroutines"),
@@ -288,14 +303,28 @@ func Scrape(ctx context.Context, url string) (Sample, error) {
 		Unsigned:   m.Get(`bulkmilter_messages_total{verdict="unsigned"}`),
 		Observed:   m.Get(`bulkmilter_store_request_duration_seconds_count{op="observe"}`),
 		StoreErrs:  m.Sum("bulkmilter_store_errors_total"),
+		Sessions:   m.Get("bulkmilter_sessions_active"),
 	}
 	if gogc := m.Get("go_gc_gogc_percent"); gogc > 0 {
 		s.LiveHeap = m.Get("go_memstats_next_gc_bytes") / (1 + gogc/100)
 	}
-	if s.Goroutines == 0 {
-		return s, fmt.Errorf("scrape %s: no go_goroutines sample", url)
+	return s
+}
+
+func scrapeMetrics(ctx context.Context, url string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
-	return s, nil
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body)
 }
 
 // Metrics are the samples of a Prometheus text page, by their full name

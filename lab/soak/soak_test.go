@@ -43,9 +43,9 @@ func TestCheck(t *testing.T) {
 		t.Errorf("clean run: %q", p)
 	}
 	bad := Sample{Goroutines: 200, RSS: 300 << 20, LiveHeap: 140 << 20, Messages: 105, Observed: 100, Unsigned: 1, StoreErrs: 3}
-	r = &Report{Load: &load.Report{Sent: 100, Answered: 98, Failed: 2, Latency: new(load.Histogram)}, Start: start, End: bad}
+	r = &Report{Load: &load.Report{Sent: 100, Answered: 98, Failed: 2, Latency: new(load.Histogram)}, Asked: 120, Start: start, End: bad}
 	p := check(r, 5, 16<<20, 32<<20)
-	for _, want := range []string{"2 of 100 messages", "counted 95 messages", "store observed 91", "3 store errors", "goroutines grew by 180", "live heap grew", "resident memory grew"} {
+	for _, want := range []string{"100 messages sent, 120 asked", "2 of 100 messages", "counted 95 messages", "store observed 91", "3 store errors", "goroutines grew by 180", "live heap grew", "resident memory grew"} {
 		if !strings.Contains(strings.Join(p, "\n"), want) {
 			t.Errorf("problems %q lack %q", p, want)
 		}
@@ -63,5 +63,32 @@ func TestPoolDistinctAndStable(t *testing.T) {
 			t.Fatalf("message %d repeated", i)
 		}
 		seen[string(a[i].Raw)] = true
+	}
+}
+
+// The mixed soak's checks: a lost message, counts that do not add up, and
+// growth of the mean per cycle of faults are reported; the swing within a
+// cycle is not.
+func TestMixedCheck(t *testing.T) {
+	mib := func(v float64) Sample { return Sample{RSS: v * (1 << 20), Goroutines: 12} }
+	// Two faults a cycle: after the first RSS is about 40 MiB, after the
+	// second (say a reload) about 55 MiB; the first two rounds warm up.
+	swing := []Sample{mib(30), mib(50), mib(40), mib(55), mib(41), mib(56), mib(40), mib(54)}
+	good := &TargetStats{Name: "good", Sent: 10, Answered: 9, Excused: 1, Samples: swing}
+	grow := &TargetStats{Name: "grow", Sent: 10, Answered: 10,
+		Samples: []Sample{mib(30), mib(50), mib(40), mib(50), mib(45), mib(55), mib(50), mib(60)}}
+	lost := &TargetStats{Name: "lost", Sent: 10, Answered: 8, Failed: 1, NoReply: 1, Samples: swing}
+	p := mixedCheck(&MixedReport{Targets: []*TargetStats{good, grow, lost}}, 2, 2, true)
+	all := strings.Join(p, "\n")
+	for _, want := range []string{"grow: mean RSS per cycle 45.0–55.0 MiB", "lost: 1 messages lost", "lost: sent 10 ≠ answered 8 + failed 1 + excused 0"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems %q lack %q", p, want)
+		}
+	}
+	if strings.Contains(all, "good") || len(p) != 3 {
+		t.Errorf("problems %q, want exactly the three above", p)
+	}
+	if len(good.Cycles) != 3 || good.RSSMin != 47*(1<<20) || good.RSSMax != 48.5*(1<<20) {
+		t.Errorf("good: %d cycles, RSS %v–%v, want 3, 47–48.5 MiB", len(good.Cycles), good.RSSMin/(1<<20), good.RSSMax/(1<<20))
 	}
 }
