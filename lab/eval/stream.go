@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"net/netip"
 	"path"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/mailbox"
+	"github.com/bulkmilter/bulkmilter/signature"
 )
 
 // The real stream: one site's mail in delivery order (trec07p, its first
@@ -68,6 +70,13 @@ type StreamResult struct {
 	// Curve is the same stream with one threshold for every family: a
 	// message is tagged at T when a family's volume reached T.
 	Curve []StreamPoint `json:"curve"`
+	// Networks and Senders measure two more volume dimensions offline,
+	// not the daemon's verdict: tagged at T when the recipients or the
+	// distinct sending networks (/24, /48) of a key in the window reach T
+	// (Networks), or the recipients, networks or envelope senders
+	// (Senders).
+	Networks []StreamPoint `json:"curve_networks"`
+	Senders  []StreamPoint `json:"curve_networks_senders"`
 	// PersonalTagged names the personal ham the configuration tagged.
 	PersonalTagged []string `json:"personal_tagged,omitempty"`
 }
@@ -166,10 +175,14 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	if !ok {
 		return nil, errors.New("eval: the pipeline cannot replay a stream (no Message, Engine)")
 	}
-	r := &StreamResult{Corpus: "trec07p-part1", Clock: clock, Curve: make([]StreamPoint, len(streamThresholds))}
-	for i, t := range streamThresholds {
-		r.Curve[i].Threshold = t
+	r := &StreamResult{Corpus: "trec07p-part1", Clock: clock}
+	for _, c := range []*[]StreamPoint{&r.Curve, &r.Networks, &r.Senders} {
+		*c = make([]StreamPoint, len(streamThresholds))
+		for i, t := range streamThresholds {
+			(*c)[i].Threshold = t
+		}
 	}
+	nets, senders := dimension{}, dimension{}
 	rcpts := map[string]bool{}
 	var last time.Time
 	for _, m := range msgs {
@@ -232,14 +245,73 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 				r.PersonalTagged = append(r.PersonalTagged, m.name)
 			}
 		}
+		var netScore, senderScore int64
+		if v.Analysis != nil {
+			netScore = nets.add(v.Analysis.Keys, network(msg.Client), at)
+			senderScore = senders.add(v.Analysis.Keys, msg.Sender, at)
+		}
 		for i := range r.Curve {
-			if !v.Unsigned && score >= int64(r.Curve[i].Threshold) {
+			t := int64(r.Curve[i].Threshold)
+			if v.Unsigned {
+				continue
+			}
+			if score >= t {
 				add(&r.Curve[i])
+			}
+			if score >= t || netScore >= t {
+				add(&r.Networks[i])
+			}
+			if score >= t || netScore >= t || senderScore >= t {
+				add(&r.Senders[i])
 			}
 		}
 	}
 	r.Recipients = len(rcpts)
 	return r, nil
+}
+
+// dimension counts, per key, the distinct values (sending networks,
+// envelope senders) seen with it within a day of message time: the lab's
+// measure of a volume dimension the store does not count by key.
+type dimension map[signature.Key]map[string]time.Time
+
+// add records value for the keys at at and returns the highest count of
+// distinct values over the keys, this one's included ("" counts nothing).
+func (d dimension) add(keys []signature.Key, value string, at time.Time) int64 {
+	var best int64
+	for _, k := range keys {
+		m := d[k]
+		if m == nil {
+			m = map[string]time.Time{}
+			d[k] = m
+		}
+		if value != "" {
+			m[value] = at
+		}
+		n := int64(0)
+		for _, t := range m {
+			if dt := at.Sub(t); dt < 24*time.Hour && dt > -24*time.Hour {
+				n++
+			}
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// network groups a client address by /24 (IPv4) or /48 (IPv6). The
+// campaign store (issue 15) groups the same way (detect.Network, not on
+// this branch yet); this copy goes when it lands.
+func network(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, _ := a.Prefix(bits)
+	return p.String()
 }
 
 // runStream replays the stream with each clock.
@@ -290,6 +362,10 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 		row("**the configuration**", r.Tagged)
 		for _, p := range r.Curve {
 			row(fmt.Sprintf("threshold %d", p.Threshold), p)
+		}
+		for i, p := range r.Networks {
+			row(fmt.Sprintf("recipients or networks ≥ %d", p.Threshold), p)
+			row(fmt.Sprintf("recipients, networks or senders ≥ %d", p.Threshold), r.Senders[i])
 		}
 		fmt.Fprintln(w)
 	}
