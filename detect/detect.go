@@ -227,6 +227,12 @@ type Verdict struct {
 	// Declared is whether the message declares itself as bulk, with a
 	// verified signature covering the declaration (declared.Judge).
 	Declared declared.Judgement
+	// Campaign is the campaign the store counted the message in (issue
+	// 15); the zero value when the store counts none.
+	Campaign store.Campaign
+	// Via lists the families whose keys joined the message to its
+	// campaign, in the set's order; empty for a new campaign.
+	Via []signature.Family
 	// Analysis is what the verdict was computed from.
 	Analysis *Analysis
 	// IDs are the store ids of Analysis.Keys.
@@ -247,7 +253,8 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	slow := time.Since(start) > e.opt.SlowAnalysis
 	decl := declared.Judge(&msg.Header, msg.AuthResults)
 	rcpts := normaliseAll(msg.Recipients)
-	v := e.decide(ctx, a, rcpts, msg.Time, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
+	v := e.decide(ctx, a, store.Observation{Recipients: rcpts, Time: msg.Time,
+		Network: Network(msg.Client), Sender: strings.ToLower(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
 	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
@@ -275,7 +282,7 @@ func (e *Engine) Peek(ctx context.Context, msg *Message) (Verdict, store.Result)
 		res, err = p.Peek(ctx, o.Keys, o.Time)
 		return res, err
 	}
-	v := e.decide(ctx, a, nil, msg.Time, decl.Declared, peek, e.thresholds(ctx, nil, msg.Time))
+	v := e.decide(ctx, a, store.Observation{Time: msg.Time}, decl.Declared, peek, e.thresholds(ctx, nil, msg.Time))
 	v.Declared = decl
 	return v, res
 }
@@ -287,7 +294,23 @@ func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] 
 // observeFunc is how decide asks the store: Store.Observe, or a Peek.
 type observeFunc func(context.Context, store.Observation) (store.Result, error)
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at time.Time, decl bool, observe observeFunc, th map[signature.Family]int) Verdict {
+// Network groups a client address into the sending network a campaign
+// counts: its /24 (IPv4) or /48 (IPv6); "" when unknown.
+func Network(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	a = a.Unmap()
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, _ := a.Prefix(bits)
+	return p.String()
+}
+
+func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc, th map[signature.Family]int) Verdict {
+	rcpts := o.Recipients
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
 		v.Unsigned = true
@@ -297,7 +320,8 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	v.IDs = ids
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
-	res, err := observe(ctx, store.Observation{Keys: ids, Recipients: rcpts, Time: at})
+	o.Keys = ids
+	res, err := observe(ctx, o)
 	if err == nil && len(res.Volumes) != len(ids) {
 		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
 	}
@@ -308,6 +332,18 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	for i, k := range a.Keys {
 		if vol := res.Volumes[i]; vol > v.Volumes[k.Family] {
 			v.Volumes[k.Family] = vol
+		}
+	}
+	v.Campaign = res.Campaign
+	var via famSet
+	for _, i := range res.Campaign.Joined {
+		if i >= 0 && i < len(a.Keys) {
+			via.add(a.Keys[i].Family)
+		}
+	}
+	for _, s := range e.opt.Set.Signers() {
+		if via.has(s.Family()) {
+			v.Via = append(v.Via, s.Family())
 		}
 	}
 
@@ -339,7 +375,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, rcpts []string, at tim
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
-	v.Level, v.LevelWhy = level(levelInputOf(v.Volumes, th, res.Campaign, at, levelInput{
+	v.Level, v.LevelWhy = level(levelInputOf(v.Volumes, th, res.Campaign, o.Time, levelInput{
 		bulk: base.bulk, declared: decl,
 		cleared: v.Override == "global not-bulk", forced: v.Override == "global bulk",
 	}))
@@ -478,7 +514,8 @@ func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j 
 // famSet is a set of families.
 type famSet [4]uint64
 
-func (s *famSet) add(f signature.Family) { s[f>>6] |= 1 << (f & 63) }
+func (s *famSet) add(f signature.Family)      { s[f>>6] |= 1 << (f & 63) }
+func (s *famSet) has(f signature.Family) bool { return s[f>>6]&(1<<(f&63)) != 0 }
 
 func (s *famSet) len() int {
 	return bits.OnesCount64(s[0]) + bits.OnesCount64(s[1]) + bits.OnesCount64(s[2]) + bits.OnesCount64(s[3])
@@ -610,6 +647,15 @@ const (
 	KindUndeclared = "undeclared"
 )
 
+// CampaignID is the campaign's short id as the header and the log line
+// print it (8 hex digits), or "" when the store counted no campaign.
+func (v Verdict) CampaignID() string {
+	if v.Campaign.Recipients == 0 && v.Campaign.ID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%08x", v.Campaign.ID)
+}
+
 // Header formats the verdict header's value: it always starts with "yes"
 // or "no", then says why. Keys are listed only when revealKeys is set:
 // they would tell a sender what to change.
@@ -628,6 +674,18 @@ func (v Verdict) Header(revealKeys bool) string {
 	default:
 		b.WriteString("; family=" + v.Family.String())
 		b.WriteString("; volume=" + strconv.FormatInt(v.Volume, 10))
+		if c := v.CampaignID(); c != "" {
+			b.WriteString("; campaign=" + c)
+		}
+		if len(v.Via) > 0 {
+			b.WriteString("; via=")
+			for i, f := range v.Via {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(f.String())
+			}
+		}
 		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
 		b.WriteString("; kind=" + v.Kind())
 		if v.Lowered {

@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -152,7 +153,7 @@ func TestGlobalVotes(t *testing.T) {
 			name:      "no votes: volume decides",
 			votes:     func(f *fixture) {},
 			bulk:      true,
-			headerEnd: "volume=13; level=6; kind=undeclared",
+			headerEnd: "via=imatch,shingle,charshingle,sift; level=7; kind=undeclared", // 7: the campaign reached the threshold fast
 		},
 		{
 			name: "three voters on every key clear it",
@@ -163,7 +164,7 @@ func TestGlobalVotes(t *testing.T) {
 			},
 			bulk:      false,
 			override:  "global not-bulk",
-			headerEnd: "volume=13; level=0; kind=undeclared; feedback=global-not-bulk",
+			headerEnd: "via=imatch,shingle,charshingle,sift; level=0; kind=undeclared; feedback=global-not-bulk",
 		},
 		{
 			name: "two voters are not enough",
@@ -276,7 +277,7 @@ func TestGlobalVotes(t *testing.T) {
 			if v.Bulk != tc.bulk || v.Base != tc.bulk || v.Override != tc.override {
 				t.Errorf("bulk=%v base=%v override=%q, want bulk=%v override=%q (%s)", v.Bulk, v.Base, v.Override, tc.bulk, tc.override, v.Header(false))
 			}
-			if h := v.Header(false); tc.headerEnd != "" && !strings.HasSuffix(h, tc.headerEnd) {
+			if h := v.Header(false); tc.headerEnd != "" && (!strings.HasSuffix(h, tc.headerEnd) || !strings.Contains(h, "volume=13; campaign=")) {
 				t.Errorf("header %q, want it to end in %q", h, tc.headerEnd)
 			}
 		})
@@ -293,7 +294,7 @@ func TestGlobalBulkVotes(t *testing.T) {
 	if !v.Bulk || !v.Base || v.Override != "global bulk" {
 		t.Errorf("bulk=%v base=%v override=%q, want bulk, global bulk", v.Bulk, v.Base, v.Override)
 	}
-	if h := v.Header(false); !strings.HasPrefix(h, "yes;") || !strings.HasSuffix(h, "volume=1; level=7; kind=undeclared; feedback=global-bulk") {
+	if h := v.Header(false); !strings.HasPrefix(h, "yes;") || !strings.Contains(h, "volume=1; campaign=") || !strings.HasSuffix(h, "; level=7; kind=undeclared; feedback=global-bulk") {
 		t.Errorf("header %q", h)
 	}
 }
@@ -432,5 +433,51 @@ write to the secretary. The next meeting takes place on the first Tuesday of May
 `)}
 	if v := f.check(other); v.Bulk || v.Override != "" {
 		t.Errorf("unrelated message: bulk=%v override=%q", v.Bulk, v.Override)
+	}
+}
+
+// Copies of one newsletter count into one campaign: its id, volume,
+// networks and senders reach the verdict and its header.
+func TestCampaignInVerdict(t *testing.T) {
+	f := newFixture(t)
+	var first Verdict
+	for i, client := range []string{"192.0.2.7", "192.0.2.99", "198.51.100.1"} {
+		msg := newsletter("garden", recipients(fmt.Sprint("c", i), 4)...)
+		msg.Client = netip.MustParseAddr(client)
+		msg.Sender = fmt.Sprintf("News%d@Example.test", i%2)
+		v := f.check(msg)
+		c := v.Campaign
+		if i == 0 {
+			first = v
+			if len(v.Via) != 0 || c.Recipients != 4 {
+				t.Fatalf("first copy: campaign %+v via %v, want a new campaign of 4", c, v.Via)
+			}
+			continue
+		}
+		wantNets := int64(i) // the first two clients share a /24
+		if c.ID != first.Campaign.ID || c.Recipients != int64(4*(i+1)) || c.Networks != wantNets || c.Senders != 2 {
+			t.Errorf("copy %d: campaign %+v, want %08x with %d recipients, %d networks, 2 senders", i, c, first.Campaign.ID, 4*(i+1), wantNets)
+		}
+		want := fmt.Sprintf("; volume=%d; campaign=%08x; via=imatch,shingle,charshingle,sift", 4*(i+1), c.ID)
+		if h := v.Header(false); !strings.Contains(h, want) {
+			t.Errorf("copy %d: header %q, want it to hold %q", i, h, want)
+		}
+	}
+}
+
+func TestNetwork(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"192.0.2.77", "192.0.2.0/24"},
+		{"::ffff:192.0.2.77", "192.0.2.0/24"},
+		{"2001:db8:1:2::5", "2001:db8:1::/48"},
+		{"", ""},
+	} {
+		var a netip.Addr
+		if tc.in != "" {
+			a = netip.MustParseAddr(tc.in)
+		}
+		if got := Network(a); got != tc.want {
+			t.Errorf("Network(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"golang.org/x/net/html/atom"
 )
 
-// The visible text of HTML is computed on golang.org/x/net/html's Tokenizer,
+// The visible text of HTML is computed on golang.org/x/net/html's Tokenizer
+// (adapted in htmltok.go not to copy every tag),
 // not on html.Parse: the tree builder gives up on deep nesting (512 open
 // elements), which a sender can provoke on purpose, while the tokenizer
 // streams any input. The walker keeps its own stack of computed styles with
@@ -66,6 +67,7 @@ type htmlExtractor struct {
 	sheet    styleSheet
 	res      htmlResult
 	classBuf []string
+	tok      tokenizer
 	// onHidden, when set (tests, diagnostics), receives each hidden text.
 	onHidden func(text []byte, f *frame)
 }
@@ -74,6 +76,7 @@ func (x *htmlExtractor) release() {
 	if cap(x.out) > 1<<20 {
 		x.out = nil
 	}
+	x.tok.release()
 	x.sheet.reset()
 }
 
@@ -90,8 +93,8 @@ func (x *htmlExtractor) extract(src string) htmlResult {
 	x.sheet.reset()
 	x.readStyleBlocks(src)
 
-	z := html.NewTokenizer(strings.NewReader(src))
-	z.SetMaxBuf(maxHTMLBuf)
+	z := &x.tok
+	z.reset(src, maxHTMLBuf)
 	for {
 		switch z.Next() {
 		case html.ErrorToken:
@@ -326,7 +329,7 @@ type attrs struct {
 	hidden                                                         bool
 }
 
-func (x *htmlExtractor) readAttrs(z *html.Tokenizer, hasAttr bool, a *attrs) {
+func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
 	for hasAttr {
 		var k, v []byte
 		k, v, hasAttr = z.TagAttr()
@@ -358,7 +361,7 @@ func (x *htmlExtractor) readAttrs(z *html.Tokenizer, hasAttr bool, a *attrs) {
 	}
 }
 
-func (x *htmlExtractor) startTag(z *html.Tokenizer) {
+func (x *htmlExtractor) startTag(z *tokenizer) {
 	name, hasAttr := z.TagName()
 	a := atom.Lookup(name)
 	switch a {

@@ -226,7 +226,11 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	}
 	args := []any{}
 	if !v.Unsigned && v.Err == nil {
-		args = append(args, "family", v.Family.String(), "volume", v.Volume, "bulk_level", v.LevelAs(v.Bulk), "bulk_kind", v.Kind())
+		args = append(args, "family", v.Family.String(), "volume", v.Volume)
+		if c := v.CampaignID(); c != "" {
+			args = append(args, "campaign", c)
+		}
+		args = append(args, "bulk_level", v.LevelAs(v.Bulk), "bulk_kind", v.Kind())
 	}
 	if v.Override != "" {
 		args = append(args, "feedback", v.Override)

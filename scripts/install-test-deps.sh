@@ -2,7 +2,8 @@
 # Installs the external programs bulkmilter's integration tests start
 # (see internal/testenv): redis-server and redis-cli, Postfix, swaks,
 # miltertest, Dovecot (LMTP, Sieve, IMAP), OpenDKIM, promtool, systemd's offline tools,
-# and an unpacked copy of Sendmail for the Sendmail tests.
+# Rspamd (the peer row of `bulklab bench`), and an unpacked copy of Sendmail
+# for the Sendmail tests.
 #
 # Idempotent: packages already installed are left alone, and apt-get update
 # runs only when something has to be installed. Works as root (CI, no
@@ -28,6 +29,7 @@ PACKAGES=(
 	opendkim # the DKIM verifier in front of the milter (declared bulk)
 	prometheus # for promtool
 	systemd    # systemd-analyze, -sysusers, -tmpfiles check deploy/systemd (nothing is started)
+	rspamd     # the peer milter of bulklab bench (lab/bench/rspamd.go starts its own)
 	ca-certificates
 )
 # The system service a fresh install of a package may start. The tests run
@@ -39,6 +41,7 @@ declare -A SERVICE_OF=(
 	[dovecot-core]=dovecot
 	[opendkim]=opendkim
 	[prometheus]=prometheus
+	[rspamd]=rspamd
 )
 
 SENDMAIL_DIR="${BULKMILTER_SENDMAIL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/bulkmilter/sendmail}"
@@ -129,7 +132,7 @@ install_packages() {
 		log "all packages already installed: ${PACKAGES[*]}"
 	fi
 	local prog
-	for prog in redis-server redis-cli swaks miltertest promtool systemd-analyze systemd-sysusers systemd-tmpfiles; do
+	for prog in redis-server redis-cli swaks miltertest promtool systemd-analyze systemd-sysusers systemd-tmpfiles rspamd rspamadm; do
 		command -v "$prog" >/dev/null 2>&1 || die "$prog missing after install"
 	done
 	for prog in /usr/sbin/postfix /usr/lib/postfix/sbin/master /usr/lib/postfix/sbin/smtpd \

@@ -11,8 +11,11 @@ import (
 // AlgorithmVersion is the version of the signing code. Bump it whenever a
 // change can change a key for the same Doc, secret, lexicon and
 // parameters; the golden tests (testdata/golden) fail until it is bumped
-// and the files are updated with -update.
-const AlgorithmVersion = 1
+// and the files are updated with -update. Version 2 signs as version 1
+// did; it marks the campaign counting of issue 15, so that no id counted
+// or voted on per key is read as a campaign's (docs/operations.md, upgrade
+// notes).
+const AlgorithmVersion = 2
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {

@@ -215,7 +215,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
 	// How many first-sighting hashes left listpack encoding (a sample).
 	var sampled, listpack int
-	it := c.Scan(ctx, 0, "bm1:{*}:f:*", 1000).Iterator()
+	it := c.Scan(ctx, 0, "bm2:{*}:p:*", 1000).Iterator()
 	for it.Next(ctx) && sampled < 300 {
 		sampled++
 		if enc, _ := c.ObjectEncoding(ctx, it.Val()).Result(); enc == "listpack" || enc == "ziplist" {
@@ -226,7 +226,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		b.ReportMetric(float64(listpack)/float64(sampled), "fs-listpack-fraction")
 	}
 	var x, cc int
-	for _, pat := range []string{"bm1:{*}:x:*", "bm1:{*}:c:*"} {
+	for _, pat := range []string{"bm2:{*}:x:*", "bm2:{*}:c:*"} {
 		it := c.Scan(ctx, 0, pat, 1000).Iterator()
 		n := 0
 		for it.Next(ctx) {

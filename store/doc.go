@@ -1,38 +1,61 @@
 // Package store keeps the volume counters and the feedback votes behind the
-// bulk verdict: for each signature key, how many distinct recipients got a
-// message with that key within a sliding time window, and which users voted
-// a signature "bulk" or "not bulk".
+// bulk verdict: for each campaign, how many distinct recipients got one of
+// its copies within a sliding time window, and which users voted a
+// signature "bulk" or "not bulk".
 //
 // Two implementations share one contract, tested by one conformance suite
-// (package storetest): Embedded, in process for a single host and the
-// zero-configuration default, and Redis (one server, Sentinel or Cluster),
-// shared by several MTAs. Keys handed to a store are opaque signature ids
-// ("v1:imatch.3:00ab…"); the store owns their layout.
+// (package storetest) and by TestStoresAgree (the same random streams
+// through both give the same results): Embedded, in process for a single
+// host and the zero-configuration default, and Redis (one server, Sentinel
+// or Cluster), shared by several MTAs. Keys handed to a store are opaque
+// signature ids ("s1a2b…:imatch.3:00ab…"); the store owns their layout.
+//
+// # Campaigns (issue 15)
+//
+// A store counts campaigns, not keys (model.go holds the one model). Every
+// key points to the campaign it was last seen in within the window. A
+// message reads its keys' pointers; each family weighs the same whatever
+// its number of keys; the message joins the campaign its keys' evidence
+// names when that evidence is enough (JoinEvidence, JoinShare), or starts
+// its own, and then all its keys point to that campaign. Against chaining
+// (a footer or a list template shared by unrelated mail) a key that moved
+// between campaigns WeakCap times stops voting. The campaign's volume is
+// its distinct recipients in the window; it also knows its sending
+// networks and envelope senders (exact up to CampaignSetCap, then
+// saturating) and when it was first seen (Result.Campaign). A new
+// campaign's ref is a hash of the message's keys (29 bits); when a live
+// campaign started by other keys holds it, the next free ref is taken.
+// Result.Volumes gives each key the campaign's volume when the key voted
+// for the joined campaign (or the campaign is new), and the message's own
+// recipients when the key is new to the campaign it joined.
 //
 // # Counting
 //
 // Time is cut into buckets of Window/Buckets (default 24h/4 = 6h), aligned
 // on the Unix epoch; a message falls in the bucket of Observation.Time. The
-// volume of a key at time t is the number of distinct recipients seen with
-// it in the bucket of t and the Buckets buckets before: every recipient seen
-// less than Window ago is counted, none seen Window+Window/Buckets ago or
-// earlier is (the effective window is between 24h and 30h by default). A
-// recipient seen again moves to the newer bucket. Recipients are normalised
-// (trimmed, lower-cased) and counted once per message and per key: the same
-// newsletter twice to one person is 1, one message with 200 RCPT TO is 200.
+// volume of a campaign at time t is the number of distinct recipients seen
+// with it in the bucket of t and the Buckets buckets before: every
+// recipient seen less than Window ago is counted, none seen
+// Window+Window/Buckets ago or earlier is (the effective window is between
+// 24h and 30h by default). A recipient seen again moves to the newer
+// bucket. Recipients are normalised (trimmed, lower-cased) and counted once
+// per campaign: the same newsletter twice to one person is 1, one message
+// with 200 RCPT TO is 200. A key's pointer lives in the bucket it was last
+// written in and is read over the same window.
 //
-// A key's count lives in one of three tiers, so that the many keys seen once
-// cost little (in Redis about 9 bytes each; see docs/performance.md):
+// A campaign's count lives in one of three tiers, so that the many
+// campaigns of one message cost little (see docs/performance.md):
 //
-//  1. First sighting: one recipient so far. In Redis an 8-byte record (32
-//     bits of the key's hash, 32 bits of the recipient's pseudonym) in a
-//     string shared by many keys (one per hash tag, split and bucket); the
-//     embedded store keeps full hashes.
-//  2. Exact set: from the second distinct recipient up to ExactLimit
-//     (default 100): a hash recipient → last bucket, plus per-bucket counts.
-//     Exact: a threshold of 10 or 50 is decided on the true count. In
-//     Redis the first recipient enters by its 32-bit fingerprint and is
-//     matched to its full pseudonym when it shows up again.
+//  1. First sighting: one recipient so far. In Redis a 20-byte record (the
+//     ref, 32 bits of the recipient's pseudonym, the first time, the
+//     network's and sender's fingerprints, the origin) in a string shared
+//     by many campaigns; the embedded store keeps full hashes.
+//  2. Exact set: from the second message (Redis) or second distinct
+//     recipient (embedded) up to ExactLimit (default 100) recipients: a
+//     hash recipient → last bucket, plus per-bucket counts. Exact: a
+//     threshold of 10 or 50 is decided on the true count. In Redis the
+//     first recipient enters by its 32-bit fingerprint and is matched to
+//     its full pseudonym when it shows up again.
 //  3. HyperLogLog: past ExactLimit, one HyperLogLog per bucket; the count is
 //     the union of the window's buckets (PFCOUNT over several keys; the
 //     embedded store merges registers). 2¹⁴ registers, standard error
@@ -40,15 +63,16 @@
 //     (docs/performance.md has the measured profile: within ±3% at n ≥ 101).
 //
 // Hash collisions, all negligible next to the HyperLogLog error: two
-// distinct recipients of one key share a 48-bit pseudonym with probability
-// about n²/2⁴⁹ (n = 10⁵: 2·10⁻⁵); in Redis, a second recipient is taken
-// for the first one when their 32-bit fingerprints match (2⁻³² per
-// message, the count stays 1 for one more message), and a key matches
-// another key's first sighting with probability about (records per
-// string)/2³² per lookup (about 5·10⁻⁸; the two keys then count one
-// recipient too many or too few). A retried call counts nothing twice:
+// distinct recipients of one campaign share a 48-bit pseudonym with
+// probability about n²/2⁴⁹ (n = 10⁵: 2·10⁻⁵); in Redis, a second recipient
+// is taken for the first one when their 32-bit fingerprints match (2⁻³²
+// per message), and a key matches another key's pointer with probability
+// about (records per string)/2³² per lookup (about 5·10⁻⁸; the key then
+// votes for a campaign it never saw). A retried call counts nothing twice:
 // every write is idempotent (rewriting the same record or hash value,
-// PFADD).
+// PFADD), and a retried message that started a campaign finds its keys
+// pointing to it (Campaign.Joined is then set where the first call left it
+// empty).
 //
 // # Votes
 //
@@ -70,35 +94,43 @@
 // Changing the secret orphans every stored vote (the pseudonyms change);
 // Redis refuses to start against a database used with another secret.
 //
-// # Redis key schema, version 1
+// # Redis key schema, version 2
 //
-// Every key starts with the optional Namespace and "bm1:". The hash tag is
-// {tttt}, 4 hex digits: the top 14 bits of xxHash64(signature id). All keys
-// of one signature share it, so one Lua call touches one cluster slot; the
-// 16384 tags spread signatures over every slot (never one global tag).
-// The first-sighting hashes pack many signatures per key, which is why the
-// tag is per group of signatures rather than per signature.
+// Every key starts with the optional Namespace and "bm2:" (version 1, the
+// per-key counts, is left to expire; its votes are on ids of the previous
+// signature set version). The hash tag is {tttt}, 4 hex digits: for a
+// signature the top 14 bits of xxHash64(signature id), for a campaign the
+// top 14 of its 29-bit ref. All keys of one signature share a tag, as do
+// all keys of one campaign; the 16384 tags spread them over every slot.
 //
-//	bm1:meta                     hash: schema, bucket_ms, buckets, key_id (secret
+//	bm2:meta                     hash: schema, bucket_ms, buckets, key_id (secret
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm1:{tttt}:f:<s>:<bucket>    string: first sightings of bucket <bucket>
-//	                             (epoch ms / bucket length) and split <s>
-//	                             (bits 32+ of the hash mod fs_split): 8-byte
-//	                             records, 4 bytes of the key's hash (low 32
-//	                             bits) and 4 of the recipient's pseudonym. At
-//	                             most FirstSightCap records (past it a key gets
-//	                             an exact set at once).
-//	bm1:{tttt}:x:<hash>          hash, per signature (<hash>: xxHash64 in hex):
-//	                             exact set, 6-byte pseudonym (or '~' and a
-//	                             4-byte fingerprint) → last bucket, and '#' →
-//	                             "bucket:count …"; or, in the HyperLogLog tier,
-//	                             only 'h' → "1".
-//	bm1:{tttt}:c:<hash>:<bucket> HyperLogLog of one bucket.
-//	bm1:{tttt}:v:<signature id>  hash: voter pseudonym → kind ('n'/'b') and unix
+//	bm2:{tttt}:p:<s>:<bucket>    string: key pointers of bucket <bucket> and split
+//	                             <s> (bits 32+ of the key's hash mod fs_split):
+//	                             8-byte records, 4 bytes of the key's hash (low
+//	                             32 bits) and 4 of the pointer (ref << 3 | the
+//	                             key's campaign switches, saturating at 7). At
+//	                             most FirstSightCap records (past it a key is
+//	                             not remembered in that bucket).
+//	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
+//	                             the ref mod fs_split): 20-byte records, the ref,
+//	                             4 bytes of the recipient's pseudonym, the first
+//	                             time (unix s), the network's and the sender's
+//	                             16-bit fingerprints, the origin. At most
+//	                             FirstSightCap records.
+//	bm2:{tttt}:x:<ref>           hash, per campaign of two or more messages
+//	                             (<ref> in hex): exact set, 6-byte pseudonym (or
+//	                             '~' and a 4-byte fingerprint) → last bucket, and
+//	                             '#' → "bucket:count …"; or, in the HyperLogLog
+//	                             tier, 'h' → "1"; always 't' (first time), 'n'
+//	                             and 's' (packed 16-bit fingerprints of networks
+//	                             and senders), 'o' (origin).
+//	bm2:{tttt}:c:<ref>:<bucket>  HyperLogLog of one bucket.
+//	bm2:{tttt}:v:<signature id>  hash: voter pseudonym → kind ('n'/'b') and unix
 //	                             seconds; '#' → "notbulk,bulk,oldest".
-//	bm1:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
+//	bm2:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
 //	                             signature id → kind and time. The index behind
 //	                             "list/remove votes by voter".
 //
@@ -108,10 +140,17 @@
 // their last vote; votes older than the horizon are dropped when the key is
 // next read or written.
 //
-// One Observe is one EVALSHA per cluster slot it touches, sent as one
-// pipeline: one round trip on a single server (all keys in one script
-// call), one per node in parallel on a cluster. The script is plain Lua,
-// declares every key, and is re-sent with EVAL when a server answers
+// On a single server one Observe is one EVALSHA: the script reads the
+// pointers, decides the campaign (the same integer arithmetic as
+// model.go's decide), writes the pointers and counts the campaign, naming
+// the campaign's keys itself (a single server allows undeclared keys). On
+// a cluster the keys of one message hash to many slots, so Observe takes
+// two round trips: one pipeline reads the pointers and votes (one script
+// call per slot) and probes the new ref; Go decides; a second pipeline
+// writes the pointers that change (one call per slot) and counts the
+// campaign. Two copies with different keys arriving at the same moment on
+// two daemons may then start two campaigns. Scripts are plain Lua, declare
+// every key on a cluster, and are re-sent with EVAL when a server answers
 // NOSCRIPT (script cache flushed, restart, failover, new node): go-redis's
 // Script.Run does not fall back inside a pipeline.
 //
@@ -134,10 +173,12 @@
 // still be applied by the server later; that is harmless because writes
 // are idempotent.
 //
-// The embedded store keeps the same tiers in memory, sharded by key under
-// 64 locks, bounded by EmbeddedOptions.MaxEntries (oldest first sightings,
-// then least recently written counters are evicted, and counted; votes are
-// never evicted), and persists to a file written atomically (see
+// The embedded store keeps the same pointers and tiers in memory, sharded
+// under 64 locks for pointers and 64 for campaigns (a message takes its
+// keys' pointer locks in order, then one campaign lock at a time), bounded
+// by EmbeddedOptions.MaxEntries (oldest pointers and first sightings, then
+// least recently written counters are evicted, and counted; campaign
+// records live as long as the window; votes are never evicted), and persists to a file written atomically (see
 // persist.go for the format). A damaged file is moved aside and reported
 // with a *CorruptFileError; the votes are written first and come back
 // whenever their part of the file is intact.

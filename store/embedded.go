@@ -26,8 +26,9 @@ type EmbeddedOptions struct {
 	// SaveInterval is how often the state is written to Path; it is also
 	// written on Close. Default 5 minutes; negative: only on Close and Save.
 	SaveInterval time.Duration
-	// MaxEntries bounds memory: first sightings plus recipients held by
-	// exact counters plus 1024 per HyperLogLog bucket (16 KiB). Past it the
+	// MaxEntries bounds memory: key pointers, plus the campaigns' first
+	// sightings, recipients held by exact counters and 1024 per
+	// HyperLogLog bucket (16 KiB); each half of it. Past it the
 	// oldest first sightings, then the least recently written counters are
 	// evicted (counted in Stats). Votes are never evicted. Default 8Mi.
 	MaxEntries int
@@ -45,7 +46,8 @@ type Embedded struct {
 	observer Observer
 	interval time.Duration
 
-	shards [embeddedShards]eshard
+	shards [embeddedShards]eshard // campaign counters
+	ptrs   [embeddedShards]pshard // key pointers
 	votes  voteBook
 
 	evicted atomic.Int64
@@ -59,12 +61,31 @@ type Embedded struct {
 	done      chan struct{}
 }
 
+// eshard holds the counters of campaigns (by campaignSig) and what the
+// campaigns know besides their recipients.
 type eshard struct {
 	mu      sync.Mutex
 	fs      []fsBucket // ring of nb buckets, indexed by bucket mod nb
 	ctr     map[uint64]*ecounter
+	camps   map[uint32]*cmeta
 	entries int
 	scratch *hll
+}
+
+// cmeta is a campaign's record beside its recipient counter.
+type cmeta struct {
+	first      int64  // unix s of its first message
+	last       int64  // newest bucket written
+	origin     uint32 // of the message that started it (newRef)
+	nets, snds string // fp16 sets (fpSetAdd)
+}
+
+// pshard holds key pointers: per time bucket, signature hash → ptr (a
+// pointer costs what a first sighting does).
+type pshard struct {
+	mu      sync.Mutex
+	tabs    []fsBucket // ring of nb buckets
+	entries int
 }
 
 // fsBucket holds the first sightings of one time bucket (t nil: none).
@@ -130,7 +151,7 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	e := &Embedded{
 		c:        c,
 		path:     o.Path,
-		maxShard: max(1, o.MaxEntries/embeddedShards),
+		maxShard: max(1, o.MaxEntries/(2*embeddedShards)), // pointers and campaigns
 		observer: o.Observer,
 		interval: o.SaveInterval,
 		stop:     make(chan struct{}),
@@ -139,6 +160,8 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	for i := range e.shards {
 		e.shards[i].fs = make([]fsBucket, c.nb)
 		e.shards[i].ctr = map[uint64]*ecounter{}
+		e.shards[i].camps = map[uint32]*cmeta{}
+		e.ptrs[i].tabs = make([]fsBucket, c.nb)
 	}
 	e.votes.init()
 	var warn error
@@ -159,6 +182,49 @@ func (e *Embedded) shard(sig uint64) *eshard {
 	return &e.shards[mix64(sig)%embeddedShards]
 }
 
+func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
+
+// ptrPut records a key's pointer in bucket cb; the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
+	nb := int64(e.c.nb)
+	slot := &ps.tabs[mod(cb, nb)]
+	if slot.id != cb || slot.t == nil {
+		if slot.t != nil && slot.id > cb {
+			return // older than the window held here
+		}
+		ps.entries -= slot.size()
+		slot.id, slot.t = cb, &fsTable{}
+	}
+	if slot.t.put(sig, uint32(p)) {
+		ps.entries++
+	}
+	// Over its share: the oldest buckets go first, the current one last.
+	for b := cb - nb + 1; b <= cb && ps.entries > e.maxShard; b++ {
+		if old := &ps.tabs[mod(b, nb)]; old.t != nil && old.id <= b {
+			e.evicted.Add(int64(old.size()))
+			ps.entries -= old.size()
+			old.t = nil
+		}
+	}
+}
+
+// freeRef returns ref, or the next ref no live campaign of another origin
+// holds (at most refProbes tries), so that a new campaign never counts
+// into another.
+func (e *Embedded) freeRef(ref, origin uint32, oldest int64) uint32 {
+	for range refProbes {
+		sh := e.shard(campaignSig(ref))
+		sh.mu.Lock()
+		m := sh.camps[ref]
+		sh.mu.Unlock()
+		if m == nil || m.last < oldest || m.origin == origin {
+			return ref
+		}
+		ref = (ref + 1) & refMask
+	}
+	return ref
+}
+
 func (e *Embedded) observeOp(op string, start time.Time, err error) {
 	if e.observer != nil {
 		e.observer.ObserveRequest(op, time.Since(start), err)
@@ -168,10 +234,16 @@ func (e *Embedded) observeOp(op string, start time.Time, err error) {
 // errClosed is returned by calls on a closed store.
 var errClosed = fmt.Errorf("%w: store closed", ErrUnavailable)
 
-// Observe records the observation and returns its keys' volumes and votes.
-func (e *Embedded) Observe(ctx context.Context, o Observation) (res Result, err error) {
+// Observe records the observation in its campaign (model.go) and
+// returns the campaign and its keys' volumes and votes.
+func (e *Embedded) Observe(ctx context.Context, o Observation) (Result, error) {
+	return e.observeAs(ctx, "observe", o)
+}
+
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
+func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
-	defer func() { e.observeOp("observe", start, err) }()
+	defer func() { e.observeOp(op, start, err) }()
 	if e.closed.Load() {
 		return Result{}, fmt.Errorf("observe: %w", errClosed)
 	}
@@ -191,21 +263,89 @@ func (e *Embedded) Observe(ctx context.Context, o Observation) (res Result, err 
 	}
 	cb := e.c.bucket(t)
 	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
-	done := make(map[string]int, len(o.Keys))
-	for i, k := range o.Keys {
-		if j, ok := done[k]; ok {
-			res.Volumes[i] = res.Volumes[j]
-			continue
-		}
-		done[k] = i
-		h := sigHash(k)
-		sh := e.shard(h)
-		sh.mu.Lock()
-		res.Volumes[i] = e.observeKey(sh, h, rc.ids, cb)
-		sh.mu.Unlock()
+	if len(o.Keys) > 0 {
+		res.Campaign = e.campaign(o, rc, t, cb, res.Volumes)
 	}
 	e.votes.lookup(&e.c, o.Keys, rc, t, &res)
 	return res, nil
+}
+
+// campaign runs the campaign model for one observation with keys and fills
+// vols. Pointer shards are locked in index order, then one campaign shard
+// at a time: no other path takes a pointer shard while holding a campaign
+// shard, so the order cannot deadlock, and the message's decision and
+// writes are one step for every message sharing a key.
+func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) Campaign {
+	ids := uniq(o.Keys)
+	sigs := make([]uint64, len(ids))
+	fams := make([]string, len(ids))
+	var locked [embeddedShards]bool
+	for i, id := range ids {
+		sigs[i] = sigHash(id)
+		fams[i] = familyOf(id)
+		locked[e.ptrShardOf(sigs[i])] = true
+	}
+	for i := range locked {
+		if locked[i] {
+			e.ptrs[i].mu.Lock()
+			defer e.ptrs[i].mu.Unlock()
+		}
+	}
+	nb := int64(e.c.nb)
+	oldest := cb - nb + 1
+	kps := make([]keyPtr, len(ids))
+	at := make([]int64, len(ids)) // bucket the pointer was found in
+	for i, sig := range sigs {
+		ps := &e.ptrs[e.ptrShardOf(sig)]
+		for b := cb; b >= oldest; b-- {
+			slot := &ps.tabs[mod(b, nb)]
+			if slot.id != b || slot.t == nil {
+				continue
+			}
+			if v, ok := slot.t.get(sig); ok {
+				kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
+				break
+			}
+		}
+	}
+	d := decide(fams, kps, 0)
+	fresh, origin := newRef(ids)
+	write := len(rc.ids) > 0
+	if !d.join {
+		if !write {
+			return Campaign{}
+		}
+		d.ref = e.freeRef(fresh, origin, oldest)
+	}
+	if write {
+		for i, sig := range sigs {
+			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
+			if changed || at[i] != cb {
+				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np)
+			}
+		}
+	}
+	sig := campaignSig(d.ref)
+	sh := e.shard(sig)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	vol := e.observeKey(sh, sig, rc.ids, cb)
+	m := sh.camps[d.ref]
+	if m == nil || m.last < oldest {
+		if !write {
+			return Campaign{}
+		}
+		m = &cmeta{first: t.Unix(), last: cb, origin: origin}
+		sh.camps[d.ref] = m
+	}
+	if write {
+		m.last = max(m.last, cb)
+		m.first = min(m.first, t.Unix())
+		m.nets = fpSetAdd(m.nets, fp16(o.Network))
+		m.snds = fpSetAdd(m.snds, fp16(o.Sender))
+	}
+	out := campaignOutcome{d: d, known: true, count: vol, nets: int64(len(m.nets) / 2), snds: int64(len(m.snds) / 2), first: m.first}
+	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols)
 }
 
 // observeKey is the embedded twin of the Redis script's observe path; the
@@ -493,7 +633,21 @@ func (e *Embedded) sweep(now time.Time) {
 				delete(sh.ctr, sig)
 			}
 		}
+		for ref, m := range sh.camps {
+			if m.last < oldest {
+				delete(sh.camps, ref)
+			}
+		}
 		sh.mu.Unlock()
+		ps := &e.ptrs[i]
+		ps.mu.Lock()
+		for j := range ps.tabs {
+			if slot := &ps.tabs[j]; slot.t != nil && slot.id < oldest {
+				ps.entries -= slot.size()
+				slot.t = nil
+			}
+		}
+		ps.mu.Unlock()
 	}
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
 }
@@ -533,8 +687,10 @@ func (e *Embedded) Ping(ctx context.Context) error {
 
 // Stats describes the embedded store's contents.
 type Stats struct {
-	FirstSightings int   // signatures seen by one recipient so far
-	Counters       int   // signatures seen by two or more
+	Pointers       int   // keys pointing to a campaign
+	Campaigns      int   // campaigns in the window
+	FirstSightings int   // campaigns seen by one recipient so far
+	Counters       int   // campaigns seen by two or more
 	Entries        int   // the unit MaxEntries bounds
 	Evicted        int64 // entries evicted since start
 	VotedKeys      int   // signatures with votes
@@ -553,8 +709,16 @@ func (e *Embedded) Stats() Stats {
 			s.FirstSightings += sh.fs[i].size()
 		}
 		s.Counters += len(sh.ctr)
+		s.Campaigns += len(sh.camps)
 		s.Entries += sh.entries
 		sh.mu.Unlock()
+		ps := &e.ptrs[i]
+		ps.mu.Lock()
+		for j := range ps.tabs {
+			s.Pointers += ps.tabs[j].size()
+		}
+		s.Entries += ps.entries
+		ps.mu.Unlock()
 	}
 	s.Evicted = e.evicted.Load()
 	s.VotedKeys, s.Votes = e.votes.size()

@@ -30,7 +30,7 @@ func TestSlotOf(t *testing.T) {
 
 // Signatures spread over many tags, and a signature's keys share one.
 func TestKeySchema(t *testing.T) {
-	r := &Redis{prefix: "bm1:", split: 2}
+	r := &Redis{prefix: "bm2:", split: 2}
 	var err error
 	if r.c, err = (Params{}).resolve(); err != nil {
 		t.Fatal(err)
@@ -38,11 +38,11 @@ func TestKeySchema(t *testing.T) {
 	tags := map[string]bool{}
 	for i := range 2000 {
 		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
-		if len(sk.keys) != 2*r.c.nb+2 {
-			t.Fatalf("%d keys, want %d", len(sk.keys), 2*r.c.nb+2)
+		if len(sk.keys) != r.c.nb+1 {
+			t.Fatalf("%d keys, want %d", len(sk.keys), r.c.nb+1)
 		}
 		for _, k := range sk.keys {
-			if !strings.HasPrefix(k, "bm1:{"+sk.tag+"}:") {
+			if !strings.HasPrefix(k, "bm2:{"+sk.tag+"}:") {
 				t.Fatalf("key %q outside tag %q", k, sk.tag)
 			}
 		}
@@ -52,14 +52,25 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
-	want := []string{":f:", ":f:", ":f:", ":f:", ":f:", ":x:", ":c:", ":c:", ":c:", ":c:", ":c:", ":v:v1:imatch.0:00ab"}
+	want := []string{":p:", ":p:", ":p:", ":p:", ":p:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	if !strings.HasSuffix(sk.keys[0], ":119") || !strings.HasSuffix(sk.keys[4], ":123") {
-		t.Errorf("first-sighting buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+		t.Errorf("pointer buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+	}
+	// A campaign's keys share the tag of its ref, whatever the bucket.
+	ck, field := r.campKeys(0x1abcdef, 123, 2)
+	wantC := []string{"bm2:{0357}:f:1:119", "bm2:{0357}:f:1:123", "bm2:{0357}:x:1abcdef", "bm2:{0357}:c:1abcdef:119", "bm2:{0357}:c:1abcdef:123"}
+	for i, w := range wantC {
+		if j := []int{0, 4, 5, 6, 10}[i]; ck[j] != w {
+			t.Errorf("campaign key %d %q, want %q", j, ck[j], w)
+		}
+	}
+	if field != "\x01\xab\xcd\xef" {
+		t.Errorf("campaign field %q", field)
 	}
 }
 
@@ -200,15 +211,26 @@ func TestEmbeddedFileRoundTrip(t *testing.T) {
 	}
 	defer e.Close()
 	after := e.Stats()
-	if before.FirstSightings != after.FirstSightings || before.Counters != after.Counters || before.Votes != after.Votes || before.Entries != after.Entries {
+	if before.FirstSightings != after.FirstSightings || before.Counters != after.Counters || before.Votes != after.Votes ||
+		before.Entries != after.Entries || before.Pointers != after.Pointers || before.Campaigns != after.Campaigns {
 		t.Errorf("stats before %+v, after %+v", before, after)
 	}
-	res, err := e.Observe(context.Background(), Observation{Keys: []string{"shared", "big", "k1"}, Recipients: []string{"alice@x"}, Time: now})
+	var vols []int64
+	for _, k := range []string{"big", "k10"} {
+		res, err := e.Observe(context.Background(), Observation{Keys: []string{k}, Time: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vols = append(vols, res.Volumes[0])
+	}
+	res, err := e.Observe(context.Background(), Observation{Keys: []string{"k1"}, Recipients: []string{"alice@x"}, Time: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Volumes[0] != 56 || math.Abs(float64(res.Volumes[1]-501)) > 15 || res.Volumes[2] != 2 {
-		t.Errorf("volumes after reload %v, want 56, ~501, 2", res.Volumes)
+	// "shared" is half of every message's keys: the 50 messages are one
+	// campaign of 55 recipients.
+	if math.Abs(float64(vols[0]-500)) > 15 || vols[1] != 55 || res.Volumes[0] != 56 {
+		t.Errorf("volumes after reload %v %v, want ~500, 55, 56", vols, res.Volumes)
 	}
 	if res.UserVotes["alice@x"] != VoteNotBulk {
 		t.Errorf("alice's vote lost: %v", res.UserVotes)
@@ -606,4 +628,17 @@ func BenchmarkEmbeddedLoad(b *testing.B) {
 		e.Close()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
+}
+
+// The script repeats model.go's constants: they must agree.
+func TestScriptConstants(t *testing.T) {
+	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = %d, %d, %d, %d, %d",
+		evidenceUnit, JoinEvidence, JoinShare, WeakShare, WeakCap)
+	if !strings.Contains(scriptSrc, want) {
+		t.Errorf("script.lua does not hold %q", want)
+	}
+	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
+		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
+		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,11 +21,12 @@ type peekable interface {
 	store.Peeker
 }
 
-// testPeek observes keys in every counting tier (first sighting, exact
-// set, HyperLogLog), votes on one, then checks that Peek reports what
-// Observe did, 0 for an unknown key, and that it changed nothing: snapshot
-// (the store's state) is the same before and after, and an unknown key
-// peeked at is still new to Observe.
+// testPeek counts a campaign in every counting tier (one recipient, an
+// exact set, a HyperLogLog) and votes on one key, then checks that Peek
+// reports the campaign and volumes Observe did, nothing for unknown keys,
+// and that it changed nothing: snapshot (the store's state) is the same
+// before and after, and an unknown message peeked at is still new to
+// Observe.
 func testPeek(t *testing.T, s peekable, snapshot func() any) {
 	ctx := context.Background()
 	rcpts := func(p string, n int) []string {
@@ -34,43 +36,56 @@ func testPeek(t *testing.T, s peekable, snapshot func() any) {
 		}
 		return out
 	}
-	want := map[string]int64{}
-	for _, o := range []store.Observation{
-		{Keys: []string{"v1:one"}, Recipients: rcpts("a", 1)},
-		{Keys: []string{"v1:three"}, Recipients: rcpts("b", 3)},
-		{Keys: []string{"v1:many"}, Recipients: rcpts("c", 40)},
-		{Keys: []string{"v1:many"}, Recipients: rcpts("d", 5)},
+	for _, tt := range []struct {
+		name string
+		keys []string
+		n    []int // recipients of each copy
+	}{
+		{"first sighting", []string{"v1:one.a", "v1:one.b"}, []int{1}},
+		{"exact set", []string{"v1:three.a", "v1:three.b"}, []int{3}},
+		{"hyperloglog", []string{"v1:many.a", "v1:many.b"}, []int{40, 5}},
 	} {
-		res, err := s.Observe(ctx, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[o.Keys[0]] = res.Volumes[0]
+		t.Run(tt.name, func(t *testing.T) {
+			var last store.Result
+			for i, n := range tt.n {
+				var err error
+				if last, err = s.Observe(ctx, store.Observation{Keys: tt.keys, Recipients: rcpts(fmt.Sprint(tt.name, i), n), Time: t0()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.RecordVote(ctx, store.Vote{Keys: tt.keys[:1], Voter: tt.name + "0@example.test", Kind: store.VoteNotBulk, Time: t0()}); err != nil {
+				t.Fatal(err)
+			}
+			before := snapshot()
+			keys := append(slices.Clone(tt.keys), "v1:unknown.a", tt.keys[0])
+			res, err := s.Peek(ctx, keys, t0())
+			if err != nil {
+				t.Fatal(err)
+			}
+			vol := last.Campaign.Recipients
+			if res.Campaign.ID != last.Campaign.ID || res.Campaign.Recipients != vol || vol < int64(tt.n[0]) {
+				t.Errorf("peeked campaign %+v, observed %+v", res.Campaign, last.Campaign)
+			}
+			if want := []int64{vol, vol, 0, vol}; !reflect.DeepEqual(res.Volumes, want) {
+				t.Errorf("peeked volumes %v, want %v", res.Volumes, want)
+			}
+			if res.Votes[0] != (store.Tally{NotBulk: 1}) || res.Votes[1] != (store.Tally{}) {
+				t.Errorf("peeked tallies %v", res.Votes)
+			}
+			if res.UserVotes != nil || res.OwnVotes != nil {
+				t.Errorf("peek returned recipients' votes: %v", res.UserVotes)
+			}
+			if after := snapshot(); !reflect.DeepEqual(before, after) {
+				t.Errorf("peek changed the store:\nbefore %v\nafter  %v", before, after)
+			}
+		})
 	}
-	if err := s.RecordVote(ctx, store.Vote{Keys: []string{"v1:three"}, Voter: "b0@example.test", Kind: store.VoteNotBulk}); err != nil {
-		t.Fatal(err)
+	unknown := []string{"v1:new.a", "v1:new.b"}
+	if res, err := s.Peek(ctx, unknown, t0()); err != nil || res.Campaign.Recipients != 0 || res.Volumes[0] != 0 {
+		t.Errorf("peek of an unknown message: %+v, %v", res, err)
 	}
-	before := snapshot()
-	keys := []string{"v1:one", "v1:three", "v1:many", "v1:unknown", "v1:one"}
-	res, err := s.Peek(ctx, keys, t0())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantVols := []int64{want["v1:one"], want["v1:three"], want["v1:many"], 0, want["v1:one"]}
-	if !reflect.DeepEqual(res.Volumes, wantVols) || wantVols[2] < 40 {
-		t.Errorf("peeked volumes %v, observed %v", res.Volumes, wantVols)
-	}
-	if res.Votes[1] != (store.Tally{NotBulk: 1}) || res.Votes[0] != (store.Tally{}) {
-		t.Errorf("peeked tallies %v", res.Votes)
-	}
-	if res.UserVotes != nil || res.OwnVotes != nil {
-		t.Errorf("peek returned recipients' votes: %v", res.UserVotes)
-	}
-	if after := snapshot(); !reflect.DeepEqual(before, after) {
-		t.Errorf("peek changed the store:\nbefore %v\nafter  %v", before, after)
-	}
-	if res, err := s.Observe(ctx, store.Observation{Keys: []string{"v1:unknown"}, Recipients: rcpts("e", 1)}); err != nil || res.Volumes[0] != 1 {
-		t.Errorf("observe after peek: %v, %v; want volume 1", res.Volumes, err)
+	if res, err := s.Observe(ctx, store.Observation{Keys: unknown, Recipients: rcpts("e", 1), Time: t0()}); err != nil || res.Volumes[0] != 1 || res.Campaign.Recipients != 1 {
+		t.Errorf("observe after peek: %v %+v, %v; want volume 1", res.Volumes, res.Campaign, err)
 	}
 }
 
@@ -101,14 +116,16 @@ func TestPeekRedis(t *testing.T) {
 		dump := map[string]string{}
 		for _, k := range keys {
 			v, _ := c.Dump(ctx, k).Result()
-			ttl, _ := c.PTTL(ctx, k).Result()
+			// The absolute expiry (Redis 7): a relative TTL moves on by
+			// itself between the two snapshots.
+			exp, _ := c.Do(ctx, "PEXPIRETIME", k).Int64()
 			// PFCOUNT may refresh the cached cardinality inside a
 			// HyperLogLog: compare those by count.
 			if typ, _ := c.Type(ctx, k).Result(); typ == "string" && len(v) > 4 && v[:4] == "HYLL" {
 				n, _ := c.PFCount(ctx, k).Result()
 				v = fmt.Sprint("hll:", n)
 			}
-			dump[k] = fmt.Sprintf("%q ttl>%d", v, ttl.Milliseconds()/60000)
+			dump[k] = fmt.Sprintf("%q expires %d", v, exp)
 		}
 		return dump
 	})

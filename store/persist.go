@@ -11,10 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// The embedded store's file, version 1, little-endian:
+// The embedded store's file, version 2, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -23,26 +24,35 @@ import (
 //
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
-// 2 counters, 3 first sightings, 255 end (empty). A chunk holds whole
-// records:
+// 2 counters, 3 first sightings, 5 pointers, 6 campaigns, 255 end (empty).
+// A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
 //	counters:  u64 signature hash, i64 last bucket, u8 mode,
 //	           mode 1 (exact): u32 n, n × (u64 member, i64 bucket)
 //	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
 //	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
+//	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
+//	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
+//	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian)
+//
+// Counters and first sightings count campaigns (by campaignSig), not keys.
+// Version 1 files counted keys: their votes are read, their counts are
+// not (counting starts afresh).
 //
 // An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
 // a fingerprint in the low 32 bits) for a first recipient known only by its
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 1
+	fileVersion = 2
 
 	chunkVotes    = 1
 	chunkCounters = 2
 	chunkFS       = 3
 	chunkVotesEnd = 4
+	chunkPointers = 5
+	chunkCamps    = 6
 	chunkEnd      = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
@@ -255,7 +265,58 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		cw.maybeFlush(chunkFS)
 	}
 	cw.flush(chunkFS)
+
+	for i := range e.ptrs {
+		ps := &e.ptrs[i]
+		shardBuf = shardBuf[:0]
+		ps.mu.Lock()
+		shardBuf = appendTables(shardBuf, ps.tabs, oldest)
+		ps.mu.Unlock()
+		cw.buf = append(cw.buf, shardBuf...)
+		cw.maybeFlush(chunkPointers)
+	}
+	cw.flush(chunkPointers)
+
+	for i := range e.shards {
+		sh := &e.shards[i]
+		shardBuf = shardBuf[:0]
+		sh.mu.Lock()
+		for ref, m := range sh.camps {
+			if m.last < oldest {
+				continue
+			}
+			b := le32(shardBuf, ref)
+			b = le32(b, m.origin)
+			b = le64(b, uint64(m.first))
+			b = le64(b, uint64(m.last))
+			b = append(b, byte(len(m.nets)/2))
+			b = append(b, m.nets...)
+			b = append(b, byte(len(m.snds)/2))
+			shardBuf = append(b, m.snds...)
+		}
+		sh.mu.Unlock()
+		cw.buf = append(cw.buf, shardBuf...)
+		cw.maybeFlush(chunkCamps)
+	}
+	cw.flush(chunkCamps)
 	cw.flush(chunkEnd)
+}
+
+// appendTables appends the live tables of a ring of buckets: i64 bucket,
+// u32 n, n × (u64 hash, u32 value).
+func appendTables(b []byte, tabs []fsBucket, oldest int64) []byte {
+	for _, slot := range tabs {
+		if slot.t == nil || slot.id < oldest || slot.t.n == 0 {
+			continue
+		}
+		b = le64(b, uint64(slot.id))
+		b = le32(b, uint32(slot.t.n))
+		slot.t.each(func(sig uint64, v uint32) {
+			b = le64(b, sig)
+			b = le32(b, v)
+		})
+	}
+	return b
 }
 
 // load reads the state file. A missing file is a fresh start.
@@ -276,8 +337,9 @@ func (e *Embedded) load() error {
 	if string(hdr[:8]) != fileMagic {
 		return e.moveAside(errors.New("not a bulkmilter store file"), "nothing was read")
 	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != fileVersion {
-		return e.moveAside(fmt.Errorf("file version %d, this build reads %d", v, fileVersion), "nothing was read")
+	version := binary.LittleEndian.Uint32(hdr[8:])
+	if version != fileVersion && version != 1 {
+		return e.moveAside(fmt.Errorf("file version %d, this build reads %d", version, fileVersion), "nothing was read")
 	}
 	body := hdr[:len(hdr)-4]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(hdr[len(hdr)-4:]) {
@@ -288,7 +350,8 @@ func (e *Embedded) load() error {
 	kid := hex.EncodeToString(hdr[24:32])
 	// Counts made with another window or secret would be wrong here; the
 	// votes are kept whatever the parameters.
-	countsOK := bucketMs == e.c.bucketLen.Milliseconds() && buckets == e.c.Buckets && kid == e.c.keyID
+	countsOK := bucketMs == e.c.bucketLen.Milliseconds() && buckets == e.c.Buckets && kid == e.c.keyID &&
+		version == fileVersion
 
 	var payload []byte
 	seen := map[byte]bool{}
@@ -328,7 +391,21 @@ func (e *Embedded) load() error {
 			}
 		case chunkFS:
 			if countsOK {
-				err = e.loadFS(payload)
+				err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
+					sh := e.shard(sig)
+					return &sh.mu, sh.fs, &sh.entries
+				})
+			}
+		case chunkPointers:
+			if countsOK {
+				err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
+					ps := &e.ptrs[e.ptrShardOf(sig)]
+					return &ps.mu, ps.tabs, &ps.entries
+				})
+			}
+		case chunkCamps:
+			if countsOK {
+				err = e.loadCamps(payload)
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
@@ -492,7 +569,9 @@ func (e *Embedded) loadCounters(b []byte) error {
 	return nil
 }
 
-func (e *Embedded) loadFS(b []byte) error {
+// loadTables reads first sightings or pointers into the tables shardOf
+// names for each hash.
+func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, []fsBucket, *int)) error {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
 	for len(d.b) > 0 && !d.bad {
@@ -501,37 +580,61 @@ func (e *Embedded) loadFS(b []byte) error {
 		if d.bad || n == 0 {
 			continue
 		}
-		var sh *eshard
+		var mu *sync.Mutex
+		var entries *int
 		var slot *fsBucket
 		for range n {
 			sig := d.u64()
-			fp := d.u32()
-			s := e.shard(sig)
-			if s != sh {
-				if sh != nil {
-					sh.mu.Unlock()
+			v := d.u32()
+			m, tabs, en := shardOf(sig)
+			if m != mu {
+				if mu != nil {
+					mu.Unlock()
 				}
-				sh = s
-				sh.mu.Lock()
-				slot = &sh.fs[mod(id, nb)]
+				mu, entries = m, en
+				mu.Lock()
+				slot = &tabs[mod(id, nb)]
 				if slot.t == nil || slot.id < id {
-					sh.entries -= slot.size()
+					*entries -= slot.size()
 					slot.id, slot.t = id, newFSTable(n)
 				}
 			}
 			if slot.id != id {
 				continue
 			}
-			if slot.t.put(sig, fp) {
-				sh.entries++
+			if slot.t.put(sig, v) {
+				*entries++
 			}
 		}
-		if sh != nil {
-			sh.mu.Unlock()
+		if mu != nil {
+			mu.Unlock()
 		}
 	}
 	if d.bad {
-		return fmt.Errorf("first sightings: %w", errRecord)
+		return fmt.Errorf("first sightings or pointers: %w", errRecord)
+	}
+	return nil
+}
+
+func (e *Embedded) loadCamps(b []byte) error {
+	d := &decoder{b: b}
+	for len(d.b) > 0 && !d.bad {
+		ref := d.u32()
+		m := &cmeta{origin: d.u32()}
+		m.first, m.last = int64(d.u64()), int64(d.u64())
+		m.nets = string(d.take(2 * int(d.u8())))
+		m.snds = string(d.take(2 * int(d.u8())))
+		if d.bad || ref > refMask || len(m.nets) > 2*CampaignSetCap || len(m.snds) > 2*CampaignSetCap {
+			d.bad = true
+			break
+		}
+		sh := e.shard(campaignSig(ref))
+		sh.mu.Lock()
+		sh.camps[ref] = m
+		sh.mu.Unlock()
+	}
+	if d.bad {
+		return fmt.Errorf("campaigns: %w", errRecord)
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ var scriptSrc string
 var script = redis.NewScript(scriptSrc)
 
 // SchemaVersion is the version of the Redis key schema, part of every key
-// name ("bm1:"). A change of layout or semantics bumps it, so a new daemon
+// name ("bm2:"). A change of layout or semantics bumps it, so a new daemon
 // never misreads an old one's keys.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Defaults for RedisOptions.
 const (
@@ -74,17 +74,17 @@ type RedisOptions struct {
 	ClientName      string
 	Protocol        int // RESP version, 2 or 3; 0: go-redis default (3)
 
-	// Namespace is prepended to every key (before "bm1:"), to keep several
+	// Namespace is prepended to every key (before "bm2:"), to keep several
 	// independent deployments apart in one database. It must not contain
 	// '{' or '}'.
 	Namespace string
 	// FirstSightSplit is the number of first-sighting strings per hash tag
 	// and time bucket, sized to the traffic (see docs/performance.md):
 	// about messages per bucket × keys per message / (16384 × 400). The
-	// first daemon to use a database records its value in bm1:meta and
+	// first daemon to use a database records its value in bm2:meta and
 	// every later daemon uses the recorded value, whatever its own
 	// (daemons must agree; Limits reports the value in effect). To change
-	// it: HSET bm1:meta fs_split N, then restart the daemons; first
+	// it: HSET bm2:meta fs_split N, then restart the daemons; first
 	// sightings recorded under the old value are missed for one window.
 	// Default 2.
 	FirstSightSplit int
@@ -142,7 +142,7 @@ type Redis struct {
 	c        counting
 	client   redis.UniversalClient
 	cluster  bool
-	prefix   string // Namespace + "bm1:"
+	prefix   string // Namespace + "bm2:"
 	split    uint64 // requested; the value in effect is fsSplit
 	timeout  time.Duration
 	observer Observer
@@ -151,7 +151,7 @@ type Redis struct {
 	prepared bool
 	fsCap    int    // records allowed in a first-sighting string
 	exact    int    // exact limit after fitting the listpack limit
-	fsSplit  uint64 // first-sighting split recorded in bm1:meta
+	fsSplit  uint64 // first-sighting split recorded in bm2:meta
 }
 
 // NewRedis connects to Redis. It succeeds while Redis is unreachable (mail
@@ -260,7 +260,7 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // Client returns the underlying go-redis client, for pool metrics
-// (PoolStats) and hooks. Do not write bm1 keys through it.
+// (PoolStats) and hooks. Do not write bm2 keys through it.
 func (r *Redis) Client() redis.UniversalClient { return r.client }
 
 // prepare runs once per store when Redis first answers: it checks (or
@@ -327,7 +327,7 @@ func (r *Redis) prepare(ctx context.Context) error {
 type Limits struct {
 	FirstSightCap   int // records per first-sighting string
 	ExactLimit      int // distinct recipients counted exactly (fits hash-max-listpack-entries)
-	FirstSightSplit int // as recorded in bm1:meta
+	FirstSightSplit int // as recorded in bm2:meta
 }
 
 // Limits returns the sizes in effect, and whether they were read from the
@@ -349,11 +349,12 @@ func (r *Redis) limits(ctx context.Context) (Limits, error) {
 	return l, nil
 }
 
-// sigKeys are the names of one signature's keys.
+// sigKeys are the names of one signature's keys: its pointer strings
+// (oldest bucket first) and its vote hash.
 type sigKeys struct {
 	tag   string
 	slot  int
-	field string // first-sighting field: low 32 bits of the hash
+	field string // pointer field: low 32 bits of the hash
 	keys  []string
 }
 
@@ -370,44 +371,26 @@ func appendTag(b []byte, h uint64) []byte {
 	return append(b, hex[t>>12&0xf], hex[t>>8&0xf], hex[t>>4&0xf], hex[t&0xf])
 }
 
-// sigKeys names one signature's keys. They are built in one buffer and
-// one string (a message has some thirty signatures of twelve keys each).
+// sigKeys names one signature's keys, built in one buffer and one string
+// (a message has some thirty signatures).
 func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	h := sigHash(id)
 	nb := r.c.nb
-	n := 2*nb + 2
-	// prefix{tag}: is shared by every key of the signature.
 	var preArr [64]byte
 	pre := append(preArr[:0], r.prefix...)
 	pre = append(pre, '{')
 	pre = appendTag(pre, h)
 	pre = append(pre, '}', ':')
-	var numArr [3 * 20]byte
+	var numArr [20]byte
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
-	hexh := strconv.AppendUint(numArr[len(sub):len(sub)], h, 16)
-	b := make([]byte, 0, n*(len(pre)+4+len(hexh)+12)+len(id)+4)
+	b := make([]byte, 0, nb*(len(pre)+len(sub)+16)+len(pre)+len(id)+8)
 	var endsArr [32]int
 	ends := endsArr[:0]
-	if n > len(endsArr) {
-		ends = make([]int, 0, n)
-	}
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
 		b = append(b, pre...)
-		b = append(b, 'f', ':')
+		b = append(b, 'p', ':')
 		b = append(b, sub...)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, oldest+int64(i), 10)
-		ends = append(ends, len(b))
-	}
-	b = append(b, pre...)
-	b = append(b, 'x', ':')
-	b = append(b, hexh...)
-	ends = append(ends, len(b))
-	for i := range nb {
-		b = append(b, pre...)
-		b = append(b, 'c', ':')
-		b = append(b, hexh...)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, oldest+int64(i), 10)
 		ends = append(ends, len(b))
@@ -417,9 +400,8 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	b = append(b, id...)
 	ends = append(ends, len(b))
 	b = binary.BigEndian.AppendUint32(b, uint32(h))
-
 	all := string(b)
-	keys := make([]string, n)
+	keys := make([]string, len(ends))
 	start := 0
 	for i, end := range ends {
 		keys[i] = all[start:end]
@@ -427,6 +409,28 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
 	return sigKeys{tag: tag, slot: slotOf(tag), field: all[start:], keys: keys}
+}
+
+// campTag is a campaign's hash tag: the top 14 of its ref's 29 bits.
+func campTag(ref uint32) string { return fmt.Sprintf("%04x", ref>>15) }
+
+// campKeys names a campaign's keys as the script's camp_keys does: nb
+// first-sighting strings, the exact set, nb HyperLogLogs (oldest bucket
+// first), and its first-sighting field.
+func (r *Redis) campKeys(ref uint32, cb int64, split uint64) (keys []string, field string) {
+	base := r.prefix + "{" + campTag(ref) + "}:"
+	h := strconv.FormatUint(uint64(ref), 16)
+	nb := r.c.nb
+	keys = make([]string, 0, 2*nb+1)
+	oldest := cb - int64(nb) + 1
+	for i := range nb {
+		keys = append(keys, base+"f:"+strconv.FormatUint(uint64(ref)%split, 10)+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	keys = append(keys, base+"x:"+h)
+	for i := range nb {
+		keys = append(keys, base+"c:"+h+":"+strconv.FormatInt(oldest+int64(i), 10))
+	}
+	return keys, string(binary.BigEndian.AppendUint32(nil, ref))
 }
 
 func (r *Redis) voteKey(id string) string {
@@ -443,11 +447,19 @@ func (r *Redis) observe(op string, start time.Time, err error) {
 	}
 }
 
-// Observe records the observation and returns the volumes and votes of its
-// keys in one round trip (one per node on a cluster, in parallel).
-func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err error) {
+// Observe records the observation in its campaign (model.go) and returns
+// the campaign and its keys' volumes and votes: one script call on a
+// single server; on a cluster one pipeline reads the pointers and votes
+// (one call per slot) and, once Go decided, a second writes the pointers
+// and counts the campaign.
+func (r *Redis) Observe(ctx context.Context, o Observation) (Result, error) {
+	return r.observeAs(ctx, "observe", o)
+}
+
+// observeAs is Observe reported as op ("observe", or "peek" for Peek).
+func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
-	defer func() { r.observe("observe", start, err) }()
+	defer func() { r.observe(op, start, err) }()
 	if err := checkKeys(o.Keys); err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
@@ -469,55 +481,191 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 	if t.IsZero() {
 		t = r.c.Now()
 	}
-	cb := r.c.bucket(t)
-
-	// Distinct keys, grouped so that each script call stays in one slot.
-	type group struct {
-		ids  []string
-		sigs []sigKeys
+	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
+	ob.prepare()
+	var m campaignOutcome
+	if r.cluster {
+		m, err = ob.runCluster(ctx)
+	} else {
+		m, err = ob.runOne(ctx)
 	}
+	if err != nil {
+		return Result{}, fmt.Errorf("observe %d keys: %w", len(ob.ids), err)
+	}
+	res.Campaign = m.assemble(o.Keys, ob.ids, int64(len(rc.ids)), res.Volumes)
+	if err := ob.votes(m.votes, &res); err != nil {
+		return Result{}, fmt.Errorf("observe: %w", err)
+	}
+	return res, nil
+}
+
+// redisObs is one observation on its way through Redis.
+type redisObs struct {
+	r    *Redis
+	lim  Limits
+	o    Observation
+	rc   rcptSet
+	t    time.Time
+	cb   int64
+	ids  []string // distinct keys
+	sks  []sigKeys
+	fams []int // family number of each distinct key
+	nfam int
+}
+
+func (ob *redisObs) prepare() {
+	names := map[string]int{}
+	for _, id := range ob.ids {
+		ob.sks = append(ob.sks, ob.r.sigKeys(id, ob.cb, uint64(ob.lim.FirstSightSplit)))
+		f := familyOf(id)
+		n, ok := names[f]
+		if !ok {
+			n = len(names)
+			names[f] = n
+		}
+		ob.fams = append(ob.fams, n)
+	}
+	ob.nfam = len(names)
+}
+
+// head is the script arguments modes 'c' and 'r' share.
+func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
+	r, rc := ob.r, ob.rc
+	keys := make([]string, 0, len(sks)*(r.c.nb+1))
+	args := make([]any, 0, 16+len(rc.ids)+3*len(sks))
+	args = append(args, mode, r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
+		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), int64(r.c.VoteHorizon.Seconds()), len(sks), len(rc.ids))
+	for _, p := range rc.ids {
+		args = append(args, p.bytes())
+	}
+	for _, sk := range sks {
+		keys = append(keys, sk.keys...)
+		args = append(args, sk.field)
+	}
+	return keys, args
+}
+
+// campaignOutcome is what a store learnt of an observation's campaign.
+type campaignOutcome struct {
+	d                        decision
+	known                    bool // the campaign exists (or was just started)
+	count, nets, snds, first int64
+	votes                    []any // per distinct key {notbulk, bulk, votes}
+}
+
+// assemble fills vols and returns the campaign: a key that voted for the
+// joined campaign (or any key of a new one) carries its volume, a key new
+// to a joined campaign this message's own count.
+func (m campaignOutcome) assemble(keys, ids []string, own int64, vols []int64) Campaign {
+	if !m.known {
+		return Campaign{}
+	}
+	c := Campaign{ID: m.d.ref, Recipients: m.count, Networks: m.nets, Senders: m.snds, First: time.Unix(m.first, 0)}
+	voted := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		voted[id] = !m.d.join || m.d.voters[i]
+	}
+	for i, k := range keys {
+		switch {
+		case voted[k]:
+			vols[i] = m.count
+			if m.d.join {
+				c.Joined = append(c.Joined, i)
+			}
+		default:
+			vols[i] = own
+		}
+	}
+	return c
+}
+
+func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
+	r := ob.r
+	keys, args := ob.head("c", ob.sks)
+	for _, f := range ob.fams {
+		args = append(args, f)
+	}
+	fresh, origin := newRef(ob.ids)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit)
+	var cmd *redis.Cmd
+	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
+		if eval {
+			cmd = script.Eval(ctx, p, keys, args...)
+		} else {
+			cmd = script.EvalSha(ctx, p, keys, args...)
+		}
+		return cmd
+	})
+	if err != nil {
+		return campaignOutcome{}, err
+	}
+	f, ok := cmd.Val().([]any)
+	if !ok || len(f) != 8 {
+		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmd.Val())
+	}
+	vs, _ := f[6].([]any)
+	votes, _ := f[7].([]any)
+	if len(vs) != len(ob.ids) || len(votes) != len(ob.ids) {
+		return campaignOutcome{}, fmt.Errorf("unexpected script reply: %d voters, %d votes for %d keys", len(vs), len(votes), len(ob.ids))
+	}
+	m := campaignOutcome{votes: votes}
+	m.d = decision{ref: uint32(asInt(f[0])) & refMask, join: asInt(f[1]) == 1, voters: make([]bool, len(vs))}
+	for i, v := range vs {
+		m.d.voters[i] = asInt(v) == 1
+	}
+	if c := asInt(f[2]); c >= 0 {
+		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[3]), asInt(f[4]), asInt(f[5])
+	}
+	return m, nil
+}
+
+func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
+	r := ob.r
+	nb := r.c.nb
+	split := uint64(ob.lim.FirstSightSplit)
+	write := len(ob.rc.ids) > 0
+	// Round trip 1: pointers and votes, one call per slot; and which refs
+	// near this message's own are free.
+	type group struct{ idx []int }
 	var groups []*group
 	bySlot := map[int]*group{}
-	seen := map[string]bool{}
-	for _, id := range o.Keys {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		sk := r.sigKeys(id, cb, uint64(lim.FirstSightSplit))
-		slot := 0
-		if r.cluster {
-			slot = sk.slot
-		}
-		g := bySlot[slot]
+	for i, sk := range ob.sks {
+		g := bySlot[sk.slot]
 		if g == nil {
 			g = &group{}
-			bySlot[slot] = g
+			bySlot[sk.slot] = g
 			groups = append(groups, g)
 		}
-		g.ids = append(g.ids, id)
-		g.sigs = append(g.sigs, sk)
+		g.idx = append(g.idx, i)
 	}
-
-	head := []any{"o", r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(t, cb).Milliseconds(), cb,
-		lim.FirstSightCap, lim.ExactLimit, t.Unix(), int64(r.c.VoteHorizon.Seconds())}
-	argsOf := func(g *group) ([]string, []any) {
-		keys := make([]string, 0, len(g.sigs)*(2*r.c.nb+2))
-		args := make([]any, 0, len(head)+2+len(rc.ids)+len(g.sigs))
-		args = append(args, head...)
-		args = append(args, len(g.sigs), len(rc.ids))
-		for _, p := range rc.ids {
-			args = append(args, p.bytes())
-		}
-		for _, sk := range g.sigs {
-			keys = append(keys, sk.keys...)
-			args = append(args, sk.field)
-		}
-		return keys, args
+	fresh, origin := newRef(ob.ids)
+	var cands []uint32
+	for ref := fresh; len(cands) < refProbes && ref>>15 == fresh>>15 && ref <= refMask; ref++ {
+		cands = append(cands, ref)
 	}
-	cmds := make([]*redis.Cmd, len(groups))
-	err = r.run(ctx, len(groups), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-		keys, args := argsOf(groups[i])
+	cmds := make([]*redis.Cmd, len(groups)+1)
+	n := len(groups)
+	if write {
+		n++
+	}
+	err := r.run(ctx, n, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		var keys []string
+		var args []any
+		if i < len(groups) {
+			sks := make([]sigKeys, len(groups[i].idx))
+			for j, k := range groups[i].idx {
+				sks[j] = ob.sks[k]
+			}
+			keys, args = ob.head("r", sks)
+		} else {
+			args = []any{"q", nb, len(cands), origin}
+			for _, ref := range cands {
+				ks, field := r.campKeys(ref, ob.cb, split)
+				keys = append(keys, ks[nb])
+				keys = append(keys, ks[:nb]...)
+				args = append(args, field)
+			}
+		}
 		if eval {
 			cmds[i] = script.Eval(ctx, p, keys, args...)
 		} else {
@@ -526,63 +674,173 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (res Result, err err
 		return cmds[i]
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("observe %d keys: %w", len(seen), err)
+		return campaignOutcome{}, err
 	}
-
-	type ownVote struct {
-		rcpt int // index in rc
-		kind VoteKind
-	}
-	type sigResult struct {
-		volume int64
-		tally  Tally
-		own    []ownVote
-	}
-	results := make(map[string]sigResult, len(seen))
-	when := map[string]int64{}
-	horizon := t.Unix() - int64(r.c.VoteHorizon.Seconds())
-	for i, g := range groups {
-		rows, ok := cmds[i].Val().([]any)
-		if !ok || len(rows) != len(g.ids) {
-			return Result{}, fmt.Errorf("observe: unexpected script reply %T", cmds[i].Val())
+	kps := make([]keyPtr, len(ob.ids))
+	now := make([]bool, len(ob.ids)) // found in the current bucket
+	m := campaignOutcome{votes: make([]any, len(ob.ids))}
+	for gi, g := range groups {
+		rows, ok := cmds[gi].Val().([]any)
+		if !ok || len(rows) != len(g.idx) {
+			return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[gi].Val())
 		}
 		for j, row := range rows {
 			f, ok := row.([]any)
-			if !ok || len(f) != 4 {
-				return Result{}, fmt.Errorf("observe: unexpected script row %v", row)
+			if !ok || len(f) != 5 {
+				return campaignOutcome{}, fmt.Errorf("unexpected script row %v", row)
 			}
-			sr := sigResult{volume: asInt(f[0]), tally: Tally{NotBulk: asInt(f[1]), Bulk: asInt(f[2])}}
-			uv, _ := f[3].([]any)
-			for k := 0; k+1 < len(uv); k += 2 {
-				idx := int(asInt(uv[k])) - 1
-				v, _ := uv[k+1].(string)
-				if idx < 0 || idx >= len(rc.ids) || len(v) < 2 {
-					continue
-				}
-				at, err := strconv.ParseInt(v[1:], 10, 64)
-				if err != nil || at <= horizon {
-					continue
-				}
-				if res.UserVotes == nil {
-					res.UserVotes = map[string]VoteKind{}
-					res.OwnVotes = map[string][]VoteKind{}
-				}
-				kind := voteFromCode(v[0])
-				mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: kind, at: at})
-				sr.own = append(sr.own, ownVote{rcpt: idx, kind: kind})
+			k := g.idx[j]
+			if v := asInt(f[0]); v >= 0 {
+				kps[k] = keyPtr{found: true, p: ptr(v)}
 			}
-			results[g.ids[j]] = sr
+			now[k] = asInt(f[1]) == int64(nb)
+			m.votes[k] = f[2:]
 		}
 	}
-	for i, id := range o.Keys {
+	if write {
+		fresh = cands[len(cands)-1]
+		if i := int(asInt(cmds[len(groups)].Val())); i < len(cands) {
+			fresh = cands[i]
+		} else if fresh < refMask {
+			fresh++ // every candidate live: the next, as the single server
+		}
+	}
+	m.d = decide(ob.names(), kps, fresh)
+	if !m.d.join && !write {
+		return m, nil
+	}
+	// Round trip 2: the pointers that change, one call per slot, and the
+	// campaign's count.
+	type wgroup struct {
+		keys []string
+		args []any
+	}
+	var wgs []*wgroup
+	wBySlot := map[int]*wgroup{}
+	if write {
+		for i, sk := range ob.sks {
+			np, changed := repoint(kps[i], m.d.ref, m.d.weak && m.d.voters[i])
+			if !changed && now[i] {
+				continue
+			}
+			g := wBySlot[sk.slot]
+			if g == nil {
+				g = &wgroup{}
+				wBySlot[sk.slot] = g
+				wgs = append(wgs, g)
+			}
+			g.keys = append(g.keys, sk.keys[nb-1])
+			g.args = append(g.args, sk.field, int64(np))
+		}
+	}
+	ck, field := r.campKeys(m.d.ref, ob.cb, split)
+	kargs := []any{"k", nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
+		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), len(ob.rc.ids)}
+	for _, p := range ob.rc.ids {
+		kargs = append(kargs, p.bytes())
+	}
+	w := 0
+	if write {
+		w = 1
+	}
+	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin)
+	cmds = make([]*redis.Cmd, len(wgs)+1)
+	err = r.run(ctx, len(wgs)+1, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		keys, args := ck, kargs
+		if i < len(wgs) {
+			g := wgs[i]
+			n := len(g.keys)
+			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n}
+			for j := range n {
+				args = append(args, g.args[2*j])
+			}
+			for j := range n {
+				args = append(args, g.args[2*j+1])
+			}
+			keys = g.keys
+		}
+		if eval {
+			cmds[i] = script.Eval(ctx, p, keys, args...)
+		} else {
+			cmds[i] = script.EvalSha(ctx, p, keys, args...)
+		}
+		return cmds[i]
+	})
+	if err != nil {
+		return campaignOutcome{}, err
+	}
+	f, ok := cmds[len(wgs)].Val().([]any)
+	if !ok || len(f) != 4 {
+		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[len(wgs)].Val())
+	}
+	if c := asInt(f[0]); c >= 0 {
+		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[1]), asInt(f[2]), asInt(f[3])
+	}
+	return m, nil
+}
+
+// names returns the family of each distinct key as decide takes them.
+func (ob *redisObs) names() []string {
+	out := make([]string, len(ob.fams))
+	for i, f := range ob.fams {
+		out[i] = strconv.Itoa(f)
+	}
+	return out
+}
+
+// votes fills the tallies and the recipients' own votes from the
+// script's per-key rows {notbulk, bulk, {i, vote, ...}}.
+func (ob *redisObs) votes(rows []any, res *Result) error {
+	if len(rows) != len(ob.ids) {
+		return fmt.Errorf("unexpected vote rows: %d for %d keys", len(rows), len(ob.ids))
+	}
+	type ownVote struct {
+		rcpt int
+		kind VoteKind
+	}
+	type sigResult struct {
+		tally Tally
+		own   []ownVote
+	}
+	results := make(map[string]sigResult, len(ob.ids))
+	when := map[string]int64{}
+	horizon := ob.t.Unix() - int64(ob.r.c.VoteHorizon.Seconds())
+	rc := ob.rc
+	for j, row := range rows {
+		f, ok := row.([]any)
+		if !ok || len(f) != 3 {
+			return fmt.Errorf("unexpected vote row %v", row)
+		}
+		sr := sigResult{tally: Tally{NotBulk: asInt(f[0]), Bulk: asInt(f[1])}}
+		uv, _ := f[2].([]any)
+		for k := 0; k+1 < len(uv); k += 2 {
+			idx := int(asInt(uv[k])) - 1
+			v, _ := uv[k+1].(string)
+			if idx < 0 || idx >= len(rc.ids) || len(v) < 2 {
+				continue
+			}
+			at, err := strconv.ParseInt(v[1:], 10, 64)
+			if err != nil || at <= horizon {
+				continue
+			}
+			if res.UserVotes == nil {
+				res.UserVotes = map[string]VoteKind{}
+				res.OwnVotes = map[string][]VoteKind{}
+			}
+			kind := voteFromCode(v[0])
+			mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: kind, at: at})
+			sr.own = append(sr.own, ownVote{rcpt: idx, kind: kind})
+		}
+		results[ob.ids[j]] = sr
+	}
+	for i, id := range ob.o.Keys {
 		sr := results[id]
-		res.Volumes[i] = sr.volume
 		res.Votes[i] = sr.tally
 		for _, ov := range sr.own {
-			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(o.Keys), i, ov.kind)
+			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(ob.o.Keys), i, ov.kind)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // run sends n script calls in one pipeline. Calls that fail with NOSCRIPT

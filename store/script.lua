@@ -1,11 +1,18 @@
--- bulkmilter store script, key schema bm1 (see store/doc.go).
+-- bulkmilter store script, key schema bm2 (see store/doc.go).
 --
--- Every key a call touches is declared in KEYS and shares one hash tag, so
--- the script runs in one cluster slot. All writes are idempotent (HSET,
--- PFADD, recomputed tallies): running a call twice, as a client retry after
--- a timeout may do, leaves the same state and returns the same counts.
+-- On a cluster every key a call touches is declared in KEYS and shares one
+-- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k').
+-- On a single server mode 'c' does a whole observation in one call: it
+-- reads the keys' pointers, decides the campaign (model.go's decide, to the
+-- same integer arithmetic), and names the campaign's keys itself, which a
+-- single server allows. All writes are idempotent (rewriting the same
+-- record, HSET, PFADD, recomputed tallies): running a call twice, as a
+-- client retry after a timeout may do, leaves the same state and returns
+-- the same counts.
 --
--- ARGV[1] is the mode: 'o' observe, 'v' vote.
+-- ARGV[1] is the mode: 'c' observe on one server; on a cluster 'r' read
+-- pointers and votes, 'q' find a free campaign ref, 'w' write pointers,
+-- 'k' count a campaign; 'v' vote.
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
 
@@ -79,44 +86,13 @@ if ARGV[1] == 'v' then
 end
 
 -- Observe ------------------------------------------------------------------
--- ARGV: 'o', nb (buckets read), bucket length (ms), ttl of current-bucket
--- keys (ms), current bucket, first-sighting capacity (records), exact
--- limit, now (unix s), vote horizon (s), nsig, nr, then nr recipient
--- pseudonyms (6 bytes), then nsig first-sighting fields (4 bytes).
--- KEYS, per signature (2*nb+2): nb first-sighting strings (oldest first),
--- the signature hash (exact set, or the HyperLogLog marker), nb
--- HyperLogLogs (oldest first), the vote hash.
--- Returns per signature {count, notbulk, bulk, {i, vote, i, vote, ...}}
--- where i is the 1-based index of a recipient who voted.
 
-local nb = tonumber(ARGV[2])
-local blen = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local cb = tonumber(ARGV[5])
-local cap = tonumber(ARGV[6])
-local elim = tonumber(ARGV[7])
-local now = tonumber(ARGV[8])
-local hz = tonumber(ARGV[9])
-local nsig = tonumber(ARGV[10])
-local nr = tonumber(ARGV[11])
-local r0 = 11
-local f0 = r0 + nr
-local kper = 2 * nb + 2
-local oldest = cb - nb + 1
+local mode = ARGV[1]
+local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
+local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
+local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 25, 4
+local REFMASK = 536870911 -- 2^29 - 1
 
-local rs, fps = {}, {}
-for j = 1, nr do
-  rs[j] = ARGV[r0 + j]
-  fps[j] = string.sub(rs[j], 3, 6) -- the pseudonym's low 32 bits
-end
-
-local function ttlof(bk) return ttl - (cb - bk) * blen end
-
--- First sightings: a string of 8-byte records, 4 bytes of the signature's
--- hash then 4 bytes of the recipient's pseudonym, one string per hash tag,
--- split and bucket. Packed records cost 8 bytes where a hash entry costs
--- 16 to 20. Strings read in this call are cached (one GET each).
-local REC = 8
 local fscache = {}
 
 local function fs_get(k)
@@ -128,43 +104,36 @@ local function fs_get(k)
   return s
 end
 
--- fs_prefetch reads, in one MGET, the first-sighting strings of a
--- signature this call has not read yet: every bucket is read when the
--- signature is new, the usual case.
-local function fs_prefetch(kb)
+-- fs_mget reads, in one MGET, the strings of list not read yet.
+local function fs_mget(list)
   local missing = {}
-  for i = 1, nb do
-    local k = KEYS[kb + i]
+  for _, k in ipairs(list) do
     if fscache[k] == nil then missing[#missing + 1] = k end
   end
   if #missing == 0 then return end
   local vals = redis.call('MGET', unpack(missing))
-  for i, k in ipairs(missing) do
-    fscache[k] = vals[i] or ''
-  end
+  for i, k in ipairs(missing) do fscache[k] = vals[i] or '' end
 end
 
-local function fs_find(s, field)
+local function fs_find(s, field, rec)
   local init = 1
   while true do
     local p = string.find(s, field, init, true)
     if not p then return nil end
-    if (p - 1) % REC == 0 then return p end
+    if (p - 1) % rec == 0 then return p end
     init = p + 1
   end
 end
 
--- fs_put appends a record to the current bucket's string if it has room;
--- a new string gets its TTL. The string is written whole with SET, not
--- with APPEND: APPEND leaves the string with up to as much spare room as
--- it holds (Redis grows it by doubling), which measured 484 bytes per
--- message at 29 keys against 270 with SET.
-local function fs_put(k, field, fp)
+-- fs_put appends a record if the string has room; a new string gets its
+-- TTL. SET of the whole string, not APPEND: APPEND leaves up to as much
+-- spare room as the string holds.
+local function fs_put(k, rec, cap, rlen, ttlms)
   local s = fs_get(k)
-  if #s >= cap * REC then return false end
-  local ns = s .. field .. fp
+  if #s >= cap * rlen then return false end
+  local ns = s .. rec
   if s == '' then
-    redis.call('SET', k, ns, 'PX', ttl)
+    redis.call('SET', k, ns, 'PX', ttlms)
   else
     redis.call('SET', k, ns, 'KEEPTTL')
   end
@@ -172,25 +141,42 @@ local function fs_put(k, field, fp)
   return true
 end
 
-local function fs_del(k, field)
+local function fs_del(k, field, rec)
   local s = fs_get(k)
-  local p = fs_find(s, field)
+  local p = fs_find(s, field, rec)
   if not p then return end
-  local ns = string.sub(s, 1, p - 1) .. string.sub(s, p + REC)
-  if ns == '' then
-    redis.call('DEL', k)
-  else
-    redis.call('SET', k, ns, 'KEEPTTL')
-  end
+  local ns = string.sub(s, 1, p - 1) .. string.sub(s, p + rec)
+  if ns == '' then redis.call('DEL', k) else redis.call('SET', k, ns, 'KEEPTTL') end
   fscache[k] = ns
 end
 
--- The exact set maps a recipient pseudonym (6 bytes) to the last bucket it
--- was seen in; the field '#' holds "bucket:count ..." for those buckets, so
--- the live count is a sum over at most nb numbers. The first recipient of a
--- promoted signature is known only by its 4-byte fingerprint: it enters as
--- '~'..fingerprint and is replaced by the full pseudonym when that
--- recipient shows up again.
+local function u32(v)
+  return string.char(math.floor(v / 16777216) % 256, math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
+end
+local function u16(v) return string.char(math.floor(v / 256) % 256, v % 256) end
+local function num(s, i, n)
+  local v = 0
+  for j = i, i + n - 1 do v = v * 256 + string.byte(s, j) end
+  return v
+end
+
+-- A campaign's networks and senders: packed 2-byte fingerprints, at most
+-- SETCAP; 0 is unknown and not kept.
+local SETCAP = 16
+local function fpset_add(set, fp)
+  if fp == 0 or #set >= 2 * SETCAP then return set end
+  local f = u16(fp)
+  for i = 1, #set - 1, 2 do
+    if string.sub(set, i, i + 1) == f then return set end
+  end
+  return set .. f
+end
+
+-- Counting a campaign's recipients: the tiers of store/doc.go. The exact
+-- set maps a recipient pseudonym (6 bytes) to the last bucket it was seen
+-- in, '#' holds "bucket:count ...", and 't', 'n', 's' the campaign's first
+-- time, networks and senders. A first recipient known only by its
+-- fingerprint enters as '~'..fingerprint.
 local function member(f) return #f == 6 or #f == 5 end
 
 local function counts_parse(s)
@@ -210,169 +196,188 @@ local function counts_format(t)
   return table.concat(parts, ' ')
 end
 
--- exact_live and exact_add take the '#' field as the caller read it.
-local function exact_live(hash)
-  local live = 0
-  for bk, c in pairs(counts_parse(hash)) do
-    if bk >= oldest then live = live + c end
+-- camp_count counts campaign ck (its keys and window) with recipients rs,
+-- writing when write; it returns count, networks, senders, first, or nil
+-- when the campaign is unknown and nothing was written.
+local function camp_count(ck, rs, write, net, snd)
+  local nb, cb, oldest = ck.nb, ck.cb, ck.cb - ck.nb + 1
+  local function ttlof(bk) return ck.ttl - (cb - bk) * ck.blen end
+  local x = ck.x
+  local function hll_keys()
+    local out = {}
+    for i = 1, nb do out[i] = ck.c[i] end
+    return out
   end
-  return live
-end
-
--- exact_add records entries {member, bucket} in the exact set and returns
--- the live count, or nil after converting the set to per-bucket
--- HyperLogLogs because it outgrew the exact limit.
-local function exact_add(kb, x, entries, hash)
-  local t = counts_parse(hash)
-  local stale = false
-  for bk in pairs(t) do if bk < oldest then stale = true end end
-  if stale then
-    local all = redis.call('HGETALL', x)
-    for i = 1, #all, 2 do
-      if member(all[i]) and tonumber(all[i + 1]) < oldest then redis.call('HDEL', x, all[i]) end
+  -- exact_add records entries {member, bucket}; nil after turning the set
+  -- into per-bucket HyperLogLogs.
+  local function exact_add(entries, hash)
+    local t = counts_parse(hash)
+    local stale = false
+    for bk in pairs(t) do if bk < oldest then stale = true end end
+    if stale then
+      local all = redis.call('HGETALL', x)
+      for i = 1, #all, 2 do
+        if member(all[i]) and tonumber(all[i + 1]) < oldest then redis.call('HDEL', x, all[i]) end
+      end
+      for bk in pairs(t) do if bk < oldest then t[bk] = nil end end
     end
-    for bk in pairs(t) do if bk < oldest then t[bk] = nil end end
-  end
-  for _, e in ipairs(entries) do
-    local r, bk = e[1], e[2]
-    local old, pv, ph
-    if #r == 6 then
-      -- the recipient, or the first recipient known by its fingerprint
-      ph = '~' .. string.sub(r, 3, 6)
-      local v = redis.call('HMGET', x, r, ph)
-      old, pv = tonumber(v[1] or ''), tonumber(v[2] or '')
-    else
-      old = tonumber(redis.call('HGET', x, r) or '')
-    end
-    if old == nil and pv ~= nil then
-      redis.call('HDEL', x, ph)
-      redis.call('HSET', x, r, pv)
-      old = pv
-    end
-    if old == nil then
-      redis.call('HSET', x, r, bk)
-      t[bk] = (t[bk] or 0) + 1
-    elseif old < bk then
-      redis.call('HSET', x, r, bk)
-      t[old] = (t[old] or 1) - 1
-      t[bk] = (t[bk] or 0) + 1
-    end
-  end
-  local live, maxb = 0, cb
-  for bk, c in pairs(t) do
-    live = live + c
-    if c > 0 and bk > maxb then maxb = bk end
-  end
-  if live > elim then
-    local all = redis.call('HGETALL', x)
-    local per = {}
-    for i = 1, #all, 2 do
-      if member(all[i]) then
-        local bk = math.min(tonumber(all[i + 1]), cb)
-        if bk >= oldest then
-          per[bk] = per[bk] or {}
-          table.insert(per[bk], all[i])
-        end
+    for _, e in ipairs(entries) do
+      local r, bk = e[1], e[2]
+      local old, pv, ph
+      if #r == 6 then
+        ph = '~' .. string.sub(r, 3, 6)
+        local v = redis.call('HMGET', x, r, ph)
+        old, pv = tonumber(v[1] or ''), tonumber(v[2] or '')
+      else
+        old = tonumber(redis.call('HGET', x, r) or '')
+      end
+      if old == nil and pv ~= nil then
+        redis.call('HDEL', x, ph)
+        redis.call('HSET', x, r, pv)
+        old = pv
+      end
+      if old == nil then
+        redis.call('HSET', x, r, bk)
+        t[bk] = (t[bk] or 0) + 1
+      elseif old < bk then
+        redis.call('HSET', x, r, bk)
+        t[old] = (t[old] or 1) - 1
+        t[bk] = (t[bk] or 0) + 1
       end
     end
-    redis.call('DEL', x)
-    for bk, list in pairs(per) do
-      local ck = KEYS[kb + nb + 2 + (bk - oldest)]
-      chunks('PFADD', ck, list, 1, #list)
-      redis.call('PEXPIRE', ck, ttlof(bk))
+    local live = 0
+    for _, c in pairs(t) do live = live + c end
+    if live > ck.elim then
+      local all = redis.call('HGETALL', x)
+      local per = {}
+      for i = 1, #all, 2 do
+        if member(all[i]) then
+          local bk = math.min(tonumber(all[i + 1]), cb)
+          if bk >= oldest then
+            per[bk] = per[bk] or {}
+            table.insert(per[bk], all[i])
+          end
+        end
+      end
+      redis.call('HDEL', x, '#')
+      for i = 1, #all, 2 do
+        if member(all[i]) then redis.call('HDEL', x, all[i]) end
+      end
+      for bk, list in pairs(per) do
+        local hk = ck.c[bk - oldest + 1]
+        chunks('PFADD', hk, list, 1, #list)
+        redis.call('PEXPIRE', hk, ttlof(bk))
+      end
+      return nil
     end
-    return nil
+    redis.call('HSET', x, '#', counts_format(t))
+    return live
   end
-  redis.call('HSET', x, '#', counts_format(t))
-  redis.call('PEXPIRE', x, ttlof(maxb))
-  return live
-end
 
-local out = {}
-for s = 1, nsig do
-  local kb = (s - 1) * kper
-  local field = ARGV[f0 + s]
-  local cur_fs = KEYS[kb + nb]
-  local x = KEYS[kb + nb + 1]
-  local cur_c = KEYS[kb + 2 * nb + 1]
-  local vk = KEYS[kb + 2 * nb + 2]
-
-  -- One read tells the tier: the signature's own hash holds the exact
-  -- set ('#' = per-bucket counts) or, once counted by HyperLogLog, the
-  -- marker field 'h'. Neither: first sightings only.
-  local mode = redis.call('HMGET', x, '#', 'h')
-  local hll = mode[2] ~= false
+  local m = redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  local hll = m[2] ~= false
+  local first, nets, snds
   local count
-  if not hll and mode[1] then
-    if nr == 0 then
-      count = exact_live(mode[1])
-    else
+  local nr = #rs
+  if hll or m[1] then
+    first, nets, snds = tonumber(m[3]) or ck.now, m[4] or '', m[5] or ''
+    if write and nr > 0 and not hll then
       local entries = {}
       for j = 1, nr do entries[j] = {rs[j], cb} end
-      count = exact_add(kb, x, entries, mode[1])
+      count = exact_add(entries, m[1])
       if count == nil then hll = true end
+    elseif not hll then
+      count = 0
+      for bk, c in pairs(counts_parse(m[1])) do
+        if bk >= oldest then count = count + c end
+      end
     end
-  elseif not hll then
-    local first, fbk
-    fs_prefetch(kb)
+  else
+    fs_mget(ck.f)
+    local rec, fbk
     for i = nb, 1, -1 do
-      local str = fs_get(KEYS[kb + i])
-      local p = fs_find(str, field)
+      local str = fs_get(ck.f[i])
+      local p = fs_find(str, ck.field, CREC)
       if p then
-        first = string.sub(str, p + 4, p + 7)
+        rec = string.sub(str, p, p + CREC - 1)
         fbk = oldest + i - 1
         break
       end
     end
-    if nr == 0 then
-      if first then count = 1 else count = 0 end
-    else
-      local same = first ~= nil
-      for j = 1, nr do
-        if fps[j] ~= first then
-          same = false
-          break
-        end
-      end
-      if first == nil and nr == 1 and fs_put(cur_fs, field, fps[1]) then
-        count = 1
-      elseif same and (fbk == cb or fs_put(cur_fs, field, first)) then
-        -- seen again by the same recipient: the sighting moves to the
-        -- current bucket
-        count = 1
-      else
-        -- a second distinct recipient (or a full first-sighting string):
-        -- promote to the exact set, or straight to HyperLogLog
-        local entries = {}
-        if first then
-          for i = 1, nb do fs_del(KEYS[kb + i], field) end
-          entries[1] = {'~' .. first, fbk}
-        end
-        for j = 1, nr do entries[#entries + 1] = {rs[j], cb} end
-        if #entries <= elim then
-          count = exact_add(kb, x, entries, mode[1])
-          if count == nil then hll = true end
-        else
-          if first then
-            local ck = KEYS[kb + nb + 2 + (fbk - oldest)]
-            redis.call('PFADD', ck, '~' .. first)
-            redis.call('PEXPIRE', ck, ttlof(fbk))
-          end
-          hll = true
-        end
+    if rec == nil and not write then return nil end
+    if rec == nil and nr == 1 then
+      local r = ck.field .. string.sub(rs[1], 3, 6) .. u32(ck.now) .. u16(net) .. u16(snd) .. ck.origin
+      if fs_put(ck.f[nb], r, ck.cap, CREC, ck.ttl) then
+        return 1, (net > 0) and 1 or 0, (snd > 0) and 1 or 0, ck.now
       end
     end
+    if rec ~= nil and not write then
+      return 1, (num(rec, 13, 2) > 0) and 1 or 0, (num(rec, 15, 2) > 0) and 1 or 0, num(rec, 9, 4)
+    end
+    -- A second message, or a first one to several recipients: the
+    -- campaign gets its exact set (or HyperLogLogs at once).
+    local entries = {}
+    first, nets, snds = ck.now, '', ''
+    local origin = ck.origin
+    if rec then
+      origin = string.sub(rec, 17, 20)
+      for i = 1, nb do fs_del(ck.f[i], ck.field, CREC) end
+      entries[1] = {'~' .. string.sub(rec, 5, 8), fbk}
+      first = math.min(first, num(rec, 9, 4))
+      nets = fpset_add(nets, num(rec, 13, 2))
+      snds = fpset_add(snds, num(rec, 15, 2))
+    end
+    for j = 1, nr do entries[#entries + 1] = {rs[j], cb} end
+    redis.call('HSET', x, 'o', origin)
+    if #entries <= ck.elim then
+      count = exact_add(entries, nil)
+      if count == nil then hll = true end
+    else
+      if rec then
+        local hk = ck.c[fbk - oldest + 1]
+        redis.call('PFADD', hk, entries[1][1])
+        redis.call('PEXPIRE', hk, ttlof(fbk))
+      end
+      hll = true
+    end
+  end
+  if write then
+    first = math.min(first, ck.now)
+    nets = fpset_add(nets, net)
+    snds = fpset_add(snds, snd)
+    redis.call('HSET', x, 't', first, 'n', nets, 's', snds)
   end
   if hll then
-    if nr > 0 then
-      chunks('PFADD', cur_c, rs, 1, nr)
-      redis.call('PEXPIRE', cur_c, ttl)
+    if write and nr > 0 then
+      chunks('PFADD', ck.c[nb], rs, 1, nr)
+      redis.call('PEXPIRE', ck.c[nb], ck.ttl)
       redis.call('HSET', x, 'h', '1')
-      redis.call('PEXPIRE', x, ttl)
     end
-    count = redis.call('PFCOUNT', unpack(KEYS, kb + nb + 2, kb + 2 * nb + 1))
+    count = redis.call('PFCOUNT', unpack(hll_keys()))
   end
+  if write then
+    -- The record lives as long as the newest bucket it counts.
+    redis.call('PEXPIRE', x, ck.ttl)
+  end
+  return count, #nets / 2, #snds / 2, first
+end
 
+-- camp_live tells whether a campaign of another origin holds ck's ref in
+-- the window.
+local function camp_live(ck, origin)
+  local o = redis.call('HGET', ck.x, 'o')
+  if o then return o ~= origin end
+  fs_mget(ck.f)
+  for i = 1, ck.nb do
+    local s = fs_get(ck.f[i])
+    local p = fs_find(s, ck.field, CREC)
+    if p then return string.sub(s, p + 16, p + 19) ~= origin end
+  end
+  return false
+end
+
+-- Votes of one key on an observation: the tally and the recipients' own.
+local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
   local tally = redis.call('HGET', vk, '#')
   if tally then
@@ -383,6 +388,7 @@ for s = 1, nsig do
       n, b, oo = vote_rebuild(vk, now, hz, nil)
       vote_store(vk, n, b, oo or now, nil)
     end
+    local nr = #rs
     if nr > 0 and n + b > 0 then
       for i = 1, nr, CHUNK do
         local last = math.min(i + CHUNK - 1, nr)
@@ -396,6 +402,207 @@ for s = 1, nsig do
       end
     end
   end
-  out[s] = {count, n, b, uv}
+  return {n, b, uv}
 end
-return out
+
+-- Pointers: KEYS per key are its nb pointer strings (oldest first), then
+-- its vote hash. ptr_read returns the pointer (a number, or nil) and the
+-- 1-based bucket it was found in.
+local function ptr_read(kb, nb, field)
+  for i = nb, 1, -1 do
+    local str = fs_get(KEYS[kb + i])
+    local p = fs_find(str, field, REC)
+    if p then return num(str, p + 4, 4), i end
+  end
+  return nil, nil
+end
+
+-- ptr_write records field -> pointer in the current bucket's string k:
+-- in place when the key is there already, else appended.
+local function ptr_write(k, field, v, cap, ttlms)
+  local s = fs_get(k)
+  local p = fs_find(s, field, REC)
+  local rec = field .. u32(v)
+  if p then
+    if string.sub(s, p, p + REC - 1) ~= rec then
+      redis.call('SETRANGE', k, p - 1, rec)
+      fscache[k] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
+    end
+    return
+  end
+  fs_put(k, rec, cap, REC, ttlms)
+end
+
+local function repoint(found, v, ref, weak)
+  if not found then return ref * 8, true end
+  local nv = v
+  if math.floor(v / 8) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+  return nv, nv ~= v
+end
+
+local function hex4(ref) return string.format('%04x', math.floor(ref / 32768)) end
+
+-- camp_keys names a campaign's keys on a single server.
+local function camp_keys(prefix, split, ref, nb, cb)
+  local base = prefix .. '{' .. hex4(ref) .. '}:'
+  local h = string.format('%x', ref)
+  local ck = {f = {}, c = {}, x = base .. 'x:' .. h, field = u32(ref), nb = nb}
+  local oldest = cb - nb + 1
+  for i = 1, nb do
+    ck.f[i] = base .. 'f:' .. (ref % split) .. ':' .. (oldest + i - 1)
+    ck.c[i] = base .. 'c:' .. h .. ':' .. (oldest + i - 1)
+  end
+  return ck
+end
+
+if mode == 'c' or mode == 'r' then
+  -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
+  -- recipients (6 bytes), nsig fields (4 bytes); 'c' also nsig family
+  -- numbers, fresh ref, network, sender, prefix, split.
+  -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
+  -- notbulk, bulk, votes}; 'c':
+  -- {ref, join, count or -1, networks, senders, first, voters, per key
+  -- {notbulk, bulk, votes}}.
+  local nb, blen, ttl, cb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local cap, elim, now, hz = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  local nsig, nr = tonumber(ARGV[10]), tonumber(ARGV[11])
+  local rs = {}
+  for j = 1, nr do rs[j] = ARGV[11 + j] end
+  local f0 = 11 + nr
+  local kper = nb + 1
+  local all = {}
+  for i = 1, nsig * kper do
+    if i % kper ~= 0 then all[#all + 1] = KEYS[i] end
+  end
+  fs_mget(all)
+  -- One EXISTS over every vote hash spares a tally read per key when,
+  -- as for most mail, none of the message's keys has votes.
+  local vks = {}
+  for s = 1, nsig do vks[s] = KEYS[s * kper] end
+  local voted = redis.call('EXISTS', unpack(vks)) > 0
+  local ptrs, at, votes = {}, {}, {}
+  for s = 1, nsig do
+    local kb = (s - 1) * kper
+    ptrs[s], at[s] = ptr_read(kb, nb, ARGV[f0 + s])
+    if voted then
+      votes[s] = key_votes(KEYS[kb + kper], rs, now, hz)
+    else
+      votes[s] = {0, 0, {}}
+    end
+  end
+  if mode == 'r' then
+    local out = {}
+    for s = 1, nsig do
+      out[s] = {ptrs[s] or -1, at[s] or 0, votes[s][1], votes[s][2], votes[s][3]}
+    end
+    return out
+  end
+  local a0 = f0 + nsig
+  local fams, nfam, nf = {}, {}, 0
+  for s = 1, nsig do
+    fams[s] = tonumber(ARGV[a0 + s])
+    if nfam[fams[s]] == nil then nf = nf + 1 end
+    nfam[fams[s]] = (nfam[fams[s]] or 0) + 1
+  end
+  local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
+  local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
+  local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
+  -- decide (model.go)
+  local ev = {}
+  for s = 1, nsig do
+    if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
+      local r = math.floor(ptrs[s] / 8)
+      ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[fams[s]])
+    end
+  end
+  local best, bestEv = 0, -1
+  for r, e in pairs(ev) do
+    if e > bestEv or (e == bestEv and r < best) then best, bestEv = r, e end
+  end
+  local ref, join, weak = fresh, false, false
+  local voters = {}
+  if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
+    ref, join = best, true
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf
+  end
+  for s = 1, nsig do
+    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == best) and 1 or 0
+  end
+  local write = nr > 0
+  local out = {ref, join and 1 or 0, -1, 0, 0, 0, voters, votes}
+  if not join and not write then return out end
+  if not join then
+    for _ = 1, 8 do
+      if not camp_live(camp_keys(prefix, split, ref, nb, cb), origin) then break end
+      ref = (ref + 1) % (REFMASK + 1)
+    end
+    -- after 8 live refs, the ninth (as the embedded store)
+    out[1] = ref
+  end
+  if write then
+    for s = 1, nsig do
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
+      if changed or at[s] ~= nb then
+        ptr_write(KEYS[(s - 1) * kper + nb], ARGV[f0 + s], v, cap, ttl)
+      end
+    end
+  end
+  local ck = camp_keys(prefix, split, ref, nb, cb)
+  ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
+  ck.origin = origin
+  local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
+  if count then
+    out[3], out[4], out[5], out[6] = count, nets, snds, first
+  end
+  return out
+end
+
+if mode == 'q' then
+  -- KEYS per candidate ref: its exact set, then its nb first-sighting
+  -- strings. ARGV: 'q', nb, candidates, origin, then their fields.
+  -- Returns the 0-based index of the first candidate no campaign holds.
+  local nb, n, origin = tonumber(ARGV[2]), tonumber(ARGV[3]), u32(tonumber(ARGV[4]))
+  for i = 1, n do
+    local kb = (i - 1) * (nb + 1)
+    local ck = {x = KEYS[kb + 1], f = {}, nb = nb, field = ARGV[4 + i]}
+    for j = 1, nb do ck.f[j] = KEYS[kb + 1 + j] end
+    if not camp_live(ck, origin) then return i - 1 end
+  end
+  return n
+end
+
+if mode == 'w' then
+  -- KEYS: current-bucket pointer strings. ARGV: 'w', ttl, cap, n, n
+  -- fields, n pointers.
+  local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  for i = 1, n do
+    ptr_write(KEYS[i], ARGV[4 + i], tonumber(ARGV[4 + n + i]), cap, ttl)
+  end
+  return n
+end
+
+if mode == 'k' then
+  -- KEYS: the campaign's nb first-sighting strings, exact set, nb
+  -- HyperLogLogs. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now, nr, nr
+  -- recipients, field, network, sender, write (0 or 1), origin.
+  -- Returns {count or -1, networks, senders, first}.
+  local nb = tonumber(ARGV[2])
+  local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
+    cap = tonumber(ARGV[6]), elim = tonumber(ARGV[7]), now = tonumber(ARGV[8]), f = {}, c = {}}
+  local nr = tonumber(ARGV[9])
+  local rs = {}
+  for j = 1, nr do rs[j] = ARGV[9 + j] end
+  local a = 9 + nr
+  ck.field = ARGV[a + 1]
+  for i = 1, nb do
+    ck.f[i] = KEYS[i]
+    ck.c[i] = KEYS[nb + 1 + i]
+  end
+  ck.x = KEYS[nb + 1]
+  ck.origin = u32(tonumber(ARGV[a + 5]))
+  local count, nets, snds, first = camp_count(ck, rs, ARGV[a + 4] == '1', tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+  if not count then return {-1, 0, 0, 0} end
+  return {count, nets, snds, first}
+end
+
+return redis.error_reply('unknown mode ' .. tostring(mode))

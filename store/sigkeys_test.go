@@ -8,23 +8,18 @@ import (
 	"testing"
 )
 
-// sigKeysSimple is how the key names were built before sigKeys built
-// them in one buffer: the schema must not change.
+// sigKeysSimple is how the key names are built, plainly: sigKeys builds
+// them in one buffer and must agree.
 func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 	h := sigHash(id)
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
-	hexh := strconv.FormatUint(h, 16)
 	sub := strconv.FormatUint((h>>32)%split, 10)
 	nb := r.c.nb
-	keys := make([]string, 0, 2*nb+2)
+	keys := make([]string, 0, nb+1)
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
-		keys = append(keys, base+"f:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
-	}
-	keys = append(keys, base+"x:"+hexh)
-	for i := range nb {
-		keys = append(keys, base+"c:"+hexh+":"+strconv.FormatInt(oldest+int64(i), 10))
+		keys = append(keys, base+"p:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
 	}
 	keys = append(keys, base+"v:"+id)
 	var f [4]byte
@@ -33,7 +28,7 @@ func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 }
 
 func TestSigKeysUnchanged(t *testing.T) {
-	for _, ns := range []string{"bm1:", "tenant-a:bm1:"} {
+	for _, ns := range []string{"bm2:", "tenant-a:bm2:"} {
 		for _, buckets := range []int{1, 4, 12} {
 			r := &Redis{prefix: ns}
 			var err error
@@ -59,7 +54,7 @@ func TestSigKeysUnchanged(t *testing.T) {
 // BenchmarkSigKeys: naming the keys of one signature, on the Redis path of
 // every message (about thirty times a message).
 func BenchmarkSigKeys(b *testing.B) {
-	r := &Redis{prefix: "bm1:"}
+	r := &Redis{prefix: "bm2:"}
 	r.c, _ = (Params{}).resolve()
 	ids := make([]string, 64)
 	for i := range ids {

@@ -12,11 +12,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkmilter/bulkmilter/config"
 	"github.com/bulkmilter/bulkmilter/daemon"
@@ -42,6 +42,10 @@ type benchFlags struct {
 	messages    int64
 	rcpts       int
 	rate        float64
+	pace        float64
+	rounds      int
+	rspamd      bool
+	rspamdTLDs  string
 	redis       string
 	memMessages int
 	memKeys     int
@@ -62,12 +66,16 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.pipeline, "pipeline", true, "measure the in-process pipeline per family")
 	fs.DurationVar(&f.minTime, "pipeline-time", 2*time.Second, "minimum `time` of each in-process row")
 	fs.BoolVar(&f.e2e, "e2e", true, "measure end to end over the milter protocol")
-	fs.IntVar(&f.sessions, "sessions", 16, "concurrent MTA sessions end to end")
-	fs.IntVar(&f.perSession, "per-session", 20, "messages per MTA connection")
-	fs.DurationVar(&f.duration, "duration", 10*time.Second, "`time` of each end-to-end row")
+	fs.IntVar(&f.sessions, "sessions", 4, "concurrent MTA sessions end to end")
+	fs.IntVar(&f.perSession, "per-session", 1, "messages per MTA connection")
+	fs.IntVar(&f.rounds, "rounds", 5, "end-to-end `rounds`: each runs every milter in turn, ratios are taken within a round")
+	fs.DurationVar(&f.duration, "duration", 4*time.Second, "`time` of each end-to-end row")
 	fs.Int64Var(&f.messages, "messages", 0, "messages per end-to-end row instead of -duration (0: use -duration)")
 	fs.IntVar(&f.rcpts, "rcpts", 1, "recipients per message end to end")
-	fs.Float64Var(&f.rate, "rate", 150, "also measure end to end paced at this many `msgs/s` in all, for latency below saturation (0: skip)")
+	fs.Float64Var(&f.pace, "pace", 0.5, "also run paced rounds at this `fraction` of the do-nothing milter's median throughput, for latency below saturation (0: skip)")
+	fs.Float64Var(&f.rate, "rate", 0, "pace the paced rounds at this many `msgs/s` in all instead of -pace")
+	fs.BoolVar(&f.rspamd, "rspamd", true, "run the peer row: Rspamd as a milter, fuzzy_check only, learning every message (scripts/install-test-deps.sh installs it)")
+	fs.StringVar(&f.rspamdTLDs, "rspamd-tlds", "", "public suffix `file` for Rspamd (default: the packaged list, ~15 s to compile)")
 	fs.StringVar(&f.redis, "redis", "auto", "Redis for the Redis rows: auto (start a redis-server), a redis:// `URL`, or off")
 	fs.IntVar(&f.memMessages, "mem-messages", 50000, "store memory: load `n` distinct messages at a million a day (0: skip; 1000000 for the full figure)")
 	fs.IntVar(&f.memKeys, "mem-keys", 0, "store memory: keys per message (0: as measured in process, else 27)")
@@ -78,8 +86,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || f.sessions <= 0 || f.rcpts <= 0 {
-		fmt.Fprintln(stderr, "bulklab bench: unexpected arguments, or -sessions / -rcpts not positive")
+	if fs.NArg() > 0 || f.sessions <= 0 || f.rcpts <= 0 || f.rounds <= 0 {
+		fmt.Fprintln(stderr, "bulklab bench: unexpected arguments, or -sessions / -rcpts / -rounds not positive")
 		return cli.ErrUsage
 	}
 	if f.cpuProfile != "" {
@@ -135,14 +143,10 @@ func (e *benchEnv) close() {
 }
 
 // config returns the daemon configuration for one runtime: the -config
-// file or the defaults, its own data directory, and the given store.
+// file or the defaults, the run's data directory (one secret for every
+// runtime of the run: a Redis database refuses a second), a store file of
+// its own, and the given store.
 func (e *benchEnv) config(redisURL string, families ...string) (*config.Config, error) {
-	cfg, err := cli.LoadOrDefault(e.f.config)
-	if err != nil {
-		return nil, err
-	}
-	// One data directory, so one secret, for every runtime of the run (a
-	// Redis database refuses a second secret); a store file per runtime.
 	if len(e.dirs) == 0 {
 		dir, err := os.MkdirTemp("", "milterd-bench-")
 		if err != nil {
@@ -151,8 +155,22 @@ func (e *benchEnv) config(redisURL string, families ...string) (*config.Config, 
 		e.dirs = append(e.dirs, dir)
 	}
 	e.stores++
-	cfg.DataDir = e.dirs[0]
-	cfg.Store.File = filepath.Join(e.dirs[0], fmt.Sprintf("store-%d.db", e.stores))
+	return benchConfig(e.f.config, e.dirs[0], e.storeFile(), redisURL, families...)
+}
+
+func (e *benchEnv) storeFile() string {
+	return filepath.Join(e.dirs[0], fmt.Sprintf("store-%d.db", e.stores))
+}
+
+// benchConfig is the configuration file (or the defaults) with the data
+// directory, store file, Redis and enabled families given.
+func benchConfig(file, dataDir, storeFile, redisURL string, families ...string) (*config.Config, error) {
+	cfg, err := cli.LoadOrDefault(file)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDir = dataDir
+	cfg.Store.File = storeFile
 	cfg.Store.Redis = config.Redis{URL: redisURL}
 	cfg.Listen, cfg.MetricsListen = "inet:127.0.0.1:0", ""
 	if len(families) > 0 {
@@ -247,7 +265,10 @@ func runBench(ctx context.Context, f benchFlags, stderr io.Writer) (*bench.Repor
 		}
 	}
 
-	var redisURL, redisAddr string
+	var (
+		redisURL, redisAddr string
+		redisPid            int
+	)
 	switch f.redis {
 	case "off", "":
 	case "auto":
@@ -257,7 +278,7 @@ func runBench(ctx context.Context, f benchFlags, stderr io.Writer) (*bench.Repor
 			return nil, err
 		}
 		env.closers = append(env.closers, srv.Stop)
-		redisAddr, redisURL = srv.Addr, "redis://"+srv.Addr
+		redisAddr, redisURL, redisPid = srv.Addr, "redis://"+srv.Addr, srv.Pid()
 	default:
 		o, err := redisURLAddr(f.redis)
 		if err != nil {
@@ -267,16 +288,8 @@ func runBench(ctx context.Context, f benchFlags, stderr io.Writer) (*bench.Repor
 	}
 
 	if f.e2e {
-		rates := []float64{0}
-		if f.rate > 0 {
-			rates = append(rates, f.rate)
-		}
-		for _, rate := range rates {
-			rows, err := env.endToEnd(ctx, corp, rate, redisURL, redisAddr, progress)
-			if err != nil {
-				return nil, err
-			}
-			rep.EndToEnd = append(rep.EndToEnd, rows...)
+		if err := env.endToEnd(ctx, rep, corp, redisURL, redisAddr, redisPid, progress); err != nil {
+			return nil, err
 		}
 	}
 
@@ -363,70 +376,144 @@ func writeAllocProfile(path string) error {
 	return pf.Close()
 }
 
-// endToEnd measures the do-nothing milter, then the daemon's runtime with
-// the embedded store and with Redis (when redisURL is set), under the same
-// load: as fast as they answer (rate 0) or paced at rate messages a second.
-func (e *benchEnv) endToEnd(ctx context.Context, corp *sample.Corpus, rate float64, redisURL, redisAddr string,
-	progress func(string, ...any)) ([]bench.EndToEndResult, error) {
+// e2eMilter is one milter of the end-to-end rounds.
+type e2eMilter struct {
+	name   string
+	addr   string
+	header string // the verdict header each message must get, or ""
+	redis  bool   // read the run's Redis INFO before and after
+	pids   func() []int
+	store  func() []int
+}
+
+// endToEnd measures, under the same load, the do-nothing milter, the
+// daemon's runtime with the embedded store and with Redis (when redisURL
+// is set), and the peer (Rspamd), each milter in processes of its own.
+// Each round runs every milter in turn, in alternating order, so that a
+// ratio taken within a round compares the same minutes of the machine;
+// then the same paced below saturation, at a fraction of the do-nothing
+// milter's median throughput.
+func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample.Corpus, redisURL, redisAddr string, redisPid int,
+	progress func(string, ...any)) error {
 	f := e.f
-	suffix := ""
-	if rate > 0 {
-		suffix = fmt.Sprintf(" @ %.0f/s", rate)
-	}
-	run := func(name, addr, header string, withRedis bool) (bench.EndToEndResult, error) {
-		progress("end to end: %s", name)
-		o := bench.EndToEndOptions{Name: name, Addr: addr, Sessions: f.sessions, PerSession: f.perSession,
-			Messages: f.messages, Corpus: corp, Recipients: f.rcpts, Header: header, Rate: rate}
-		if f.messages == 0 {
-			o.Duration = f.duration
+	pidsOf := func(pids ...int) func() []int { return func() []int { return pids } }
+	var milters []e2eMilter
+	start := func(name string, args ...string) (*milterProc, error) {
+		p, err := startMilterProc(args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		if withRedis {
-			c := bench.NewRedisClient(redisAddr)
-			defer c.Close()
-			o.Redis = c
-		}
-		return bench.EndToEnd(ctx, o)
+		e.closers = append(e.closers, func() {
+			if err := p.Stop(); err != nil {
+				e.log.Warn("stop bench milter", "milter", name, "err", err)
+			}
+		})
+		return p, nil
 	}
-	base, err := bench.StartBaseline()
+	base, err := start(bench.NameBaseline, "-kind", "noop")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b, err := run("do-nothing milter"+suffix, base.Addr(), "", false)
-	base.Close()
-	if err != nil {
-		return nil, err
-	}
-	rows := []bench.EndToEndResult{b}
-	stores := []struct{ name, url string }{{"bulkmilter, embedded store", ""}}
+	milters = append(milters, e2eMilter{name: bench.NameBaseline, addr: base.Addr, pids: pidsOf(base.Pid())})
+	stores := []struct{ name, url string }{{bench.NameEmbedded, ""}}
 	if redisURL != "" {
-		stores = append(stores, struct{ name, url string }{"bulkmilter, Redis", redisURL})
+		stores = append(stores, struct{ name, url string }{bench.NameRedis, redisURL})
 	}
 	for _, st := range stores {
-		// One registry for the pipeline and the server, as in the daemon:
-		// metrics are part of the cost.
-		met := metrics.New(prometheus.NewRegistry())
-		rt, err := e.runtime(st.url, met)
+		cfg, err := e.config(st.url)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		addr, stop, err := serveRuntime(rt, met, e.log)
+		args := []string{"-kind", "daemon", "-data", cfg.DataDir, "-store-file", e.storeFile(), "-redis", st.url}
+		if f.config != "" {
+			args = append(args, "-config", f.config)
+		}
+		p, err := start(st.name, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := rt.Ping(ctx); err != nil {
-			stop()
-			return nil, fmt.Errorf("%s: %w", st.name, err)
+		m := e2eMilter{name: st.name, addr: p.Addr, header: cfg.Actions.Header, redis: st.url != "", pids: pidsOf(p.Pid())}
+		if m.redis && redisPid != 0 {
+			m.store = pidsOf(redisPid)
 		}
-		r, err := run(st.name+suffix, addr, rt.Config().Actions.Header, st.url != "")
-		stop()
-		if cerr := rt.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, err
-		}
-		r.Compare(b)
-		rows = append(rows, r)
+		milters = append(milters, m)
 	}
-	return rows, nil
+	var peer *bench.Rspamd
+	if f.rspamd {
+		progress("starting the peer: Rspamd as a milter with its own redis-server")
+		peer, err = bench.StartRspamd(ctx, bench.RspamdOptions{Workers: runtime.NumCPU(), TLDs: f.rspamdTLDs})
+		if err != nil {
+			return err
+		}
+		e.closers = append(e.closers, peer.Stop)
+		milters = append(milters, e2eMilter{name: bench.NamePeer, addr: peer.Addr, pids: peer.Pids,
+			store: pidsOf(peer.Redis.Pid())})
+	}
+
+	rounds := func(rate float64) error {
+		suffix := ""
+		if rate > 0 {
+			suffix = fmt.Sprintf(" @ %.0f/s", rate)
+		}
+		for round := 1; round <= f.rounds; round++ {
+			order := slices.Clone(milters)
+			if round%2 == 0 {
+				slices.Reverse(order)
+			}
+			got := map[string]bench.EndToEndResult{}
+			for _, m := range order {
+				progress("end to end, round %d: %s%s", round, m.name, suffix)
+				o := bench.EndToEndOptions{Name: m.name + suffix, Round: round, Addr: m.addr, Sessions: f.sessions,
+					PerSession: f.perSession, Messages: f.messages, Corpus: corp, Recipients: f.rcpts, Header: m.header,
+					Rate: rate, MilterPids: m.pids, StorePids: m.store}
+				if f.messages == 0 {
+					o.Duration = f.duration
+				}
+				if m.redis {
+					o.Redis = bench.NewRedisClient(redisAddr)
+				}
+				r, err := bench.EndToEnd(ctx, o)
+				if o.Redis != nil {
+					o.Redis.Close()
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
+				got[m.name] = r
+			}
+			for _, m := range milters {
+				r := got[m.name]
+				if m.name != bench.NameBaseline {
+					r.Compare(got[bench.NameBaseline])
+				}
+				if peer != nil && m.name != bench.NamePeer {
+					r.ComparePeer(got[bench.NamePeer])
+				}
+				rep.EndToEnd = append(rep.EndToEnd, r)
+			}
+		}
+		return nil
+	}
+	if err := rounds(0); err != nil {
+		return err
+	}
+	rep.Summary = bench.Summarize(rep.EndToEnd)
+	rate := f.rate
+	if rate <= 0 && f.pace > 0 && len(rep.Summary) > 0 {
+		rate = math.Round(f.pace * rep.Summary[0].MsgsPerS.Median)
+	}
+	if rate > 0 {
+		if err := rounds(rate); err != nil {
+			return err
+		}
+		rep.Summary = bench.Summarize(rep.EndToEnd)
+	}
+	if peer != nil {
+		n, err := peer.WaitLearned(ctx)
+		if err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		rep.PeerLearned = n
+	}
+	return nil
 }

@@ -3,23 +3,37 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/bench"
 )
 
-// A short run of "bulklab bench" with small counts: every row measured,
-// every message answered with a verdict, exactly one Redis round trip per
-// message, ratios to the do-nothing milter computed.
+// A short run of "bulklab bench" with small counts: every row measured in
+// two alternating rounds, each milter in processes of its own, every
+// message answered (by bulkmilter with a verdict), exactly one Redis
+// round trip per message, the peer learning what it scans, ratios to the
+// do-nothing milter and to the peer taken within each round.
 func TestBenchSmoke(t *testing.T) {
 	corpora := testenv.Corpora(t)
 	testenv.Program(t, "redis-server")
+	testenv.Program(t, "rspamd")
+	// A short public suffix list: the packaged one takes Rspamd ~15 s to
+	// compile at start.
+	tlds := filepath.Join(t.TempDir(), "tlds.dat")
+	if err := os.WriteFile(tlds, []byte("com\norg\nnet\nedu\ntest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const n, rounds = 60, 2
 	f := benchFlags{
 		corpora: corpora, every: 1, limit: 40,
 		pipeline: true, minTime: 10 * time.Millisecond,
-		e2e: true, sessions: 2, perSession: 5, messages: 60, rcpts: 2,
-		redis: "auto", memMessages: 2000, rate: 300,
+		e2e: true, sessions: 2, perSession: 1, messages: n, rcpts: 2, rounds: rounds,
+		redis: "auto", memMessages: 2000, rate: 300, rspamd: true, rspamdTLDs: tlds,
 	}
 	rep, err := runBench(context.Background(), f, io.Discard)
 	if err != nil {
@@ -41,59 +55,87 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("all families: %.1f keys/msg, imatch alone %.1f", all.KeysPerMsg, rep.Pipeline[0].KeysPerMsg)
 	}
 
-	if len(rep.EndToEnd) != 6 {
-		t.Fatalf("%d end-to-end rows, want 6 (baseline, embedded, Redis; as fast as they answer, then paced)", len(rep.EndToEnd))
+	names := []string{bench.NameBaseline, bench.NameEmbedded, bench.NameRedis, bench.NamePeer}
+	if len(rep.EndToEnd) != 2*rounds*len(names) {
+		t.Fatalf("%d end-to-end rows, want %d (4 milters, %d rounds, as fast as they answer, then paced)",
+			len(rep.EndToEnd), 2*rounds*len(names), rounds)
 	}
+	milterCPU := map[string]float64{}
 	for i, e := range rep.EndToEnd {
-		if i >= 3 {
-			// Paced: never faster than offered (60 messages take at least
-			// 59/300 s).
+		name, paced := names[i%4], i >= rounds*len(names)
+		round := 1 + i/4%rounds
+		if paced {
+			name += " @ 300/s"
+			// Never faster than offered (60 messages take at least 59/300 s).
 			if e.Rate != 300 || e.MsgsPerSec > 330 {
 				t.Errorf("%s: offered %v, got %.0f msgs/s", e.Name, e.Rate, e.MsgsPerSec)
 			}
-			i -= 3
 		}
-		if e.Answered != 60 || e.Failed != 0 || e.Sent != 60 {
-			t.Errorf("%s: sent %d answered %d failed %d (%v), want 60 answered", e.Name, e.Sent, e.Answered, e.Failed, e.Errors)
+		if e.Name != name || e.Round != round {
+			t.Fatalf("row %d: %s round %d, want %s round %d", i, e.Name, e.Round, name, round)
+		}
+		if e.Answered != n || e.Failed != 0 || e.Sent != n {
+			t.Errorf("%s: sent %d answered %d failed %d (%v), want %d answered", e.Name, e.Sent, e.Answered, e.Failed, e.Errors, n)
 		}
 		if e.MsgsPerSec <= 0 || e.P50 <= 0 || e.P99 < e.P50 || e.P999 < e.P99 {
 			t.Errorf("%s: %.0f msgs/s, p50 %.2f p99 %.2f p99.9 %.2f", e.Name, e.MsgsPerSec, e.P50, e.P99, e.P999)
 		}
-		if i == 0 {
+		milterCPU[names[i%4]] += e.MilterCPUPerMsg
+		base := rep.EndToEnd[i-i%4]
+		if i%4 == 0 {
 			if e.Ratio != 0 || len(e.Verdicts) != 0 {
 				t.Errorf("baseline: ratio %v verdicts %v", e.Ratio, e.Verdicts)
 			}
+		} else if want := e.MsgsPerSec / base.MsgsPerSec; e.Ratio != want || e.Ratio <= 0 {
+			t.Errorf("%s: ratio %v, want %v (same round)", e.Name, e.Ratio, want)
+		}
+		if peer := rep.EndToEnd[i-i%4+3]; i%4 != 3 {
+			if want := e.MsgsPerSec / peer.MsgsPerSec; e.PeerRatio != want {
+				t.Errorf("%s: ratio to the peer %v, want %v (same round)", e.Name, e.PeerRatio, want)
+			}
+		}
+		if i%4 != 1 && i%4 != 2 {
 			continue
-		}
-		base := rep.EndToEnd[0]
-		if e.Rate > 0 {
-			base = rep.EndToEnd[3]
-		}
-		if want := e.MsgsPerSec / base.MsgsPerSec; e.Ratio != want || e.Ratio <= 0 {
-			t.Errorf("%s: ratio %v, want %v", e.Name, e.Ratio, want)
 		}
 		// Every message got a verdict from the store, none from the
 		// failure policy.
-		var n int64
+		var v int64
 		for _, k := range []string{"yes", "no", "no (unsigned)"} {
-			n += e.Verdicts[k]
+			v += e.Verdicts[k]
 		}
-		if n != 60 {
-			t.Errorf("%s: verdicts %v, want 60 without store errors", e.Name, e.Verdicts)
+		if v != n {
+			t.Errorf("%s: verdicts %v, want %d without store errors", e.Name, e.Verdicts, n)
 		}
-	}
-	for _, i := range []int{2, 5} {
-		r := rep.EndToEnd[i].Redis
+		if i%4 == 1 {
+			continue
+		}
+		r := e.Redis
 		if r == nil {
-			t.Fatalf("no Redis figures on %s", rep.EndToEnd[i].Name)
+			t.Fatalf("no Redis figures on %s", e.Name)
 		}
 		if r.RoundTrips != 1 || r.Scripts != 1 || r.Connections != 0 {
 			t.Errorf("%s: %.3f round trips, %.3f script calls per message, %d connections opened; want 1, 1, 0",
-				rep.EndToEnd[i].Name, r.RoundTrips, r.Scripts, r.Connections)
+				e.Name, r.RoundTrips, r.Scripts, r.Connections)
 		}
 		if r.Commands <= 1 || r.CPUus <= 0 {
-			t.Errorf("%s: %.1f commands and %.1f µs CPU per message", rep.EndToEnd[i].Name, r.Commands, r.CPUus)
+			t.Errorf("%s: %.1f commands and %.1f µs CPU per message", e.Name, r.Commands, r.CPUus)
 		}
+	}
+	// CPU is counted in each milter's own processes (ticks of 10 ms: the
+	// do-nothing milter may stay below one).
+	for _, name := range names[1:] {
+		if milterCPU[name] <= 0 {
+			t.Errorf("%s: no CPU counted in its processes", name)
+		}
+	}
+	if len(rep.Summary) != 8 || rep.Summary[2].Name != bench.NameRedis || rep.Summary[2].Rounds != rounds {
+		t.Errorf("summary: %+v", rep.Summary)
+	}
+	// The peer learned what it scanned: short texts are not hashed, each
+	// text part and attachment of the others is, and copies of one
+	// message are stored once.
+	if rep.PeerLearned < 10 || rep.PeerLearned > 3*40 {
+		t.Errorf("the peer stored %d digests of the 40 distinct messages", rep.PeerLearned)
 	}
 
 	if len(rep.Memory) != 2 {
@@ -104,17 +146,16 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("memory %s: %+v (keys/msg in process %.1f)", m.Store, m, all.KeysPerMsg)
 		}
 	}
-	var redisTarget bool
+	var roundTrips, peerTarget bool
 	for _, tg := range rep.Targets {
-		if tg.Name == "bulkmilter, Redis: Redis round trips" {
-			redisTarget = tg.Met
-		}
-		if tg.Name == "bulkmilter, Redis: p99 latency" {
+		roundTrips = roundTrips || (tg.Name == "Redis round trips" && tg.Met)
+		peerTarget = peerTarget || tg.Name == bench.NameRedis+": against Rspamd"
+		if strings.HasPrefix(tg.Name, bench.NameRedis+": p99") {
 			t.Errorf("p99 target taken from the saturated run although a paced run was made")
 		}
 	}
-	if !redisTarget {
-		t.Errorf("round-trip target not met in the report: %+v", rep.Targets)
+	if !roundTrips || !peerTarget {
+		t.Errorf("round-trip target not met, or no target against the peer: %+v", rep.Targets)
 	}
 	if err := rep.WriteText(io.Discard); err != nil {
 		t.Error(err)

@@ -30,6 +30,9 @@ var program = cli.Program{
 }
 
 func main() {
+	if os.Getenv(benchMilterEnv) != "" {
+		os.Exit(benchMilterMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(mainExit(os.Args[1:], os.Stdout, os.Stderr))
 }
 

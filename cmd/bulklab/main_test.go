@@ -59,6 +59,11 @@ func plainBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// "bulklab bench" run by a test starts this test binary again to serve
+	// a milter.
+	if os.Getenv(benchMilterEnv) != "" {
+		os.Exit(benchMilterMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	code := m.Run()
 	for _, b := range []*built{&raced, &plain} {
 		if b.dir != "" {

@@ -69,11 +69,18 @@ type EndToEndOptions struct {
 	Header string
 	// Redis, when set, is read before and after for round trips and CPU.
 	Redis redis.UniversalClient
+	// MilterPids returns the processes serving the milter and StorePids
+	// those of its store (redis-server), for CPU per process; empty when
+	// they run in this process.
+	MilterPids, StorePids func() []int
+	// Round numbers the run among alternating rounds.
+	Round int
 }
 
 // EndToEndResult is one end-to-end run.
 type EndToEndResult struct {
 	Name       string   `json:"name"`
+	Round      int      `json:"round,omitempty"`
 	Rate       float64  `json:"offered_rate,omitempty"` // 0: as fast as it answers
 	Sent       int64    `json:"sent"`
 	Answered   int64    `json:"answered"`
@@ -85,13 +92,19 @@ type EndToEndResult struct {
 	P99        float64  `json:"p99_ms"`
 	P999       float64  `json:"p999_ms"`
 	Max        float64  `json:"max_ms"`
-	// CPUPerMsg is the benchmark process's CPU per message, load client
-	// and milter together (the client's share is the baseline's).
-	CPUPerMsg float64 `json:"process_cpu_us_per_msg"`
+	// CPUPerMsg is the benchmark process's CPU per message: the load
+	// client, and the milter too unless it runs in a process of its own,
+	// whose CPU is then MilterCPUPerMsg; StoreCPUPerMsg is the store's
+	// processes' (redis-server). All in µs.
+	CPUPerMsg       float64 `json:"process_cpu_us_per_msg"`
+	MilterCPUPerMsg float64 `json:"milter_cpu_us_per_msg,omitempty"`
+	StoreCPUPerMsg  float64 `json:"store_cpu_us_per_msg,omitempty"`
 	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
-	// baseline's p99 (ms). Zero for the baseline itself.
-	Ratio    float64 `json:"ratio_to_baseline,omitempty"`
-	P99Delta float64 `json:"p99_minus_baseline_ms,omitempty"`
+	// baseline's p99 (ms). Zero for the baseline itself. PeerRatio is
+	// MsgsPerSec over the peer's (Rspamd) in the same round.
+	Ratio     float64 `json:"ratio_to_baseline,omitempty"`
+	P99Delta  float64 `json:"p99_minus_baseline_ms,omitempty"`
+	PeerRatio float64 `json:"ratio_to_peer,omitempty"`
 	// Stored is the answered messages that reached the store (signed);
 	// the Redis figures are per stored message.
 	Stored   int64            `json:"stored,omitempty"`
@@ -170,6 +183,14 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 			return EndToEndResult{}, err
 		}
 	}
+	pids := func(f func() []int) []int {
+		if f == nil {
+			return nil
+		}
+		return f()
+	}
+	milterPids, storePids := pids(o.MilterPids), pids(o.StorePids)
+	mcpu0, scpu0 := ProcessCPU(milterPids...), ProcessCPU(storePids...)
 	cpu0 := CPUTime()
 	rep, err := load.Run(ctx, load.Options{
 		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
@@ -179,8 +200,9 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		return EndToEndResult{}, err
 	}
 	cpu := CPUTime() - cpu0
+	mcpu, scpu := ProcessCPU(milterPids...)-mcpu0, ProcessCPU(storePids...)-scpu0
 	r := EndToEndResult{
-		Name: o.Name, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
+		Name: o.Name, Round: o.Round, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
 		Wall: rep.Elapsed.Seconds(), MsgsPerSec: rep.PerSecond(),
 		P50: ms(rep.Latency.Quantile(0.5)), P99: ms(rep.Latency.Quantile(0.99)),
 		P999: ms(rep.Latency.Quantile(0.999)), Max: ms(rep.Latency.Max()),
@@ -188,6 +210,8 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	if rep.Answered > 0 {
 		n := float64(rep.Answered)
 		r.CPUPerMsg = float64(cpu.Microseconds()) / n
+		r.MilterCPUPerMsg = float64(mcpu.Microseconds()) / n
+		r.StoreCPUPerMsg = float64(scpu.Microseconds()) / n
 		// Unsigned messages (no family could sign them) never reach the
 		// store: Redis figures are per message that did.
 		if o.Header != "" {
@@ -223,4 +247,11 @@ func (r *EndToEndResult) Compare(base EndToEndResult) {
 		r.Ratio = r.MsgsPerSec / base.MsgsPerSec
 	}
 	r.P99Delta = r.P99 - base.P99
+}
+
+// ComparePeer fills r's ratio to the peer's throughput.
+func (r *EndToEndResult) ComparePeer(peer EndToEndResult) {
+	if peer.MsgsPerSec > 0 {
+		r.PeerRatio = r.MsgsPerSec / peer.MsgsPerSec
+	}
 }

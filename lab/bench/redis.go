@@ -120,3 +120,6 @@ func freePort() (int, error) {
 	}
 	return a.Port, nil
 }
+
+// Pid is the server's process id.
+func (s *RedisServer) Pid() int { return s.cmd.Process.Pid }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"net/netip"
 	"path"
 	"path/filepath"
 	"sort"
@@ -77,6 +76,9 @@ type StreamResult struct {
 	// (Senders).
 	Networks []StreamPoint `json:"curve_networks"`
 	Senders  []StreamPoint `json:"curve_networks_senders"`
+	// CampaignNetworks is tagged at T when the recipients or the
+	// campaign's distinct sending networks (store.Result.Campaign) reach T.
+	CampaignNetworks []StreamPoint `json:"curve_campaign_networks"`
 	// PersonalTagged names the personal ham the configuration tagged.
 	PersonalTagged []string `json:"personal_tagged,omitempty"`
 }
@@ -176,7 +178,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		return nil, errors.New("eval: the pipeline cannot replay a stream (no Message, Engine)")
 	}
 	r := &StreamResult{Corpus: "trec07p-part1", Clock: clock}
-	for _, c := range []*[]StreamPoint{&r.Curve, &r.Networks, &r.Senders} {
+	for _, c := range []*[]StreamPoint{&r.Curve, &r.Networks, &r.Senders, &r.CampaignNetworks} {
 		*c = make([]StreamPoint, len(streamThresholds))
 		for i, t := range streamThresholds {
 			(*c)[i].Threshold = t
@@ -247,7 +249,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		}
 		var netScore, senderScore int64
 		if v.Analysis != nil {
-			netScore = nets.add(v.Analysis.Keys, network(msg.Client), at)
+			netScore = nets.add(v.Analysis.Keys, detect.Network(msg.Client), at)
 			senderScore = senders.add(v.Analysis.Keys, msg.Sender, at)
 		}
 		for i := range r.Curve {
@@ -263,6 +265,9 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 			}
 			if score >= t || netScore >= t || senderScore >= t {
 				add(&r.Senders[i])
+			}
+			if score >= t || v.Campaign.Networks >= t {
+				add(&r.CampaignNetworks[i])
 			}
 		}
 	}
@@ -297,21 +302,6 @@ func (d dimension) add(keys []signature.Key, value string, at time.Time) int64 {
 		best = max(best, n)
 	}
 	return best
-}
-
-// network groups a client address by /24 (IPv4) or /48 (IPv6). The
-// campaign store (issue 15) groups the same way (detect.Network, not on
-// this branch yet); this copy goes when it lands.
-func network(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	bits := 48
-	if a.Is4() {
-		bits = 24
-	}
-	p, _ := a.Prefix(bits)
-	return p.String()
 }
 
 // runStream replays the stream with each clock.
@@ -366,6 +356,7 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 		for i, p := range r.Networks {
 			row(fmt.Sprintf("recipients or networks ≥ %d", p.Threshold), p)
 			row(fmt.Sprintf("recipients, networks or senders ≥ %d", p.Threshold), r.Senders[i])
+			row(fmt.Sprintf("recipients or campaign networks ≥ %d", p.Threshold), r.CampaignNetworks[i])
 		}
 		fmt.Fprintln(w)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
@@ -32,11 +33,11 @@ func TestDimension(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{"192.0.2.77": "192.0.2.0/24", "2001:db8:1:2::5": "2001:db8:1::/48"} {
-		if got := network(netip.MustParseAddr(in)); got != want {
-			t.Errorf("network(%s) = %s, want %s", in, got, want)
+		if got := detect.Network(netip.MustParseAddr(in)); got != want {
+			t.Errorf("Network(%s) = %s, want %s", in, got, want)
 		}
 	}
-	if network(netip.Addr{}) != "" {
+	if detect.Network(netip.Addr{}) != "" {
 		t.Error("an unknown client has a network")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,8 @@ func Run(t *testing.T, h Harness) {
 		{"SmallCountsExact", s.smallCountsExact},
 		{"ManyRecipients", s.manyRecipients},
 		{"KeysAndDuplicates", s.keysAndDuplicates},
+		{"Campaign", s.campaign},
+		{"CampaignNoChaining", s.campaignNoChaining},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
 		{"Window", s.window},
@@ -179,17 +182,117 @@ func (s *suite) manyRecipients(t *testing.T) {
 func (s *suite) keysAndDuplicates(t *testing.T) {
 	st := s.open(t, store.Params{})
 	a, b, c := "v1:a:0000000000000001", "v1:b:0000000000000002", "v1:c:0000000000000003"
-	observe(t, st, t0, []string{a}, rcpts("x", 3)...)
-	observe(t, st, t0, []string{b}, "y@x")
+	first := observe(t, st, t0, []string{a, b}, rcpts("x", 3)...)
 	res := observe(t, st, t0.Add(time.Second), []string{a, b, c, a}, "z@x")
-	want := []int64{4, 2, 1, 4}
+	// a and b (two families of three) join the campaign; c is new there and
+	// carries this message's own count.
+	want := []int64{4, 4, 1, 4}
 	for i := range want {
 		if res.Volumes[i] != want[i] {
 			t.Errorf("volume %d (%s): got %d, want %d", i, []string{a, b, c, a}[i], res.Volumes[i], want[i])
 		}
 	}
+	if got := fmt.Sprint(res.Campaign.Joined); got != "[0 1 3]" {
+		t.Errorf("joined through keys %s, want [0 1 3]", got)
+	}
+	if res.Campaign.ID != first.Campaign.ID || res.Campaign.Recipients != 4 {
+		t.Errorf("campaign %+v, want the first message's (%08x) with 4 recipients", res.Campaign, first.Campaign.ID)
+	}
 	if res := observe(t, st, t0, nil, "z@x"); len(res.Volumes) != 0 {
 		t.Errorf("no keys: got %d volumes, want 0", len(res.Volumes))
+	}
+}
+
+// copyKeys returns the keys of copy j of an edited campaign: in each of
+// two families, some keys every copy shares and one of its own.
+func copyKeys(j int) []string {
+	return []string{
+		"v1:imatch.0:00000000000000a0", "v1:imatch.1:00000000000000a1", "v1:imatch.2:00000000000000a2",
+		fmt.Sprintf("v1:imatch.3:%016x", 0xa300+j),
+		"v1:shingle.0:00000000000000b0", fmt.Sprintf("v1:shingle.1:%016x", 0xb100+j),
+		fmt.Sprintf("v1:shingle.2:%016x", 0xb200+j),
+	}
+}
+
+func (s *suite) campaign(t *testing.T) {
+	st := s.open(t, store.Params{})
+	ctx := context.Background()
+	var id uint32
+	for j := range 20 {
+		o := store.Observation{Keys: copyKeys(j), Recipients: []string{fmt.Sprintf("r%d@x", j%12)},
+			Time: t0.Add(time.Duration(j) * time.Minute), Network: fmt.Sprintf("192.0.%d.0/24", j%3),
+			Sender: fmt.Sprintf("s%d@x", j)}
+		res, err := st.Observe(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := res.Campaign
+		if j == 0 {
+			id = c.ID
+			if len(c.Joined) != 0 {
+				t.Errorf("first copy joined through %v, want a new campaign", c.Joined)
+			}
+		}
+		wantR, wantN := int64(min(j+1, 12)), int64(min(j+1, 3))
+		wantS := int64(min(j+1, store.CampaignSetCap))
+		if c.ID != id || c.Recipients != wantR || c.Networks != wantN || c.Senders != wantS || !c.First.Equal(t0) {
+			t.Fatalf("copy %d: campaign %+v, want id %08x, %d recipients, %d networks, %d senders, first %v",
+				j, c, id, wantR, wantN, wantS, t0)
+		}
+		if j > 0 && fmt.Sprint(c.Joined) != "[0 1 2 4]" {
+			t.Errorf("copy %d joined through keys %v, want the shared ones [0 1 2 4]", j, c.Joined)
+		}
+		for i, v := range res.Volumes {
+			want := wantR
+			if j > 0 && (i == 3 || i > 4) {
+				want = 1 // a key new to the campaign counts this message
+			}
+			if v != want {
+				t.Errorf("copy %d, key %d: volume %d, want %d", j, i, v, want)
+			}
+		}
+	}
+	// Read without recipients: the campaign, nothing written.
+	res := observe(t, st, t0.Add(time.Hour), copyKeys(99))
+	if res.Campaign.ID != id || res.Campaign.Recipients != 12 || res.Volumes[0] != 12 || res.Volumes[3] != 0 {
+		t.Errorf("read: campaign %+v volumes %v, want %08x with 12", res.Campaign, res.Volumes, id)
+	}
+}
+
+func (s *suite) campaignNoChaining(t *testing.T) {
+	st := s.open(t, store.Params{})
+	// A footer shared by unrelated messages: one key of three in two
+	// families of four (a weak join: 0.67 of 4 families).
+	footer := []string{"v1:sift.0:00000000000000f0", "v1:charshingle.0:00000000000000f1"}
+	var ids []uint32
+	for j := range 10 {
+		keys := slices.Clone(footer)
+		for f, n := range map[string]int{"imatch": 3, "shingle": 3, "charshingle": 2, "sift": 2} {
+			for i := 1; i <= n; i++ {
+				keys = append(keys, fmt.Sprintf("v1:%s.%d:%016x", f, i, j<<8|i))
+			}
+		}
+		res := observe(t, st, t0.Add(time.Duration(j)*time.Minute), keys, fmt.Sprintf("u%d@x", j))
+		// The footer joins the first unrelated messages weakly, WeakCap
+		// at most; then it no longer votes.
+		if j > store.WeakCap && (res.Campaign.Recipients != 1 || len(res.Campaign.Joined) != 0) {
+			t.Errorf("unrelated message %d sharing a footer: campaign %+v, want its own", j, res.Campaign)
+		}
+		if res.Campaign.Recipients > store.WeakCap+1 {
+			t.Errorf("message %d: the footer merged %d messages, at most %d", j, res.Campaign.Recipients, store.WeakCap+1)
+		}
+		ids = append(ids, res.Campaign.ID)
+	}
+	for j := store.WeakCap + 2; j < len(ids); j++ {
+		if ids[j] == ids[j-1] {
+			t.Errorf("messages %d and %d share campaign %08x", j-1, j, ids[j])
+		}
+	}
+	// The footer keys reached WeakCap weak events: alone they no longer
+	// vote.
+	res := observe(t, st, t0.Add(time.Hour), footer, "v@x")
+	if len(res.Campaign.Joined) != 0 || res.Volumes[0] != 1 {
+		t.Errorf("footer alone: campaign %+v volume %d, want a new campaign of 1", res.Campaign, res.Volumes[0])
 	}
 }
 
@@ -214,30 +317,36 @@ func (s *suite) readWithoutRecipients(t *testing.T) {
 func (s *suite) idempotentRetry(t *testing.T) {
 	st := s.open(t, store.Params{})
 	keys := []string{"v1:r:0000000000000001", "v1:r:0000000000000002", "v1:r:0000000000000003"}
-	// Bring the keys to the three tiers: first sighting, exact, HLL.
+	// Bring three campaigns to the three tiers: first sighting, exact, HLL.
 	observe(t, st, t0, keys[:1], "a@x")
 	observe(t, st, t0, keys[1:2], rcpts("e", 5)...)
 	observe(t, st, t0, keys[2:3], rcpts("h", 300)...)
-	o := store.Observation{Keys: keys, Recipients: []string{"retry@x", "retry2@x"}, Time: t0.Add(time.Minute)}
-	first, err := st.Observe(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		again, err := st.Observe(context.Background(), o)
+	fresh := []string{"v1:r:0000000000000004", "v1:s:0000000000000005"}
+	var vols []int64
+	for i, ks := range [][]string{keys[:1], keys[1:2], keys[2:3], fresh} {
+		o := store.Observation{Keys: ks, Recipients: []string{"retry@x", "retry2@x"}, Time: t0.Add(time.Minute),
+			Network: "192.0.2.0/24", Sender: "s@x"}
+		first, err := st.Observe(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j := range keys {
-			if again.Volumes[j] != first.Volumes[j] {
-				t.Errorf("retry %d, key %d: got volume %d, want %d as on the first call", i, j, again.Volumes[j], first.Volumes[j])
+		for r := range 3 {
+			again, err := st.Observe(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, f := again.Campaign, first.Campaign
+			if again.Volumes[0] != first.Volumes[0] || a.ID != f.ID || a.Recipients != f.Recipients ||
+				a.Networks != f.Networks || a.Senders != f.Senders || !a.First.Equal(f.First) {
+				t.Errorf("keys %d, retry %d: got %v %+v, want %v %+v as on the first call", i, r, again.Volumes, a, first.Volumes, f)
 			}
 		}
+		vols = append(vols, first.Volumes[0])
 	}
-	if first.Volumes[0] != 3 || first.Volumes[1] != 7 {
-		t.Errorf("volumes %v: want 3 and 7 for the first two keys", first.Volumes)
+	if vols[0] != 3 || vols[1] != 7 || vols[3] != 2 {
+		t.Errorf("volumes %v: want 3, 7 and 2 for the first, second and fresh campaign", vols)
 	}
-	s.within(t, "HLL key after retry", first.Volumes[2], 302)
+	s.within(t, "HLL campaign after retry", vols[2], 302)
 }
 
 // aligned returns the start of the bucket holding t for window w split
@@ -598,11 +707,12 @@ func (s *suite) persistence(t *testing.T) {
 		s.h.Restart(t)
 	}
 	st = s.h.Open(t, sp, p)
-	res := observe(t, st, now.Add(time.Second), []string{k1, k2, k3})
-	if res.Volumes[0] != 1 || res.Volumes[1] != 10 {
-		t.Errorf("after restart: volumes %v, want 1 and 10 for the first two", res.Volumes)
+	vols := []int64{volume(t, st, now.Add(time.Second), k1), volume(t, st, now.Add(time.Second), k2),
+		volume(t, st, now.Add(time.Second), k3)}
+	if vols[0] != 1 || vols[1] != 10 {
+		t.Errorf("after restart: volumes %v, want 1 and 10 for the first two", vols)
 	}
-	s.within(t, "HLL after restart", res.Volumes[2], 500)
+	s.within(t, "HLL after restart", vols[2], 500)
 	// The tiers keep working: a known recipient is not counted again.
 	if got := volume(t, st, now.Add(time.Second), k1, "a@x"); got != 1 {
 		t.Errorf("after restart, first sighting seen again: got %d, want 1", got)
@@ -610,7 +720,7 @@ func (s *suite) persistence(t *testing.T) {
 	if got := volume(t, st, now.Add(time.Second), k2, "e3@example.org", "new@x"); got != 11 {
 		t.Errorf("after restart, exact key: got %d, want 11", got)
 	}
-	res = observe(t, st, now.Add(time.Second), []string{k1, k2}, "alice@x")
+	res := observe(t, st, now.Add(time.Second), []string{k1, k2}, "alice@x")
 	if res.Votes[0] != (store.Tally{NotBulk: 1}) || res.UserVotes["alice@x"] != store.VoteNotBulk {
 		t.Errorf("after restart: tallies %+v, user votes %v", res.Votes, res.UserVotes)
 	}

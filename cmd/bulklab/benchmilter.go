@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bulkmilter/bulkmilter/daemon"
+	"github.com/bulkmilter/bulkmilter/lab/bench"
+	"github.com/bulkmilter/bulkmilter/metrics"
+)
+
+// benchMilterEnv marks a bulklab process started by "bulklab bench" to
+// serve one milter: each milter of the end-to-end rows runs in a process
+// of its own, as Rspamd's do, so that the CPU of the load client, of the
+// milter and of its store is each counted apart.
+const benchMilterEnv = "BULKLAB_BENCH_MILTER"
+
+// benchMilterMain serves one milter on a loopback port, prints its address
+// on stdout and serves until stdin closes. Arguments: -kind noop (the
+// do-nothing milter) or daemon (the daemon's runtime), and for daemon the
+// configuration: -config, -data, -store-file, -redis.
+func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench milter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kind := fs.String("kind", "noop", "noop or daemon")
+	cfgFile := fs.String("config", "", "configuration file")
+	dataDir := fs.String("data", "", "data directory")
+	storeFile := fs.String("store-file", "", "embedded store file")
+	redisURL := fs.String("redis", "", "Redis URL")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var (
+		addr string
+		stop func()
+	)
+	switch *kind {
+	case "noop":
+		b, err := bench.StartBaseline()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		addr, stop = b.Addr(), func() { _ = b.Close() }
+	case "daemon":
+		cfg, err := benchConfig(*cfgFile, *dataDir, *storeFile, *redisURL)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		// One registry for the pipeline and the server, as in the daemon:
+		// metrics are part of the cost.
+		met := metrics.New(prometheus.NewRegistry())
+		rt, err := daemon.NewRuntime(cfg, log, met, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer rt.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = rt.Ping(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if addr, stop, err = serveRuntime(rt, met, log); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	default:
+		fmt.Fprintf(stderr, "bench milter: unknown kind %q\n", *kind)
+		return 2
+	}
+	fmt.Fprintln(stdout, addr)
+	_, _ = io.Copy(io.Discard, stdin)
+	stop()
+	return 0
+}
+
+// milterProc is a milter served by a child process (benchMilterMain).
+type milterProc struct {
+	Addr  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *strings.Builder
+}
+
+// startMilterProc starts this program again to serve one milter.
+func startMilterProc(args ...string) (*milterProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench milter: %w", err)
+	}
+	p := &milterProc{cmd: exec.Command(self, args...), out: new(strings.Builder)}
+	p.cmd.Env = append(os.Environ(), benchMilterEnv+"=1")
+	p.cmd.Stderr = p.out
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench milter: %w", err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		p.stdin.Close()
+		werr := p.cmd.Wait()
+		return nil, fmt.Errorf("bench milter %v: %w (%v): %s", args, err, werr, p.out)
+	}
+	p.Addr = strings.TrimSpace(line)
+	return p, nil
+}
+
+// Pid is the milter process's id.
+func (p *milterProc) Pid() int { return p.cmd.Process.Pid }
+
+// Stop closes the milter's stdin and waits for it to end.
+func (p *milterProc) Stop() error {
+	p.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("bench milter: %w: %s", err, p.out)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+		return errors.New("bench milter did not stop within 30 s")
+	}
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"slices"
+)
+
+// Spread is the median of a figure over rounds, with its range.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func spread(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return Spread{Median: m, Min: v[0], Max: v[len(v)-1]}
+}
+
+// Summary is one milter's rows over the alternating rounds of a run:
+// medians of figures each taken within its round (ratios to the
+// do-nothing milter and to the peer of the same round, not of medians).
+type Summary struct {
+	Name      string  `json:"name"`
+	Rate      float64 `json:"offered_rate,omitempty"`
+	Rounds    int     `json:"rounds"`
+	MsgsPerS  Spread  `json:"msgs_per_second"`
+	Ratio     Spread  `json:"ratio_to_baseline"`
+	PeerRatio Spread  `json:"ratio_to_peer"`
+	P99       Spread  `json:"p99_ms"`
+	P99Delta  Spread  `json:"p99_minus_baseline_ms"`
+	ClientCPU Spread  `json:"process_cpu_us_per_msg"`
+	MilterCPU Spread  `json:"milter_cpu_us_per_msg"`
+	StoreCPU  Spread  `json:"store_cpu_us_per_msg"`
+}
+
+// Summarize groups rows by name, in the order names first appear.
+func Summarize(rows []EndToEndResult) []Summary {
+	var names []string
+	by := map[string][]EndToEndResult{}
+	for _, r := range rows {
+		if _, ok := by[r.Name]; !ok {
+			names = append(names, r.Name)
+		}
+		by[r.Name] = append(by[r.Name], r)
+	}
+	out := make([]Summary, 0, len(names))
+	for _, n := range names {
+		rs := by[n]
+		col := func(f func(EndToEndResult) float64) Spread {
+			v := make([]float64, 0, len(rs))
+			for _, r := range rs {
+				v = append(v, f(r))
+			}
+			return spread(v)
+		}
+		out = append(out, Summary{
+			Name: n, Rate: rs[0].Rate, Rounds: len(rs),
+			MsgsPerS:  col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
+			Ratio:     col(func(r EndToEndResult) float64 { return r.Ratio }),
+			PeerRatio: col(func(r EndToEndResult) float64 { return r.PeerRatio }),
+			P99:       col(func(r EndToEndResult) float64 { return r.P99 }),
+			P99Delta:  col(func(r EndToEndResult) float64 { return r.P99Delta }),
+			ClientCPU: col(func(r EndToEndResult) float64 { return r.CPUPerMsg }),
+			MilterCPU: col(func(r EndToEndResult) float64 { return r.MilterCPUPerMsg }),
+			StoreCPU:  col(func(r EndToEndResult) float64 { return r.StoreCPUPerMsg }),
+		})
+	}
+	return out
+}

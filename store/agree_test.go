@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// campaignStream makes n observations of edited campaigns, the case the
+// campaign model is for: each copy keeps a random part of its campaign's
+// keys in each family and adds keys of its own, goes to recipients drawn
+// from a small pool (so some come back), from a few networks and senders,
+// within one window. Some messages are unrelated mail, some share a
+// "footer" key with everything.
+func campaignStream(seed uint64, n int) []store.Observation {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	fams := []struct {
+		name string
+		keys int
+	}{{"imatch", 6}, {"shingle", 4}, {"charshingle", 4}, {"sift", 3}}
+	t0 := time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
+	var out []store.Observation
+	for i := range n {
+		camp := rng.IntN(12)
+		if rng.IntN(5) == 0 {
+			camp = 1000 + i // unrelated
+		}
+		var keys []string
+		for _, f := range fams {
+			for k := range f.keys {
+				if rng.IntN(100) < 55 {
+					keys = append(keys, fmt.Sprintf("s1:%s.%d:%016x", f.name, k, camp*100+k))
+				} else {
+					keys = append(keys, fmt.Sprintf("s1:%s.%d:%016x", f.name, k, rng.Uint64()))
+				}
+			}
+		}
+		if rng.IntN(3) == 0 {
+			keys = append(keys, "s1:sift.9:00000000000000f0") // the footer
+		}
+		if rng.IntN(10) == 0 {
+			keys = append(keys, keys[0]) // a duplicate
+		}
+		var rs []string
+		for range 1 + rng.IntN(3) {
+			rs = append(rs, fmt.Sprintf("u%d@x", rng.IntN(60)))
+		}
+		if rng.IntN(25) == 0 {
+			rs = nil // a read
+		}
+		out = append(out, store.Observation{
+			Keys: keys, Recipients: rs,
+			Time:    t0.Add(time.Duration(i) * 20 * time.Hour / time.Duration(n)),
+			Network: fmt.Sprintf("192.0.%d.0/24", rng.IntN(4)),
+			Sender:  fmt.Sprintf("s%d@x", rng.IntN(20)),
+		})
+	}
+	return out
+}
+
+// TestStoresAgree runs the same streams through the embedded store, one
+// Redis server (the decision in the Lua script) and a Redis Cluster (the
+// decision in Go between two round trips): every result must be the same,
+// campaign ids included.
+func TestStoresAgree(t *testing.T) {
+	single := testenv.StartRedis(t, testenv.RedisOptions{})
+	var cluster *testenv.RedisCluster
+	if !testing.Short() {
+		cluster = testenv.StartRedisCluster(t, 3)
+	}
+	ctx := context.Background()
+	for seed := range uint64(3) {
+		stream := campaignStream(seed, 300)
+		emb, err := store.OpenEmbedded(store.EmbeddedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer emb.Close()
+		stores := map[string]store.Store{"embedded": emb}
+		addrs := map[string][]string{"redis": {single.Addr()}}
+		if cluster != nil {
+			addrs["cluster"] = cluster.Addrs()
+		}
+		for name, a := range addrs {
+			r, err := store.NewRedis(ctx, store.RedisOptions{Addrs: a, Namespace: fmt.Sprint("agree", seed, ":")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			stores[name] = r
+		}
+		joined := 0
+		for i, o := range stream {
+			want, err := emb.Observe(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want.Campaign.Joined) > 0 {
+				joined++
+			}
+			for name, st := range stores {
+				if name == "embedded" {
+					continue
+				}
+				got, err := st.Observe(ctx, o)
+				if err != nil {
+					t.Fatalf("seed %d, message %d, %s: %v", seed, i, name, err)
+				}
+				if !reflect.DeepEqual(got.Volumes, want.Volumes) || !reflect.DeepEqual(got.Campaign, want.Campaign) {
+					t.Fatalf("seed %d, message %d (%d keys, %d recipients), %s:\n got %v %+v\nwant %v %+v",
+						seed, i, len(o.Keys), len(o.Recipients), name, got.Volumes, got.Campaign, want.Volumes, want.Campaign)
+				}
+			}
+		}
+		// The stream must exercise joins, not only new campaigns.
+		if joined < len(stream)/3 {
+			t.Errorf("seed %d: %d of %d messages joined a campaign", seed, joined, len(stream))
+		}
+	}
+}

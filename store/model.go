@@ -1,0 +1,200 @@
+package store
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// The campaign model (issue 15), the one counting model both stores run;
+// the Redis script repeats decide in Lua and TestStoresAgree runs the same
+// random streams through both stores.
+//
+// Every key (signature id) points to the campaign it was last seen in
+// within the window. A message reads its keys' pointers and weighs, for
+// each campaign they name, the evidence: each family weighs the same
+// whatever its number of keys (a key weighs evidenceUnit / the number of
+// the message's keys of its family). The message joins the campaign with
+// the most evidence (ties: the lower ref) when that evidence reaches
+// JoinEvidence and a share JoinShare of the message's whole evidence (one
+// unit per family), otherwise it starts a campaign of its own. Then every key of the
+// message points to that campaign. The campaign's volume is its distinct
+// recipients in the window, counted by the tiers of the package doc.
+//
+// Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
+// list's template) would merge campaigns. A join is weak when the
+// campaign's evidence is less than WeakShare of the message's whole
+// evidence (most of its keys are new, or point elsewhere); every key that
+// voted in a weak join, and every key moved from one campaign to another,
+// counts one weak event, and a key with WeakCap weak events stops voting
+// until it leaves the window. A footer can so merge at most WeakCap
+// unrelated messages into a campaign, while the copies of an edited
+// campaign, which share different keys each, keep joining.
+const (
+	// evidenceUnit is one family's whole evidence, in integer units so
+	// that Go and Lua decide alike to the last unit.
+	evidenceUnit = 1000000
+	// JoinEvidence is the evidence a join needs: any. Measured with
+	// bulklab eval (docs/evaluation.md): a campaign whose copies are each
+	// edited differently shares only a key or two with the campaign per
+	// copy, and a threshold of 0.2 of a family cost 0.15–0.25 of recall on
+	// the Malkin attacks; what a shared footer does instead is bounded by
+	// WeakCap and measured on the ham stream.
+	JoinEvidence = 1
+	// JoinShare, in percent, is the least share of the message's whole
+	// evidence (one unit per family it has keys of) a join needs: none,
+	// for the same reason.
+	JoinShare = 0
+	// WeakShare, in percent: a join with less of the message's whole
+	// evidence is weak.
+	WeakShare = 25
+	// WeakCap is the number of weak events after which a key stops voting.
+	WeakCap = 4
+	// campaignSetCap bounds the exact sets of a campaign's networks and
+	// senders; past it the count saturates (CampaignSetCap means "at
+	// least").
+	CampaignSetCap = 16
+	// refBits is the size of a campaign ref: a pointer packs the ref and a
+	// 3-bit switch count in 32 bits, as a first sighting packs a
+	// recipient's fingerprint.
+	refBits = 29
+	refMask = 1<<refBits - 1
+	// refProbes bounds the search for a free ref when a new campaign's
+	// ref is held by a live one.
+	refProbes = 8
+)
+
+// ptr is a key's pointer: the campaign ref and the key's weak events
+// (saturating at 7).
+type ptr uint32
+
+func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(min(switches, 7)) }
+func (p ptr) ref() uint32                  { return uint32(p) >> 3 }
+func (p ptr) switches() int                { return int(p & 7) }
+
+// familyOf returns the family part of a store id ("s1a2b:imatch.3:00ab…"
+// → "imatch"); an id without that shape is its own family's only kind
+// ("" for every such id).
+func familyOf(id string) string {
+	i := strings.IndexByte(id, ':')
+	if i < 0 {
+		return ""
+	}
+	rest := id[i+1:]
+	if j := strings.IndexByte(rest, '.'); j >= 0 {
+		return rest[:j]
+	}
+	if j := strings.IndexByte(rest, ':'); j >= 0 {
+		return rest[:j]
+	}
+	return ""
+}
+
+// FamilyOf is familyOf for the packages that name the families a
+// campaign was joined through (Campaign.Joined indexes the keys).
+func FamilyOf(id string) string { return familyOf(id) }
+
+// newRef is the ref a message's own campaign starts with: a hash of its
+// distinct ids in order, so that a retried call starts the same one; and
+// the origin, 32 more bits of that hash, which tells a campaign started
+// by the same keys (a retry, or a copy racing this one on a cluster) from
+// another campaign that holds the ref.
+func newRef(ids []string) (ref, origin uint32) {
+	s := slices.Clone(ids)
+	slices.Sort(s)
+	d := xxhash.New()
+	for _, id := range s {
+		d.WriteString(id)
+		d.Write([]byte{0})
+	}
+	h := d.Sum64()
+	return uint32(h >> (64 - refBits)), uint32(h)
+}
+
+// keyPtr is what a store read of one distinct key: its pointer, if any.
+type keyPtr struct {
+	found bool
+	p     ptr
+}
+
+// decision is the outcome of decide.
+type decision struct {
+	ref    uint32
+	join   bool
+	weak   bool   // a weak join (WeakShare)
+	voters []bool // per distinct key: its pointer named ref and voted
+}
+
+// decide chooses the campaign of a message from its distinct keys'
+// families and pointers. fresh is the ref a new campaign takes.
+func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
+	n := map[string]int{}
+	for _, f := range fams {
+		n[f]++
+	}
+	ev := map[uint32]int{}
+	for i, kp := range ptrs {
+		if kp.found && kp.p.switches() < WeakCap {
+			ev[kp.p.ref()] += evidenceUnit / n[fams[i]]
+		}
+	}
+	best, bestEv := uint32(0), -1
+	for ref, e := range ev {
+		if e > bestEv || (e == bestEv && ref < best) {
+			best, bestEv = ref, e
+		}
+	}
+	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
+	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*len(n) {
+		d.ref, d.join = best, true
+		d.weak = 100*bestEv < WeakShare*evidenceUnit*len(n)
+		for i, kp := range ptrs {
+			d.voters[i] = kp.found && kp.p.switches() < WeakCap && kp.p.ref() == best
+		}
+	}
+	return d
+}
+
+// repoint returns the pointer a key gets once its message went to ref
+// (weak: the key voted in a weak join), and whether it changed.
+func repoint(kp keyPtr, ref uint32, weak bool) (ptr, bool) {
+	np := makePtr(ref, 0)
+	switch {
+	case !kp.found:
+		return np, true
+	case kp.p.ref() != ref || weak:
+		np = makePtr(ref, kp.p.switches()+1)
+	default:
+		np = kp.p
+	}
+	return np, np != kp.p
+}
+
+// fp16 is the fingerprint a campaign keeps of a sending network or an
+// envelope sender; 0 stands for unknown and is not counted.
+func fp16(s string) uint16 {
+	if s == "" {
+		return 0
+	}
+	return uint16(xxhash.Sum64String(s)) | 1
+}
+
+// fpSet adds fp to a small set kept as packed big-endian uint16s (the
+// form Redis stores), up to CampaignSetCap members.
+func fpSetAdd(set string, fp uint16) string {
+	if fp == 0 || len(set) >= 2*CampaignSetCap {
+		return set
+	}
+	for i := 0; i+1 < len(set); i += 2 {
+		if binary.BigEndian.Uint16([]byte(set[i:i+2])) == fp {
+			return set
+		}
+	}
+	return set + string(binary.BigEndian.AppendUint16(nil, fp))
+}
+
+// campaignSig is the counter hash under which the embedded store counts a
+// campaign's recipients.
+func campaignSig(ref uint32) uint64 { return mix64(uint64(ref) | 0xca<<56) }
