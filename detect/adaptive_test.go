@@ -103,3 +103,33 @@ lesson starts with a short talk on the jetty, followed by two hours on the lake
 with an instructor in each dinghy. Lifejackets are provided; wear shoes with a
 soft sole and clothes that can get wet, and bring a warm jumper for the evening.`,
 }
+
+// TestNetworksDecide: one text to the same user from ten networks is a
+// campaign at the threshold (10); from ten hosts of one /24 it is not.
+func TestNetworksDecide(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		client func(i int) string
+		bulk   bool
+	}{
+		{"ten networks", func(i int) string { return fmt.Sprintf("198.51.%d.7", i) }, true},
+		{"one network", func(i int) string { return fmt.Sprintf("198.51.100.%d", i+1) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			var v Verdict
+			for i := range threshold {
+				m := &Message{Body: strings.NewReader(texts["sailing"]), Recipients: []string{"skipper@example.org"}}
+				m.Header.Set("Subject", "Sailing course")
+				m.Client, _ = ParseClientAddr(c.client(i))
+				v = f.e.Check(context.Background(), m)
+			}
+			if v.Bulk != c.bulk || (v.Networks == threshold) != c.bulk || v.Campaign.Recipients != 1 {
+				t.Errorf("bulk %v, networks %d, campaign %+v; want bulk %v", v.Bulk, v.Networks, v.Campaign, c.bulk)
+			}
+			if h := v.Header(false); strings.Contains(h, "; networks=10") != c.bulk {
+				t.Errorf("header %q", h)
+			}
+		})
+	}
+}

@@ -203,6 +203,9 @@ type Verdict struct {
 	// when the adaptive threshold lowered it (Lowered).
 	Threshold int
 	Lowered   bool
+	// Networks is the campaign's distinct sending networks when they, not
+	// the recipients, reached the threshold; 0 otherwise.
+	Networks int64
 	// Override says when feedback changed what volume alone decided:
 	// "not-bulk" or "bulk", for everyone ("global") or for some recipients
 	// ("user").
@@ -356,6 +359,13 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 		}
 	}
 	byVolume := e.judge(a.Keys, res.Volumes, th)
+	// The same message from many networks to a few users is a campaign
+	// too: its distinct sending networks count against the same threshold
+	// (measured on a real site's stream, docs/evaluation.md; envelope
+	// senders are not counted: lists write one per copy).
+	if n := res.Campaign.Networks; !byVolume.bulk && n > 0 && n >= int64(th[byVolume.family]) {
+		byVolume.bulk, v.Networks = true, n
+	}
 	base := byVolume
 	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
 		base = j
@@ -688,6 +698,9 @@ func (v Verdict) Header(revealKeys bool) string {
 		}
 		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
 		b.WriteString("; kind=" + v.Kind())
+		if v.Networks > 0 {
+			b.WriteString("; networks=" + strconv.FormatInt(v.Networks, 10))
+		}
 		if v.Lowered {
 			b.WriteString("; threshold=" + strconv.Itoa(v.Threshold))
 		}
