@@ -160,6 +160,6 @@ var ciFloors = Floors{
 	// world; on the stream's first 6,000 messages (the configuration's
 	// verdicts, Date clock) the spam tagged minus 0.025 and no personal ham.
 	MaxPersonalTagged: 0,                                   // measured 0
-	StreamSpam:        map[string]float64{ClockDate: 0.23}, // measured 0.256
+	StreamSpam:        map[string]float64{ClockDate: 0.23}, // measured 0.256 (0.283 with campaigns and networks)
 	MaxStreamPersonal: 0,                                   // measured 0 of 351
 }
