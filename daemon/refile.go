@@ -127,13 +127,24 @@ func (p *refiling) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 		if rc == "" || p.except.Match(rc) || (!p.anyDomain && !p.domains.Match(rc)) {
 			continue
 		}
-		copies = append(copies, refile.Copy{Recipient: rc, MessageID: id})
+		copies = append(copies, refile.Copy{Recipient: mailboxUser(rc), MessageID: id})
 	}
 	// A recipient whose own "bulk" vote made the message bulk for her
 	// got it routed already; remembering her copy is harmless: a copy no
 	// longer in INBOX is skipped.
 	p.r.Note(v, copies, msg.Time)
 	return v
+}
+
+// mailboxUser is the mail store's user for a recipient: the address
+// without its "+detail" (the delimiter the milter's routing uses too),
+// the user whose INBOX the copy went to.
+func mailboxUser(rc string) string {
+	local, domain, ok := strings.Cut(rc, "@")
+	if base, _, found := strings.Cut(local, "+"); ok && found && base != "" {
+		return base + "@" + domain
+	}
+	return rc
 }
 
 // messageID returns the first <id> of a Message-ID value, or the value

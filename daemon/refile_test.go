@@ -2,8 +2,14 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/refile"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -18,6 +24,21 @@ func TestMessageID(t *testing.T) {
 	} {
 		if got := messageID(tc.in); got != tc.want {
 			t.Errorf("messageID(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestMailboxUser(t *testing.T) {
+	for in, want := range map[string]string{
+		"ann@example.test":      "ann@example.test",
+		"ann+news@example.test": "ann@example.test",
+		"ann+a+b@example.test":  "ann@example.test",
+		"+only@example.test":    "+only@example.test",
+		"postmaster":            "postmaster",
+		"ann+news":              "ann+news",
+	} {
+		if got := mailboxUser(in); got != want {
+			t.Errorf("mailboxUser(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -48,5 +69,59 @@ func TestVotesOf(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("VotedNotBulk(%s) = %v, %v; want %v", rcpt, got, err, want)
 		}
+	}
+}
+
+// Only the daemon's runtime refiles, and a reload keeps its refiler (the
+// state file has one owner): the old runtime hands it over and closing
+// the old runtime leaves it running.
+func TestRefilerOwnership(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.Refile.Enabled = true
+	c.Refile.Mover = "hook"
+	c.Refile.Hook.Command = []string{"true"}
+	log := slog.New(slog.DiscardHandler)
+
+	replay, err := NewRuntime(&c, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replay.refiler != nil {
+		t.Error("NewRuntime (scan, eval, bench) built a refiler: it would move mail")
+	}
+	if err := replay.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt1, err := newRuntime(&c, log, nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rt1.state.Pipeline.(*refiling); !ok || rt1.refiler == nil || !rt1.ownsRefiler {
+		t.Fatalf("the daemon's runtime does not refile: pipeline %T, refiler %v", rt1.state.Pipeline, rt1.refiler)
+	}
+	c2 := c
+	c2.Refile.Folder = "Bulk2"
+	rt2, err := newRuntime(&c2, log, nil, rt1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt2.refiler != rt1.refiler || !rt2.ownsRefiler || rt1.ownsRefiler {
+		t.Errorf("reload: refiler %p (owns %v), previous %p (owns %v); want the same, owned by the new runtime",
+			rt2.refiler, rt2.ownsRefiler, rt1.refiler, rt1.ownsRefiler)
+	}
+	if err := rt1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rt2.refiler.Remember("c", []refile.Copy{{Recipient: "a@example.test", MessageID: "<1@x>"}}, time.Time{})
+	if _, rem := rt2.refiler.Pending(); rem != 1 {
+		t.Errorf("after the old runtime closed the refiler remembers %d, want 1: it was closed with it", rem)
+	}
+	if err := rt2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(c.DataDir, "refile.json")); err != nil {
+		t.Errorf("closing the runtime did not save the ledger: %v", err)
 	}
 }

@@ -337,7 +337,7 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 		case strings.HasPrefix(trimmed, "expr:"):
 			exprs = append(exprs, strings.TrimPrefix(trimmed, "expr:"))
 			inExpr = true
-		case inExpr && (strings.HasPrefix(trimmed, "for:") || strings.HasPrefix(trimmed, "labels:") || strings.HasPrefix(trimmed, "- ")):
+		case inExpr && (trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, "for:") || strings.HasPrefix(trimmed, "labels:") || strings.HasPrefix(trimmed, "- ")):
 			inExpr = false
 		case inExpr:
 			exprs[len(exprs)-1] += " " + trimmed

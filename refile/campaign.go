@@ -11,13 +11,17 @@ import (
 
 // CampaignOf names the campaign of a verdict, the same for the daemon and
 // the evaluation; "" when the verdict names none (unsigned, a store
-// error, no key to name it by). Until the store counts campaigns (issue
-// 15) the name comes from the message's first I-Match key: copies that
-// share it are the same text to I-Match. The name is a hash: it reveals
-// no key in logs or the state file.
+// error, no key to name it by). It is the store's campaign (issue 15),
+// as the verdict header and the log line name it, when the store counts
+// campaigns; otherwise a name from the message's first I-Match key:
+// copies that share it are the same text to I-Match. That name is a hash
+// ("i" and 16 hex digits): it reveals no key in logs or the state file.
 func CampaignOf(v detect.Verdict) string {
 	if v.Err != nil || v.Unsigned || v.Analysis == nil {
 		return ""
+	}
+	if id := v.CampaignID(); id != "" {
+		return id
 	}
 	for i, k := range v.Analysis.Keys {
 		if k.Family == signature.FamilyIMatch && i < len(v.IDs) {

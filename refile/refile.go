@@ -174,13 +174,17 @@ type Refiler struct {
 	opt Options
 	now func() time.Time
 
-	mu       sync.Mutex
-	order    *list.List                 // *entry, oldest first
-	byCamp   map[string][]*list.Element // a campaign's entries, oldest first
-	jobs     []*job
-	queued   int  // copies in jobs
-	dirty    bool // ledger changed since the last save
-	jobDirty bool // queue changed since the last save: save soon
+	mu     sync.Mutex
+	order  *list.List                 // *entry, oldest first
+	byCamp map[string][]*list.Element // a campaign's entries, oldest first
+	jobs   []*job
+	queued int // copies in jobs
+	// lastAt is the latest message time seen and lastWall when it was:
+	// the clock the ledger expires by when no mail comes (replays run on
+	// their messages' times, not the wall clock's).
+	lastAt, lastWall time.Time
+	dirty            bool // ledger changed since the last save
+	jobDirty         bool // queue changed since the last save: save soon
 
 	wake   chan struct{} // a job is ready
 	saveCh chan struct{}
@@ -235,6 +239,7 @@ func (r *Refiler) Remember(campaign string, copies []Copy, at time.Time) {
 		r.mu.Unlock()
 		return
 	}
+	r.tick(at)
 	r.expire(at)
 	for _, c := range copies {
 		if c.MessageID == "" {
@@ -277,6 +282,7 @@ func (r *Refiler) Crossed(campaign string, keys []string, at time.Time) {
 		at = r.now()
 	}
 	r.mu.Lock()
+	r.tick(at)
 	els := r.byCamp[campaign]
 	if r.closed || len(els) == 0 {
 		r.mu.Unlock()
@@ -310,6 +316,22 @@ func (r *Refiler) Crossed(campaign string, keys []string, at time.Time) {
 	r.opt.Observer.RefileQueue(queued, rem)
 	r.poke()
 	r.requestSave()
+}
+
+// tick advances the message clock. r.mu is held.
+func (r *Refiler) tick(at time.Time) {
+	if at.After(r.lastAt) {
+		r.lastAt, r.lastWall = at, r.now()
+	}
+}
+
+// clock is the message time now: the latest message's time plus the wall
+// time since. r.mu is held.
+func (r *Refiler) clock() time.Time {
+	if r.lastAt.IsZero() {
+		return r.now()
+	}
+	return r.lastAt.Add(r.now().Sub(r.lastWall))
 }
 
 // expire forgets copies older than the window. r.mu is held.

@@ -88,7 +88,7 @@ func copiesOf(campaign string, n int) []Copy {
 // waitFor polls cond: workers run in their own goroutines.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound for a refiler that never gets there
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -363,5 +363,26 @@ func TestCrashKeepsQueue(t *testing.T) {
 	}
 	if _, rem := r2.Pending(); rem != 0 {
 		t.Errorf("remembered %d after the crash, want 0: the ledger was not due to be written yet", rem)
+	}
+}
+
+// Replays (the evaluation) run on their messages' times: the saver's
+// expiry follows the latest message's time, not the wall clock, so copies
+// from years ago stay for their window of message time.
+func TestExpiryFollowsMessageTime(t *testing.T) {
+	r, err := New(Options{Mover: &inbox{}, Window: time.Hour, SaveEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	past := time.Date(2004, 3, 1, 12, 0, 0, 0, time.UTC)
+	r.Remember("a", copiesOf("a", 2), past)
+	time.Sleep(50 * time.Millisecond) // many saver ticks
+	if _, rem := r.Pending(); rem != 2 {
+		t.Fatalf("remembered %d after the saver's ticks, want 2: expired by the wall clock", rem)
+	}
+	r.Remember("b", copiesOf("b", 1), past.Add(2*time.Hour))
+	if _, rem := r.Pending(); rem != 1 {
+		t.Errorf("remembered %d two message hours later, want 1: a's copies past their window", rem)
 	}
 }

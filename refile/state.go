@@ -48,7 +48,7 @@ func (r *Refiler) saver() {
 			err = r.saveQueue()
 		case <-tick.C:
 			r.mu.Lock()
-			r.expire(r.now())
+			r.expire(r.clock())
 			r.mu.Unlock()
 			r.report()
 			err = errors.Join(r.saveQueue(), r.saveLedger())

@@ -181,6 +181,14 @@ func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 	}
 	p := prepare(d, s.th, s.kl)
 	defer p.release()
+	if keys == nil {
+		// The default set makes ~29 keys a message: grown from nil, the
+		// slice is reallocated six times.
+		keys = make([]Key, 0, 32)
+	}
+	if exps == nil {
+		exps = make([]Explain, 0, len(s.signers))
+	}
 	var e Explain
 	if s.imatch != nil {
 		keys, e, _ = s.imatch.sign(p, keys, false)

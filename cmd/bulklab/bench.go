@@ -52,6 +52,7 @@ type benchFlags struct {
 	jsonOut     bool
 	cpuProfile  string
 	memProfile  string
+	milterProf  string
 	config      string
 }
 
@@ -82,6 +83,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to `file`")
+	fs.StringVar(&f.milterProf, "milter-cpuprofile", "", "write a CPU profile of each bench milter process into `directory` (noop.prof, embedded.prof, redis.prof)")
 	fs.StringVar(&f.config, "config", "", "daemon configuration `file` (default: built-in defaults)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -410,7 +412,13 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 		})
 		return p, nil
 	}
-	base, err := start(bench.NameBaseline, "-kind", "noop")
+	prof := func(name string) []string {
+		if f.milterProf == "" {
+			return nil
+		}
+		return []string{"-cpuprofile", filepath.Join(f.milterProf, name+".prof")}
+	}
+	base, err := start(bench.NameBaseline, append([]string{"-kind", "noop"}, prof("noop")...)...)
 	if err != nil {
 		return err
 	}
@@ -427,6 +435,11 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 		args := []string{"-kind", "daemon", "-data", cfg.DataDir, "-store-file", e.storeFile(), "-redis", st.url}
 		if f.config != "" {
 			args = append(args, "-config", f.config)
+		}
+		if st.url == "" {
+			args = append(args, prof("embedded")...)
+		} else {
+			args = append(args, prof("redis")...)
 		}
 		p, err := start(st.name, args...)
 		if err != nil {

@@ -28,8 +28,15 @@ func TestBenchSmoke(t *testing.T) {
 	if err := os.WriteFile(tlds, []byte("com\norg\nnet\nedu\ntest\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Every message must get the store's verdict: a store budget no busy
+	// machine reaches (the default 500 ms was missed at load 58; at most 20 s).
+	cfg := filepath.Join(t.TempDir(), "bulkmilter.yml")
+	if err := os.WriteFile(cfg, []byte("policy:\n  store_timeout: 15s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	const n, rounds = 60, 2
 	f := benchFlags{
+		config:  cfg,
 		corpora: corpora, every: 1, limit: 40,
 		pipeline: true, minTime: 10 * time.Millisecond,
 		e2e: true, sessions: 2, perSession: 1, messages: n, rcpts: 2, rounds: rounds,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -29,7 +30,8 @@ const benchMilterEnv = "BULKLAB_BENCH_MILTER"
 // benchMilterMain serves one milter on a loopback port, prints its address
 // on stdout and serves until stdin closes. Arguments: -kind noop (the
 // do-nothing milter) or daemon (the daemon's runtime), and for daemon the
-// configuration: -config, -data, -store-file, -redis.
+// configuration: -config, -data, -store-file, -redis; -cpuprofile writes
+// the process's CPU profile.
 func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench milter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -38,8 +40,22 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	dataDir := fs.String("data", "", "data directory")
 	storeFile := fs.String("store-file", "", "embedded store file")
 	redisURL := fs.String("redis", "", "Redis URL")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *profile != "" {
+		pf, err := os.Create(*profile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var (

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func headerOf(m []byte) []byte {
 // milter's reply, so the test waits for its count, not for time.
 func waitRefileMetric(t *testing.T, d *daemonProc, sample string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(5 * time.Minute) // a bound for a daemon that never gets there
 	for {
 		got := d.metric(t, sample)
 		if got == want {
@@ -215,10 +216,16 @@ func TestRefilePostfixDovecot(t *testing.T) {
 			t.Errorf("user %d's personal mail: in %v, want INBOX once", i, got)
 		}
 	}
-	if !strings.Contains(s.d.Logs(), "campaign refiled") {
-		t.Errorf("no log line for the refiled campaign:\n%s", s.d.Logs())
+	// One line for the refiled campaign, naming it as the messages' lines do.
+	logs := s.d.Logs()
+	m := regexp.MustCompile(`msg="campaign refiled" campaign=(\S+) moved=7 skipped=2`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no log line for the refiled campaign with moved=7 skipped=2:\n%s", logs)
 	}
-	if err := s.pf.WaitQueueEmpty(20 * time.Second); err != nil {
+	if !strings.Contains(logs, "campaign="+m[1]+" ") || strings.Count(logs, "campaign="+m[1]) < e2eThreshold {
+		t.Errorf("the refiled campaign %s is not the one the copies' log lines name:\n%s", m[1], logs)
+	}
+	if err := s.pf.WaitQueueEmpty(2 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -236,7 +243,7 @@ func TestRefileDovecotDown(t *testing.T) {
 	waitRefileMetric(t, s.d, `bulkmilter_messages_total{verdict="bulk"}`, 1)
 	waitRefileMetric(t, s.d, "bulkmilter_refile_queue_copies", e2eThreshold-1)
 	// At least one attempt failed against the stopped Dovecot.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(5 * time.Minute)
 	for !strings.Contains(s.d.Logs(), "will retry") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no failed attempt while Dovecot was down:\n%s", s.d.Logs())

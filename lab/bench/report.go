@@ -200,11 +200,19 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "Medians over the rounds (range); ratios taken within each round:")
 			p("milter\trounds\tmsgs/s\tratio\tvs peer\tp99 ms\tΔp99 ms\tclient µs\tmilter µs\tstore µs\t\n")
+			rng := func(x Spread, f string) string {
+				if x.Median == 0 && x.Min == 0 && x.Max == 0 {
+					return "—"
+				}
+				return fmt.Sprintf(f+" ("+f+" to "+f+")", x.Median, x.Min, x.Max)
+			}
 			for _, s := range r.Summary {
-				p("%s\t%d\t%.0f (%.0f–%.0f)\t%.2f (%.2f–%.2f)\t%.2f (%.2f–%.2f)\t%.2f\t%+.2f (%+.2f to %+.2f)\t%.0f\t%.0f\t%.0f\t\n",
-					s.Name, s.Rounds, s.MsgsPerS.Median, s.MsgsPerS.Min, s.MsgsPerS.Max, s.Ratio.Median, s.Ratio.Min, s.Ratio.Max,
-					s.PeerRatio.Median, s.PeerRatio.Min, s.PeerRatio.Max, s.P99.Median, s.P99Delta.Median, s.P99Delta.Min, s.P99Delta.Max,
-					s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median)
+				dp := "—"
+				if s.Ratio.Median > 0 {
+					dp = rng(s.P99Delta, "%+.2f")
+				}
+				p("%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t\n", s.Name, s.Rounds, rng(s.MsgsPerS, "%.0f"),
+					rng(s.Ratio, "%.2f"), rng(s.PeerRatio, "%.2f"), s.P99.Median, dp, s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median)
 			}
 			tw.Flush()
 		}

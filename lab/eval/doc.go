@@ -10,6 +10,6 @@
 // The pipeline under test is passed in (Config.NewPipeline): the command builds the
 // daemon's own runtime, so what is measured is what runs. It may import detect,
 // mailtext, signature (the papers' protocols sign with variants of the configured
-// families), lab/corpus and mailbox (the stream's archive and its index); never daemon,
-// milter or store.
+// families), refile (refiling simulated with the daemon's refiler, refile.go), lab/corpus
+// and mailbox (the stream's archive and its index); never daemon, milter or store.
 package eval

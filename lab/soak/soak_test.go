@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,15 +79,20 @@ func TestMixedCheck(t *testing.T) {
 	grow := &TargetStats{Name: "grow", Sent: 10, Answered: 10,
 		Samples: []Sample{mib(30), mib(50), mib(40), mib(50), mib(45), mib(55), mib(50), mib(60)}}
 	lost := &TargetStats{Name: "lost", Sent: 10, Answered: 8, Failed: 1, NoReply: 1, Samples: swing}
-	p := mixedCheck(&MixedReport{Targets: []*TargetStats{good, grow, lost}}, 2, 2, true)
+	// Goroutines: a transient sample (30) is not growth; a rising floor is.
+	transient := &TargetStats{Name: "transient", Sent: 1, Answered: 1, Samples: slices.Clone(swing)}
+	transient.Samples[5].Goroutines = 30
+	leak := &TargetStats{Name: "leak", Sent: 1, Answered: 1, Samples: slices.Clone(swing)}
+	leak.Samples[6].Goroutines, leak.Samples[7].Goroutines = 20, 20
+	p := mixedCheck(&MixedReport{Targets: []*TargetStats{good, grow, lost, transient, leak}}, 2, 2, true)
 	all := strings.Join(p, "\n")
-	for _, want := range []string{"grow: mean RSS per cycle 45.0–55.0 MiB", "lost: 1 messages lost", "lost: sent 10 ≠ answered 8 + failed 1 + excused 0"} {
+	for _, want := range []string{"grow: mean RSS per cycle 45.0–55.0 MiB", "lost: 1 messages lost", "lost: sent 10 ≠ answered 8 + failed 1 + excused 0", "leak: least goroutines per cycle 12–20"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems %q lack %q", p, want)
 		}
 	}
-	if strings.Contains(all, "good") || len(p) != 3 {
-		t.Errorf("problems %q, want exactly the three above", p)
+	if strings.Contains(all, "good") || strings.Contains(all, "transient") || len(p) != 4 {
+		t.Errorf("problems %q, want exactly the four above", p)
 	}
 	if len(good.Cycles) != 3 || good.RSSMin != 47*(1<<20) || good.RSSMax != 48.5*(1<<20) {
 		t.Errorf("good: %d cycles, RSS %v–%v, want 3, 47–48.5 MiB", len(good.Cycles), good.RSSMin/(1<<20), good.RSSMax/(1<<20))
