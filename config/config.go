@@ -347,7 +347,7 @@ func Default() Config {
 			Threshold:    10,
 			StoreTimeout: Duration(500 * time.Millisecond),
 			OnStoreError: "accept",
-			Adaptive:     Adaptive{Enabled: true, Floor: 5, RecipientsPerStep: 2500},
+			Adaptive:     Adaptive{Enabled: false, Floor: 5, RecipientsPerStep: 2500},
 		},
 		Actions: Actions{Header: "X-Bulk", LevelHeader: "X-Bulk-Level"},
 		Feedback: Feedback{

@@ -36,6 +36,7 @@ hills. In case of heavy rain the ride is cancelled and announced by telephone.
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := config.Default()
+			cfg.Policy.Adaptive.Enabled = true // the shipped values, switched on
 			cfg.DataDir = t.TempDir()
 			cfg.SecretKeyFile = filepath.Join(cfg.DataDir, "secret.key")
 			rt, err := NewRuntime(&cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
