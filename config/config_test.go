@@ -242,6 +242,12 @@ refile:
 		{"syntax error", "listen: [\n", []string{
 			`b.yml:1: listen: a value that is not complete (close any [ or { on the same line, or quote the value if the brackets are text)`,
 		}},
+		{"authserv-id with a blank", "policy:\n  authserv_id: mx example.com\n", []string{
+			`b.yml:2: policy.authserv_id: invalid authserv-id "mx example.com" (use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com)`,
+		}},
+		{"level header named like the verdict header", "actions:\n  level_header: x-bulk\n", []string{
+			`b.yml:2: actions.level_header: same as the verdict header (use a different name than actions.header)`,
+		}},
 		{"two documents", "listen: inet:127.0.0.1:1\n---\nlisten: inet:127.0.0.1:2\n", []string{
 			`b.yml:2: more than one YAML document (remove the --- line and what follows it)`,
 		}},

@@ -85,7 +85,8 @@ type Judgement struct {
 	// Uncovered lists declarations present but not covered by a verified
 	// signature: a claim anybody could have written.
 	Uncovered []string
-	// Passed counts the signatures the trusted results say verified.
+	// Passed counts the signatures the trusted results say verified,
+	// when the message declares anything (else nothing is parsed).
 	Passed int
 }
 
@@ -98,8 +99,8 @@ type Judgement struct {
 func Judge(h Header, trusted []string) Judgement {
 	var j Judgement
 	present := declarations(h)
-	if len(present) == 0 && len(trusted) == 0 {
-		return j
+	if len(present) == 0 {
+		return j // nothing declared: no signature to look at
 	}
 	var sigs []Signature
 	for _, v := range h.Values("DKIM-Signature") {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
 	"net/netip"
 	"runtime"
@@ -297,6 +298,39 @@ func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] 
 // observeFunc is how decide asks the store: Store.Observe, or a Peek.
 type observeFunc func(context.Context, store.Observation) (store.Result, error)
 
+// observeAll counts a message to more recipients than one store call
+// takes (store.MaxRecipients) in as many calls as needed, within the one
+// store budget: every call after the first finds the keys pointing to the
+// campaign the first chose, and the last call's answer holds the whole
+// volume. Recipients' own votes are gathered from every call. Ordinary
+// mail takes one call.
+func observeAll(ctx context.Context, observe observeFunc, o store.Observation) (store.Result, error) {
+	rs := o.Recipients
+	if len(rs) <= store.MaxRecipients {
+		return observe(ctx, o)
+	}
+	var res store.Result
+	users, own := map[string]store.VoteKind{}, map[string][]store.VoteKind{}
+	for start := 0; start < len(rs); start += store.MaxRecipients {
+		o.Recipients = rs[start:min(start+store.MaxRecipients, len(rs))]
+		r, err := observe(ctx, o)
+		if err != nil {
+			return store.Result{}, fmt.Errorf("recipients %d-%d of %d: %w", start+1, start+len(o.Recipients), len(rs), err)
+		}
+		maps.Copy(users, r.UserVotes)
+		maps.Copy(own, r.OwnVotes)
+		res = r
+	}
+	res.UserVotes, res.OwnVotes = nil, nil
+	if len(users) > 0 {
+		res.UserVotes = users
+	}
+	if len(own) > 0 {
+		res.OwnVotes = own
+	}
+	return res, nil
+}
+
 // Network groups a client address into the sending network a campaign
 // counts: its /24 (IPv4) or /48 (IPv6); "" when unknown.
 func Network(a netip.Addr) string {
@@ -324,7 +358,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
 	defer cancel()
 	o.Keys = ids
-	res, err := observe(ctx, o)
+	res, err := observeAll(ctx, observe, o)
 	if err == nil && len(res.Volumes) != len(ids) {
 		err = fmt.Errorf("store returned %d volumes for %d keys", len(res.Volumes), len(ids))
 	}

@@ -248,10 +248,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if c := r.Campaign; c != nil {
-		fmt.Fprintf(&b, "Campaign %d: %d recipients, %d networks, %d senders, first seen %s\n",
+		fmt.Fprintf(&b, "Campaign %08x: %d recipients, %d networks, %d senders, first seen %s\n",
 			c.ID, c.Recipients, c.Networks, c.Senders, c.FirstSeen.Format(time.RFC3339))
 	} else {
-		b.WriteString("Campaign: none counted by this store\n")
+		b.WriteString("Campaign: none in the store yet\n")
 	}
 	v := r.Verdict
 	b.WriteString("Verdict\n")

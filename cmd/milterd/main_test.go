@@ -12,7 +12,7 @@ func TestCommands(t *testing.T) {
 	for _, c := range program.Commands {
 		got = append(got, c.Name)
 	}
-	if want := "run check-config scan votes lexicon version"; strings.Join(got, " ") != want {
+	if want := "run check-config scan explain votes lexicon version"; strings.Join(got, " ") != want {
 		t.Errorf("milterd commands %q, want %q", got, want)
 	}
 	var stdout, stderr bytes.Buffer

@@ -81,10 +81,11 @@ func TestSieveByLevel(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", id, err, pf.Log())
 		}
 	}
-	send("A", users, declared) // volume 3 = 1× the threshold, declared: level 5
-	send("B", users, "")       // volume 3, undeclared: level 6
-	send("C0", fillers, "")    // volume 6
-	send("C", users, "")       // volume 9 = 3×, undeclared: level 7
+	// Every campaign here reaches the threshold within the hour: +1 (fast).
+	send("A", users, declared)        // volume 3 = 1×, declared: 5-1+1 = level 5
+	send("B0", fillers[:3], declared) // volume 3
+	send("B", users, declared)        // volume 6 = 2×, declared: 6-1+1 = level 6
+	send("C", users, "")              // volume 3 = 1×, undeclared: 5+1+1 = level 7
 	personal := map[string]string{strict: "D", standard: "E", def: "F"}
 	for _, u := range users { // one message each, seen once: level 0
 		send(personal[u], []string{u}, "")
