@@ -198,6 +198,18 @@ type Policy struct {
 	// with this id below the verifier's are removed as forged. Empty:
 	// nothing is trusted, every mass mailing is undeclared.
 	AuthservID string `yaml:"authserv_id"`
+	// Adaptive lets the thresholds follow the site's size; Threshold and
+	// Thresholds are then the ceiling.
+	Adaptive Adaptive `yaml:"adaptive"`
+}
+
+// Adaptive is the adaptive threshold: one step per RecipientsPerStep
+// distinct recipients active at the site in the window, within [Floor,
+// the configured threshold].
+type Adaptive struct {
+	Enabled           bool `yaml:"enabled"`
+	Floor             int  `yaml:"floor"`
+	RecipientsPerStep int  `yaml:"recipients_per_step"`
 }
 
 // Actions are what the milter does with a message.
@@ -335,6 +347,7 @@ func Default() Config {
 			Threshold:    10,
 			StoreTimeout: Duration(500 * time.Millisecond),
 			OnStoreError: "accept",
+			Adaptive:     Adaptive{Enabled: false, Floor: 5, RecipientsPerStep: 2500},
 		},
 		Actions: Actions{Header: "X-Bulk", LevelHeader: "X-Bulk-Level"},
 		Feedback: Feedback{

@@ -161,6 +161,8 @@ func (c *Config) validate(lines lineIndex) Problems {
 		v.add("policy.store_timeout", `use a duration well below Postfix's 30s command timeout, e.g. "500ms"`, "out of range: %s", p.StoreTimeout.D())
 	}
 	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
+	v.positive("policy.adaptive.floor", p.Adaptive.Floor)
+	v.positive("policy.adaptive.recipients_per_step", p.Adaptive.RecipientsPerStep)
 	if id := p.AuthservID; id != "" && (strings.ContainsAny(id, " \t\r\n;()\"=") || !utf8.ValidString(id)) {
 		v.add("policy.authserv_id", "use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com", "invalid authserv-id %q", id)
 	}

@@ -42,6 +42,10 @@ type Runtime struct {
 	ownsStore bool
 	// limiter holds the voters' rate limits; reloads keep it.
 	limiter *feedback.Limiter
+	// site counts the site's recipients for the adaptive threshold when
+	// the store is embedded (in memory); reloads with the same store keep
+	// it. With Redis the count is in Redis.
+	site *store.Site
 	// adminToken authorises the votes admin endpoint (package admin).
 	adminToken string
 	// refiler moves a campaign's early copies to Bulk (refile.enabled,
@@ -92,6 +96,11 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		rt.ownsStore = true
 	}
 
+	adaptive, err := rt.adaptive(cfg, secret, from)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
 	thresholds := map[signature.Family]int{}
 	for _, s := range set.Signers() {
 		thresholds[s.Family()] = cfg.ThresholdFor(s.Family().String())
@@ -102,6 +111,7 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		Set:            set,
 		Store:          rt.store,
 		Thresholds:     thresholds,
+		Adaptive:       adaptive,
 		StoreTimeout:   cfg.Policy.StoreTimeout.D(),
 		SlowAnalysis:   cfg.Limits.MaxAnalysisTime.D(),
 		StripRecipient: cfg.Signatures.StripRecipient,
@@ -152,6 +162,32 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		refileFrom.ownsRefiler, rt.ownsRefiler = false, true
 	}
 	return rt, nil
+}
+
+// adaptive returns the adaptive threshold's options: the site count is
+// the Redis store's, or one in memory beside the embedded store, taken
+// over from the previous runtime when it keeps the store.
+func (rt *Runtime) adaptive(cfg *config.Config, secret []byte, from *Runtime) (detect.Adaptive, error) {
+	a := cfg.Policy.Adaptive
+	if !a.Enabled {
+		return detect.Adaptive{}, nil
+	}
+	out := detect.Adaptive{Floor: a.Floor, PerStep: a.RecipientsPerStep, Window: cfg.Store.Window.D()}
+	if r, ok := rt.store.(*store.Redis); ok {
+		out.Site = r
+		return out, nil
+	}
+	if from != nil && from.site != nil {
+		rt.site = from.site
+	} else {
+		s, err := store.NewSite(storeParams(cfg, secret))
+		if err != nil {
+			return detect.Adaptive{}, err
+		}
+		rt.site = s
+	}
+	out.Site = rt.site
+	return out, nil
 }
 
 // LimitsOf returns the per-message limits of a configuration.

@@ -52,8 +52,11 @@ type Options struct {
 	// secret or parameter changes.
 	Set   *signature.Set
 	Store Store
-	// Thresholds holds the bulk threshold of each enabled family.
+	// Thresholds holds the bulk threshold of each enabled family; with
+	// Adaptive, the ceiling.
 	Thresholds map[signature.Family]int
+	// Adaptive lets the thresholds follow the site's size (adaptive.go).
+	Adaptive Adaptive
 	// StoreTimeout bounds the store calls for one message. It starts when
 	// the analysis is done: a slow analysis never eats the store's budget.
 	StoreTimeout time.Duration
@@ -78,6 +81,7 @@ type Options struct {
 type Engine struct {
 	opt   Options
 	turns chan struct{} // one token per analysis running (Options.Analyses)
+	site  *site         // nil: fixed thresholds
 }
 
 // New returns an engine.
@@ -109,7 +113,7 @@ func New(opt Options) (*Engine, error) {
 		opt.Analyses = runtime.GOMAXPROCS(0)
 	}
 	opt.Limits = opt.Limits.orDefault()
-	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses)}, nil
+	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses), site: newSite(opt.Adaptive)}, nil
 }
 
 // Message is one message as the MTA handed it over.
@@ -196,6 +200,13 @@ type Verdict struct {
 	Volume int64
 	// Volumes holds every signing family's volume.
 	Volumes map[signature.Family]int64
+	// Threshold is Family's threshold in effect; below the configured one
+	// when the adaptive threshold lowered it (Lowered).
+	Threshold int
+	Lowered   bool
+	// Networks is the campaign's distinct sending networks when they, not
+	// the recipients, reached the threshold; 0 otherwise.
+	Networks int64
 	// Override says when feedback changed what volume alone decided:
 	// "not-bulk" or "bulk", for everyone ("global") or for some recipients
 	// ("user").
@@ -245,8 +256,9 @@ func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
 	a := e.Analyze(msg)
 	slow := time.Since(start) > e.opt.SlowAnalysis
 	decl := declared.Judge(&msg.Header, msg.AuthResults)
-	v := e.decide(ctx, a, store.Observation{Recipients: normaliseAll(msg.Recipients), Time: msg.Time,
-		Network: Network(msg.Client), Sender: strings.ToLower(msg.Sender)}, decl.Declared, e.opt.Store.Observe)
+	rcpts := normaliseAll(msg.Recipients)
+	v := e.decide(ctx, a, store.Observation{Recipients: rcpts, Time: msg.Time,
+		Network: Network(msg.Client), Sender: strings.ToLower(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
 	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
@@ -274,12 +286,13 @@ func (e *Engine) Peek(ctx context.Context, msg *Message) (Verdict, store.Result)
 		res, err = p.Peek(ctx, o.Keys, o.Time)
 		return res, err
 	}
-	v := e.decide(ctx, a, store.Observation{Time: msg.Time}, decl.Declared, peek)
+	v := e.decide(ctx, a, store.Observation{Time: msg.Time}, decl.Declared, peek, e.thresholds(ctx, nil, msg.Time))
 	v.Declared = decl
 	return v, res
 }
 
-// Threshold returns a family's bulk threshold, 0 for a family not enabled.
+// Threshold returns a family's configured bulk threshold (with the
+// adaptive threshold, its ceiling), 0 for a family not enabled.
 func (e *Engine) Threshold(f signature.Family) int { return e.opt.Thresholds[f] }
 
 // observeFunc is how decide asks the store: Store.Observe, or a Peek.
@@ -333,7 +346,7 @@ func Network(a netip.Addr) string {
 	return p.String()
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc) Verdict {
+func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc, th map[signature.Family]int) Verdict {
 	rcpts := o.Recipients
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
@@ -379,7 +392,14 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 			global[i] = globalEffect(res.Votes[i], int64(e.opt.GlobalVoters))
 		}
 	}
-	byVolume := e.judge(a.Keys, res.Volumes)
+	byVolume := e.judge(a.Keys, res.Volumes, th)
+	// The same message from many networks to a few users is a campaign
+	// too: its distinct sending networks count against the same threshold
+	// (measured on a real site's stream, docs/evaluation.md; envelope
+	// senders are not counted: lists write one per copy).
+	if n := res.Campaign.Networks; !byVolume.bulk && n > 0 && n >= int64(th[byVolume.family]) {
+		byVolume.bulk, v.Networks = true, n
+	}
 	base := byVolume
 	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
 		base = j
@@ -391,13 +411,15 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	default:
 		v.Family, v.Volume = byVolume.family, byVolume.volume
 	}
+	v.Threshold = th[v.Family]
+	v.Lowered = v.Threshold < e.opt.Thresholds[v.Family]
 	switch {
 	case byVolume.bulk && !base.bulk:
 		v.Override = "global not-bulk"
 	case !byVolume.bulk && base.bulk:
 		v.Override = "global bulk"
 	}
-	v.Level, v.LevelWhy = level(e.levelInput(v.Volumes, res.Campaign, o.Time, levelInput{
+	v.Level, v.LevelWhy = level(levelInputOf(v.Volumes, th, res.Campaign, o.Time, levelInput{
 		bulk: base.bulk, declared: decl,
 		cleared: v.Override == "global not-bulk", forced: v.Override == "global bulk",
 	}))
@@ -444,14 +466,14 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	return v
 }
 
-// levelInput completes in with the volumes: the highest volume and ratio
-// over the families and the campaign (measured against the lowest
-// threshold), and whether the campaign reached that threshold within
-// fastInterval of its first copy.
-func (e *Engine) levelInput(volumes map[signature.Family]int64, c store.Campaign, at time.Time, in levelInput) levelInput {
+// levelInputOf completes in with the volumes: the highest volume and ratio
+// over the families and the campaign (measured against the lowest of the
+// thresholds in effect), and whether the campaign reached that threshold
+// within fastInterval of its first copy.
+func levelInputOf(volumes map[signature.Family]int64, thresholds map[signature.Family]int, c store.Campaign, at time.Time, in levelInput) levelInput {
 	lowest := 0
 	for f, vol := range volumes {
-		th := e.opt.Thresholds[f]
+		th := thresholds[f]
 		in.seen = max(in.seen, vol)
 		in.ratio = max(in.ratio, float64(vol)/float64(th))
 		if lowest == 0 || th < lowest {
@@ -554,7 +576,7 @@ type judgement struct {
 // of its keys; a message is bulk when a family's volume reaches its
 // threshold. Family and volume are the deciding family, or the family
 // closest to its threshold.
-func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
+func (e *Engine) judge(keys []signature.Key, volumes []int64, thresholds map[signature.Family]int) judgement {
 	var vols [256]int64 // by family; -1: no key of that family
 	for i := range vols {
 		vols[i] = -1
@@ -570,7 +592,7 @@ func (e *Engine) judge(keys []signature.Key, volumes []int64) judgement {
 		if vol < 0 {
 			continue
 		}
-		th := e.opt.Thresholds[f]
+		th := thresholds[f]
 		if vol >= int64(th) && !j.bulk {
 			j = judgement{bulk: true, family: f, volume: vol}
 		} else if ratio := float64(vol) / float64(th); !j.bulk && ratio > best {
@@ -710,6 +732,12 @@ func (v Verdict) Header(revealKeys bool) string {
 		}
 		b.WriteString("; level=" + strconv.Itoa(v.LevelAs(v.Bulk)))
 		b.WriteString("; kind=" + v.Kind())
+		if v.Networks > 0 {
+			b.WriteString("; networks=" + strconv.FormatInt(v.Networks, 10))
+		}
+		if v.Lowered {
+			b.WriteString("; threshold=" + strconv.Itoa(v.Threshold))
+		}
 	}
 	if v.Override != "" {
 		b.WriteString("; feedback=" + strings.ReplaceAll(v.Override, " ", "-"))

@@ -67,7 +67,7 @@ func TestLevelMonotoneInVolume(t *testing.T) {
 			if withCampaign {
 				c = store.Campaign{Recipients: vol + vol/3, First: first}
 			}
-			in := e.levelInput(vols, c, now, levelInput{declared: decl, cleared: cleared, forced: forced})
+			in := levelInputOf(vols, e.opt.Thresholds, c, now, levelInput{declared: decl, cleared: cleared, forced: forced})
 			in.bulk = !cleared && (forced || in.ratio >= 1)
 			l, why := level(in)
 			switch {

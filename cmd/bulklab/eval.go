@@ -35,7 +35,8 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	hamBases := fs.Int("ham-bases", 0, "legitimate base messages (default 40, -ci 10)")
 	copies := fs.Int("copies", 0, "copies per campaign, each to its own recipient (default 30, -ci 25)")
 	attacks := fs.String("attacks", "", "comma-separated attacks to run (default all; see -list)")
-	sections := fs.String("sections", "", "comma-separated sections: campaigns, real, kolcz, malkin (default all)")
+	sections := fs.String("sections", "", "comma-separated sections: campaigns, real, stream, kolcz, malkin (default all)")
+	streamLimit := fs.Int("stream-limit", 0, "replay only the first `N` messages of the real stream (default all, -ci 6000)")
 	workers := fs.Int("workers", 0, "attack worlds evaluated in parallel (default GOMAXPROCS)")
 	jsonOut := fs.String("json", "", "write the JSON report to this `file`")
 	mdOut := fs.String("markdown", "-", "write the Markdown tables to this `file` (- for stdout)")
@@ -68,6 +69,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 		Corpora: dir, Seed: *seed, CI: *ci,
 		SpamBases: pickInt(*spam, *ci, 120, 30), HamBases: pickInt(*hamBases, *ci, 40, 10), Copies: pickInt(*copies, *ci, 30, 25),
 		Attacks: splitList(*attacks), Sections: splitList(*sections), Workers: *workers,
+		StreamLimit: pickInt(*streamLimit, *ci, 0, 6000),
 	}
 	if !*quiet {
 		ec.Log = stderr

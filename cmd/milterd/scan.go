@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"log/slog"
 	"net/mail"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +34,8 @@ type scanRecord struct {
 	Subject    string            `json:"subject,omitempty"`
 	Time       string            `json:"time,omitempty"` // arrival time used for the store's window
 	Recipients int               `json:"recipients"`
+	Client     string            `json:"client,omitempty"` // -client-from received
+	Sender     string            `json:"sender,omitempty"` // -sender-from return-path
 	Bulk       bool              `json:"bulk"`
 	Verdict    string            `json:"verdict"`
 	Family     string            `json:"family,omitempty"`
@@ -72,11 +74,13 @@ func scanCommand(args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("milterd scan", stderr)
 	cf := cli.ConfigFlags{}
 	cf.Register(fs)
-	rcptFrom := fs.String("rcpt-from", "synth", "recipients: `flag` (-rcpt), headers (To/Cc), or synth (one new recipient per message)")
+	rcptFrom := fs.String("rcpt-from", "synth", "recipients: `flag` (-rcpt), headers (the topmost Received field's for clause, else Delivered-To or X-Original-To, else To and Cc), or synth (one new recipient per message)")
+	clientFrom := fs.String("client-from", "none", "client address: `received` (the topmost Received field naming one, loopback skipped) or none")
+	senderFrom := fs.String("sender-from", "none", "envelope sender: `return-path` (the Return-Path field) or none")
 	var rcpts stringList
 	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
 	top := fs.Int("top", 10, "clusters to list in the summary")
-	clock := fs.String("time", "date", "arrival time of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's) or now")
+	clock := fs.String("time", "date", "arrival time of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's), received (the date of the topmost Received field, likewise) or now")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: milterd scan [flags] MAILBOX...
@@ -109,9 +113,13 @@ that state (and count every message scanned).`)
 		fmt.Fprintf(stderr, "milterd scan: -rcpt-from %q: want flag, headers or synth\n", *rcptFrom)
 		return cli.ErrUsage
 	}
-	if *clock != "date" && *clock != "now" {
-		fmt.Fprintf(stderr, "milterd scan: -time %q: want date or now\n", *clock)
-		return cli.ErrUsage
+	for _, c := range []struct{ flag, v, want string }{
+		{"time", *clock, "date received now"}, {"client-from", *clientFrom, "received none"}, {"sender-from", *senderFrom, "return-path none"},
+	} {
+		if !slices.Contains(strings.Fields(c.want), c.v) {
+			fmt.Fprintf(stderr, "milterd scan: -%s %q: want one of %s\n", c.flag, c.v, c.want)
+			return cli.ErrUsage
+		}
 	}
 	cfg, err := cf.Load()
 	if err != nil {
@@ -137,7 +145,8 @@ that state (and count every message scanned).`)
 	}
 	defer rt.Close()
 
-	s := &scanner{rt: rt, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), dated: *clock == "date"}
+	s := &scanner{rt: rt, out: json.NewEncoder(stdout), from: *rcptFrom, rcpts: rcpts, start: time.Now(), clock: *clock,
+		client: *clientFrom == "received", sender: *senderFrom == "return-path"}
 	s.out.SetEscapeHTML(false)
 	if !*quiet {
 		s.progress = stderr
@@ -170,7 +179,9 @@ type scanner struct {
 	progress io.Writer
 	from     string
 	rcpts    []string
-	dated    bool
+	clock    string    // date, received or now
+	client   bool      // the client address from the Received fields
+	sender   bool      // the envelope sender from Return-Path
 	last     time.Time // the previous message's arrival time
 	start    time.Time
 	lastTick time.Time
@@ -185,24 +196,11 @@ type scanner struct {
 	subjects []string
 }
 
-func (s *scanner) recipients(raw []byte) []string {
-	switch s.from {
-	case "flag":
+// recipients returns the recipients given or synthesised; "headers"
+// takes them from the message afterwards.
+func (s *scanner) recipients() []string {
+	if s.from == "flag" {
 		return s.rcpts
-	case "headers":
-		if m, err := mail.ReadMessage(bytes.NewReader(raw)); err == nil {
-			var out []string
-			for _, k := range []string{"To", "Cc"} {
-				if l, err := m.Header.AddressList(k); err == nil {
-					for _, a := range l {
-						out = append(out, a.Address)
-					}
-				}
-			}
-			if len(out) > 0 {
-				return out
-			}
-		}
 	}
 	// One new recipient per message: counts become numbers of messages,
 	// which is what a corpus with one recipient per message can say.
@@ -214,25 +212,34 @@ func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 		s.byFamily, s.keyOwner = map[string]int{}, map[signature.Key]int{}
 	}
 	s.n++
-	rcpts := s.recipients(m.Data)
-	hm, herr := mail.ReadMessage(bytes.NewReader(m.Data))
+	msg := s.rt.Message(m.Data, s.recipients(), time.Time{})
+	msg.SetFromHeader(detect.FromHeader{Recipients: s.from == "headers", Client: s.client, Sender: s.sender})
 	var at time.Time
-	if s.dated {
+	if s.clock != "now" {
 		at = s.last
-		if herr == nil {
-			if d, err := mail.ParseDate(hm.Header.Get("Date")); err == nil {
+		switch s.clock {
+		case "date":
+			if d, err := mail.ParseDate(msg.Header.Get("Date")); err == nil {
+				at = d
+			}
+		case "received":
+			if d := detect.ReceivedTime(msg.Header); !d.IsZero() {
 				at = d
 			}
 		}
 		s.last = at
 	}
-	v := s.rt.Check(ctx, m.Data, rcpts, at)
+	msg.Time = at
+	rcpts := msg.Recipients
+	v := s.rt.Engine().Check(ctx, msg)
 	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
-	if herr == nil {
-		rec.MessageID = strings.TrimSpace(hm.Header.Get("Message-Id"))
-		if !at.IsZero() {
-			rec.Time = at.UTC().Format(time.RFC3339)
-		}
+	rec.MessageID = strings.TrimSpace(msg.Header.Get("Message-Id"))
+	if msg.Client.IsValid() {
+		rec.Client = msg.Client.String()
+	}
+	rec.Sender = msg.Sender
+	if !at.IsZero() {
+		rec.Time = at.UTC().Format(time.RFC3339)
 	}
 	if a := v.Analysis; a != nil {
 		rec.Subject = a.Text.Subject

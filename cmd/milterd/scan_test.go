@@ -130,6 +130,38 @@ func TestScanRecipientSources(t *testing.T) {
 	}
 }
 
+// TestScanEnvelopeFromHeaders replays a site's stored mail: the list
+// address in To is the same in every copy, the site's own Received field
+// names each recipient and client, Return-Path the sender, and the Date is
+// forged far away from the arrival.
+func TestScanEnvelopeFromHeaders(t *testing.T) {
+	var b strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&b, "From x Mon Apr  1 10:00:00 2024\nReturn-Path: <Bounce-%d@Shop.example>\n"+
+			"Received: from mx%d.shop.example (mx%d.shop.example [198.51.%d.7])\n\tby mx.example.net (8.12.8/8.12.5) with ESMTP id x%d\n\tfor <user%d@example.net>; Mon, 1 Apr 2024 10:%02d:00 +0000\n"+
+			"Received: from [10.0.0.1] (forged [203.0.113.1]) by mx%d.shop.example for <someone@else.example>\n"+
+			"From: shop@shop.example\nTo: list@lists.example\nDate: Mon, 1 Apr 2019 10:00:00 +0000\nSubject: Spring catalogue\n\n%s\n\n",
+			i, i, i, i, i, i, i, i, strings.Repeat("Our spring catalogue is out with garden furniture and outdoor lighting at prices that will surprise you. ", 4))
+	}
+	path := filepath.Join(t.TempDir(), "site.mbox")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runScan(t, "-q", "-rcpt-from", "headers", "-client-from", "received", "-sender-from", "return-path", "-time", "received", path)
+	if s := out.summary.Summary; s.Tagged != 3 {
+		t.Errorf("%d tagged, want 3 (twelve recipients from the Received fields)", s.Tagged)
+	}
+	r := out.records[4]
+	if r.Client != "198.51.4.7" || r.Sender != "bounce-4@shop.example" || r.Time != "2024-04-01T10:04:00Z" || r.Recipients != 1 {
+		t.Errorf("fifth record: client %q sender %q time %q recipients %d", r.Client, r.Sender, r.Time, r.Recipients)
+	}
+	// Without them: no client nor sender, and the Date's time.
+	out = runScan(t, "-q", "-rcpt-from", "headers", path)
+	if r := out.records[4]; r.Client != "" || r.Sender != "" || r.Time != "2019-04-01T10:00:00Z" {
+		t.Errorf("defaults: client %q sender %q time %q", r.Client, r.Sender, r.Time)
+	}
+}
+
 func TestScanDataDir(t *testing.T) {
 	dir := t.TempDir()
 	runScan(t, "-q", "-data-dir", dir, campaignMbox(t, 3))
@@ -146,7 +178,7 @@ func TestScanDataDir(t *testing.T) {
 }
 
 func TestScanUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"-rcpt-from", "flag", "x.mbox"}, {"-rcpt-from", "bogus", "x.mbox"}} {
+	for _, args := range [][]string{{}, {"-rcpt-from", "flag", "x.mbox"}, {"-rcpt-from", "bogus", "x.mbox"}, {"-client-from", "to", "x.mbox"}, {"-sender-from", "from", "x.mbox"}, {"-time", "later", "x.mbox"}} {
 		var stdout, stderr bytes.Buffer
 		if code := mainExit(append([]string{"scan"}, args...), &stdout, &stderr); code != 2 {
 			t.Errorf("scan %v: exit %d, want 2\n%s", args, code, stderr.String())

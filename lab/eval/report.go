@@ -32,6 +32,7 @@ type Report struct {
 	Real         []*RealResult   `json:"real,omitempty"`
 	Kolcz        []*KolczResult  `json:"kolcz,omitempty"`
 	Malkin       *MalkinResult   `json:"malkin,omitempty"`
+	Stream       []*StreamResult `json:"stream,omitempty"`
 }
 
 // DataSummary says what the run was made of.
@@ -284,6 +285,7 @@ func (rep *Report) Markdown(w io.Writer) {
 		}
 		fmt.Fprint(w, ".\n\n")
 	}
+	streamMarkdown(w, rep.Stream)
 	for _, k := range rep.Kolcz {
 		fmt.Fprintf(w, "### Kolcz protocol: %s\n\n%d documents (≥ 5 unique terms, trivial duplicates removed), %d queries (10 %%), %d with cosine ≥ 0.9 neighbours; %d legitimate documents.\n\n",
 			k.Dataset, k.Docs, k.Queries, k.WithNeighbours, k.Legit)

@@ -55,6 +55,9 @@ type Config struct {
 	Attacks []string
 	// Sections limits the sections (empty: all).
 	Sections []string
+	// StreamLimit replays only the first messages of the real stream (0:
+	// all).
+	StreamLimit int
 	// Workers run attack worlds in parallel (0: GOMAXPROCS).
 	Workers int
 	// NewPipeline returns a pipeline with a fresh, empty store. Every
@@ -160,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.section(SectionReal) {
 		if err := runReal(ctx, &cfg, rep); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.section(SectionStream) {
+		if err := runStream(ctx, &cfg, rep); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/config"
+)
+
+// TestAdaptiveSiteSizes replays the default configuration at a 50-user site
+// and at synthetic 100,000-user sites (all users active, or only a quarter
+// of them in the window): the small site comes down to the floor, the
+// large ones keep today's threshold. Message time, so a day passes at once.
+func TestAdaptiveSiteSizes(t *testing.T) {
+	body := `The club ride leaves the station car park at eight on Saturday morning and
+follows the river to the old bridge, then climbs through the forest to the
+village with the bakery. Bring a spare inner tube, a pump and enough water for
+three hours; the pace stays conversational and nobody is left behind on the
+hills. In case of heavy rain the ride is cancelled and announced by telephone.
+`
+	def := config.Default()
+	for _, c := range []struct {
+		name   string
+		users  int // distinct recipients active the day before and on the day
+		tagged int // of 12 copies, each to another user
+	}{
+		{"50 users", 50, 12 - def.Policy.Adaptive.Floor + 1},
+		{"100,000 users", 100_000, 12 - def.Policy.Threshold + 1},
+		{"100,000 users, a quarter active", 25_000, 12 - def.Policy.Threshold + 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Policy.Adaptive.Enabled = true // the shipped values, switched on
+			cfg.DataDir = t.TempDir()
+			cfg.SecretKeyFile = filepath.Join(cfg.DataDir, "secret.key")
+			rt, err := NewRuntime(&cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			ctx := context.Background()
+			t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+			// The site's ordinary mail: each user gets a short note a day
+			// for two days (a hundred recipients per message keeps this fast).
+			for day := range 2 {
+				for i := 0; i < c.users; i += 100 {
+					var rcpts []string
+					for j := i; j < min(i+100, c.users); j++ {
+						rcpts = append(rcpts, fmt.Sprintf("user%d@site.example", j))
+					}
+					raw := fmt.Sprintf("Subject: note %d\r\n\r\nSee you at %d.\r\n", i, i)
+					rt.Check(ctx, []byte(raw), rcpts, t0.Add(time.Duration(day)*24*time.Hour))
+				}
+			}
+			tagged, th := 0, 0
+			for i := range 12 {
+				v := rt.Check(ctx, []byte("Subject: Saturday ride\r\n\r\n"+strings.ReplaceAll(body, "\n", "\r\n")),
+					[]string{fmt.Sprintf("user%d@site.example", i)}, t0.Add(25*time.Hour+time.Duration(i)*time.Minute))
+				if v.Err != nil || v.Unsigned {
+					t.Fatalf("copy %d: %+v", i, v)
+				}
+				if v.Bulk {
+					tagged++
+				}
+				th = v.Threshold
+			}
+			if tagged != c.tagged {
+				t.Errorf("%d of 12 copies tagged at threshold %d, want %d", tagged, th, c.tagged)
+			}
+		})
+	}
+}

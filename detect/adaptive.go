@@ -1,0 +1,127 @@
+package detect
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// The adaptive threshold (issue 16). Ten distinct recipients is a mass
+// mailing at a site of 100,000 users; at a site of fifty, a campaign
+// reaches a handful of them. The threshold follows the number of distinct
+// recipients active at the site in the window: one step per PerStep of
+// them, never below Floor nor above the configured thresholds (the
+// ceiling), so a large site keeps the configured thresholds and a small
+// one comes down to the floor. Measured on a real site's stream in
+// docs/evaluation.md ("Real stream").
+
+// SiteCounter counts the site's distinct recipients (store.Site,
+// store.Redis).
+type SiteCounter interface {
+	CountSite(ctx context.Context, rcpts []string, at time.Time) (store.SiteCount, error)
+}
+
+// Adaptive configures the adaptive threshold.
+type Adaptive struct {
+	// Site counts the site's recipients; nil keeps the thresholds fixed.
+	Site SiteCounter
+	// Floor is the lowest threshold.
+	Floor int
+	// PerStep is the number of active recipients per step of threshold:
+	// the threshold is ⌈active/PerStep⌉ within [Floor, ceiling].
+	PerStep int
+	// Window is the store's window: until the count has covered one, it
+	// does not know the site, and the thresholds stay at the ceiling (after
+	// a restart of a single host, whose count is in memory).
+	Window time.Duration
+	// Refresh is how often, in message time, the count is brought up to
+	// date (one store call; recipients seen meanwhile wait in memory).
+	Refresh time.Duration
+}
+
+// maxPending bounds the recipients held between refreshes; a refresh is
+// due when they reach it.
+const maxPending = 4096
+
+// site is an engine's view of the site's count.
+type site struct {
+	Adaptive
+	mu      sync.Mutex
+	pending map[string]struct{}
+	count   store.SiteCount
+	fresh   time.Time // message time of the last refresh
+	busy    bool      // a refresh is running
+}
+
+func newSite(a Adaptive) *site {
+	if a.Site == nil {
+		return nil
+	}
+	a.Floor = max(a.Floor, 1)
+	a.PerStep = max(a.PerStep, 1)
+	if a.Refresh <= 0 {
+		a.Refresh = time.Minute
+	}
+	return &site{Adaptive: a, pending: map[string]struct{}{}}
+}
+
+// observe adds a message's recipients and returns the count, refreshed
+// when due. A failed refresh keeps the previous count.
+func (s *site) observe(ctx context.Context, rcpts []string, at time.Time) (store.SiteCount, time.Time) {
+	now := at
+	if now.IsZero() {
+		now = time.Now()
+	}
+	s.mu.Lock()
+	for _, r := range rcpts {
+		if len(s.pending) < maxPending {
+			s.pending[r] = struct{}{}
+		}
+	}
+	due := !s.busy && (s.fresh.IsZero() || now.Sub(s.fresh) >= s.Refresh || len(s.pending) >= maxPending)
+	if !due {
+		defer s.mu.Unlock()
+		return s.count, now
+	}
+	batch := make([]string, 0, len(s.pending))
+	for r := range s.pending {
+		batch = append(batch, r)
+	}
+	clear(s.pending)
+	s.busy = true
+	s.mu.Unlock()
+
+	c, err := s.Site.CountSite(ctx, batch, at)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy, s.fresh = false, now
+	if err == nil {
+		s.count = c
+	}
+	return s.count, now
+}
+
+// thresholds returns the thresholds in effect for a message: the
+// configured ones (the ceiling) until the count covers a window, then one
+// step per PerStep active recipients within [Floor, ceiling].
+func (e *Engine) thresholds(ctx context.Context, rcpts []string, at time.Time) map[signature.Family]int {
+	if e.site == nil {
+		return e.opt.Thresholds
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
+	defer cancel()
+	c, now := e.site.observe(ctx, rcpts, at)
+	if c.Since.IsZero() || now.Sub(c.Since) < e.site.Window {
+		return e.opt.Thresholds
+	}
+	step := max(int((c.Active+int64(e.site.PerStep)-1)/int64(e.site.PerStep)), e.site.Floor)
+	out := make(map[signature.Family]int, len(e.opt.Thresholds))
+	for f, t := range e.opt.Thresholds {
+		out[f] = min(t, step)
+	}
+	return out
+}

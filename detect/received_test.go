@@ -1,0 +1,115 @@
+package detect
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-message/textproto"
+)
+
+func TestParseReceived(t *testing.T) {
+	edt := time.FixedZone("", -4*3600)
+	for _, c := range []struct {
+		name, v string
+		client  string // "" for none
+		rcpt    string
+		at      time.Time
+	}{
+		{"sendmail, HELO an address", "from 129.97.78.23 ([211.202.101.74])\n\tby speedy.uwaterloo.ca (8.12.8/8.12.5) with SMTP id l38H7G0I003017;\n\tSun, 8 Apr 2007 13:07:21 -0400",
+			"211.202.101.74", "", time.Date(2007, 4, 8, 13, 7, 21, 0, edt)},
+		{"sendmail, for clause", "from murphy.debian.org (murphy.debian.org [70.103.162.31])\n\tby speedy.uwaterloo.ca (8.12.8/8.12.5) with ESMTP id l38H9S0I003031\n\tfor <ktwarwic@speedy.uwaterloo.ca>; Sun, 8 Apr 2007 13:09:28 -0400",
+			"70.103.162.31", "ktwarwic@speedy.uwaterloo.ca", time.Date(2007, 4, 8, 13, 9, 28, 0, edt)},
+		{"HELO an address literal", "from [192.168.0.101] (bas6-montreal28-1177925679.dsl.bell.ca [70.53.184.47]) by x.example", "70.53.184.47", "", time.Time{}},
+		{"postfix", "from mail.example.org (mail.example.org [2001:db8::25])\r\n\tby mx.example.net (Postfix) with ESMTPS id 4XyZ for <u@example.net>; Thu, 26 Nov 2026 10:00:00 +0000 (UTC)",
+			"2001:db8::25", "u@example.net", time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)},
+		{"sendmail IPv6", "from h.example (h.example [IPv6:2001:db8::7]) by mx", "2001:db8::7", "", time.Time{}},
+		{"exim without rDNS", "from [198.51.100.9] (helo=x) by mx.example with esmtp (Exim 4.96)", "198.51.100.9", "", time.Time{}},
+		{"exim with rDNS", "from h.example ([198.51.100.9] helo=x) by mx.example with esmtp", "198.51.100.9", "", time.Time{}},
+		{"qmail", "from unknown (HELO h.example) (198.51.100.10)\n  by mx.example with SMTP; 8 Apr 2007 17:00:00 -0000", "198.51.100.10", "", time.Date(2007, 4, 8, 17, 0, 0, 0, time.UTC)},
+		{"mapped IPv4", "from h ([IPv6:::ffff:192.0.2.3]) by mx", "192.0.2.3", "", time.Time{}},
+		{"HELO a bare address only", "from 192.0.2.4 by mx", "", "", time.Time{}},
+		{"no from clause", "by lists.samba.org (Postfix, from userid 540)\n\tid 98EB8162AEC; Sun, 22 Apr 2007 22:10:38 +0000 (GMT)", "", "", time.Date(2007, 4, 22, 22, 10, 38, 0, time.UTC)},
+		{"address in the by clause", "from h (h [not-an-address]) by mx ([192.0.2.5])", "", "", time.Time{}},
+		{"for without brackets", "from a ([192.0.2.6]) by mx id 1 for u@example.net", "192.0.2.6", "u@example.net", time.Time{}},
+		{"empty", "", "", "", time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := ParseReceived(c.v)
+			var want netip.Addr
+			if c.client != "" {
+				want = netip.MustParseAddr(c.client)
+			}
+			if r.Client != want || r.For != c.rcpt || !r.Time.Equal(c.at) {
+				t.Errorf("got %v %q %v, want %v %q %v", r.Client, r.For, r.Time, want, c.rcpt, c.at)
+			}
+		})
+	}
+}
+
+func TestReceivedEnvelope(t *testing.T) {
+	h := built("Return-Path: <Sender@Example.org>\n" +
+		"Received: from localhost (localhost [127.0.0.1]) by mx.example.net (amavis) for <a@example.net>\n" +
+		"Received: from relay.example (relay.example [198.51.100.1]) by mx.example.net\n" +
+		"Received: from evil (evil [203.0.113.66]) by forged.example for <victim@example.org>\n" +
+		"To: Someone <list@lists.example>\n")
+	if a, ok := ReceivedClient(h); !ok || a != netip.MustParseAddr("198.51.100.1") {
+		t.Errorf("client %v %v, want 198.51.100.1 (the topmost, loopback skipped)", a, ok)
+	}
+	if got := HeaderRecipients(h); !slices.Equal(got, []string{"a@example.net"}) {
+		t.Errorf("recipients %q, want the top for clause", got)
+	}
+	if got := ReturnPath(h); got != "sender@example.org" {
+		t.Errorf("sender %q", got)
+	}
+
+	g := built("Delivered-To: bob@example.net\nDelivered-To: list@example.net\n" +
+		"Received: by mx.example.net (Postfix, from userid 1)\n" +
+		"Received: from a (a [198.51.100.2]) by mx for <forged@example.net>\n" +
+		"To: x@example.org\n")
+	if got := HeaderRecipients(g); !slices.Equal(got, []string{"bob@example.net"}) {
+		t.Errorf("recipients %q, want Delivered-To (a lower for clause is the sender's)", got)
+	}
+	k := built("To: A <a@example.org>,\n b@example.org\nCc: c@example.org\nReturn-Path: <>\n")
+	if got := HeaderRecipients(k); !slices.Equal(got, []string{"a@example.org", "b@example.org", "c@example.org"}) {
+		t.Errorf("recipients %q, want To and Cc", got)
+	}
+	if got := ReturnPath(k); got != "" {
+		t.Errorf("null sender %q", got)
+	}
+	if _, ok := ReceivedClient(k); ok {
+		t.Error("a client without a Received field")
+	}
+}
+
+// built takes a header in through a Builder, as every replay does (the
+// fields' order is the Builder's).
+func built(header string) textproto.Header {
+	b := NewBuilder(DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+	b.ReadRaw([]byte(header + "\nbody\n"))
+	return b.Message().Header
+}
+
+// FuzzParseReceived: any value gives a usable answer, never a panic: a
+// valid client without zone or mapping, a recipient without blanks.
+func FuzzParseReceived(f *testing.F) {
+	for _, s := range []string{
+		"from 129.97.78.23 ([211.202.101.74])\n\tby speedy.uwaterloo.ca (8.12.8/8.12.5) with SMTP id l38H7G0I003017;\n\tSun, 8 Apr 2007 13:07:21 -0400",
+		"from h (h [IPv6:2001:db8::7]) by mx for <u@example.net>; Thu, 26 Nov 2026 10:00:00 +0000",
+		"from ((([", "for", "from [", ";;;", "from unknown (HELO h) (1.2.3.4) by x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := ParseReceived(s)
+		if r.Client.IsValid() && (r.Client.Zone() != "" || r.Client.Is4In6()) {
+			t.Fatalf("client %v", r.Client)
+		}
+		for _, c := range r.For {
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+				t.Fatalf("recipient %q", r.For)
+			}
+		}
+	})
+}

@@ -1,0 +1,363 @@
+package eval
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/mail"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/mailbox"
+	"github.com/bulkmilter/bulkmilter/signature"
+)
+
+// The real stream: one site's mail in delivery order (trec07p, its first
+// 18,000 messages), replayed as the site's daemon would have seen it: the
+// recipients the site's MTA wrote in its Received field, the client it
+// names, the sender from Return-Path, each message at its time. What a
+// small site sees of a mass mailing is a handful of its own users, often
+// the same few, from many hosts; generated campaigns to 30 new recipients
+// each cannot show that.
+
+// SectionStream is the real-stream section.
+const SectionStream = "stream"
+
+const trecPath = "trec07p-part1/trec07p-part1.tar.xz"
+
+// StreamPipeline is what the stream replay needs beyond Pipeline: the
+// message taken in as the MTA hands it over, so that the replay can set
+// the envelope the header names, and the engine that checks it (the one
+// message path: daemon.Runtime has both).
+type StreamPipeline interface {
+	Message(raw []byte, rcpts []string, at time.Time) *detect.Message
+	Engine() *detect.Engine
+}
+
+// Clocks of the stream replay: each message at its Date header (what a
+// sender writes, as the issue measured it) or at the date the site's MTA
+// wrote in the topmost Received field (what the daemon would have seen).
+const (
+	ClockDate     = "date"
+	ClockReceived = "received"
+)
+
+// StreamResult is one replay of the stream.
+type StreamResult struct {
+	Corpus string `json:"corpus"`
+	Clock  string `json:"clock"`
+	// Messages, by kind: spam, ham with mailing-list or newsletter headers
+	// (isListMail), and personal ham (ham without them).
+	Messages    int `json:"messages"`
+	Spam        int `json:"spam"`
+	ListHam     int `json:"list_ham"`
+	PersonalHam int `json:"personal_ham"`
+	Unsigned    int `json:"unsigned"`
+	// Recipients is the number of distinct recipients of the stream, and
+	// WithClient the messages whose client address was found.
+	Recipients int `json:"recipients"`
+	WithClient int `json:"with_client"`
+	// Tagged is what the configuration itself decided.
+	Tagged StreamPoint `json:"tagged"`
+	// Curve is the same stream with one threshold for every family: a
+	// message is tagged at T when a family's volume reached T.
+	Curve []StreamPoint `json:"curve"`
+	// Networks and Senders measure two more volume dimensions offline,
+	// not the daemon's verdict: tagged at T when the recipients or the
+	// distinct sending networks (/24, /48) of a key in the window reach T
+	// (Networks), or the recipients, networks or envelope senders
+	// (Senders).
+	Networks []StreamPoint `json:"curve_networks"`
+	Senders  []StreamPoint `json:"curve_networks_senders"`
+	// CampaignNetworks is tagged at T when the recipients or the
+	// campaign's distinct sending networks (store.Result.Campaign) reach T.
+	CampaignNetworks []StreamPoint `json:"curve_campaign_networks"`
+	// PersonalTagged names the personal ham the configuration tagged.
+	PersonalTagged []string `json:"personal_tagged,omitempty"`
+}
+
+// StreamPoint is what one setting tags of the stream.
+type StreamPoint struct {
+	Threshold int `json:"threshold,omitempty"`
+	Spam      int `json:"spam"`
+	List      int `json:"list"`
+	Personal  int `json:"personal"`
+}
+
+// streamMsg is one message of the stream with its label.
+type streamMsg struct {
+	name string
+	raw  []byte
+	spam bool
+	list bool
+}
+
+// loadStream reads trec07p-part1 in delivery order, the first limit
+// messages (0: all).
+func loadStream(dir string, limit int) ([]streamMsg, error) {
+	p := filepath.Join(dir, trecPath)
+	labels := map[string]bool{} // name → spam
+	byN := map[int]*streamMsg{}
+	number := func(name string) int {
+		n, err := strconv.Atoi(strings.TrimPrefix(path.Base(name), "inmail."))
+		if err != nil || !strings.HasPrefix(path.Base(name), "inmail.") {
+			return -1
+		}
+		return n
+	}
+	opts := mailbox.Options{
+		MaxSize: -1,
+		Filter: func(name string) bool {
+			n := number(name)
+			return n > 0 && (limit <= 0 || n <= limit)
+		},
+		OnSkip: func(string, error) error { return nil },
+		Hooks: mailbox.Hooks{
+			Sidecar: "index",
+			ReadSidecar: func(name string, r io.Reader) error {
+				sc := bufio.NewScanner(r)
+				for sc.Scan() {
+					f := strings.Fields(sc.Text())
+					if len(f) != 2 || (f[0] != "spam" && f[0] != "ham") {
+						return fmt.Errorf("%s: bad line %q", name, sc.Text())
+					}
+					labels[path.Base(f[1])] = f[0] == "spam"
+				}
+				return sc.Err()
+			},
+		},
+	}
+	err := opts.Walk(p, func(m *mailbox.Message) error {
+		byN[number(m.Name)] = &streamMsg{name: path.Base(m.Name), raw: m.Data}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", trecPath, err)
+	}
+	ns := make([]int, 0, len(byN))
+	for n := range byN {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	out := make([]streamMsg, 0, len(ns))
+	for _, n := range ns {
+		m := byN[n]
+		spam, ok := labels[m.name]
+		if !ok {
+			return nil, fmt.Errorf("read %s: %s has no label in its index", trecPath, m.name)
+		}
+		m.spam, m.list = spam, !spam && isListMail(m.raw)
+		out = append(out, *m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("read %s: no messages", trecPath)
+	}
+	return out, nil
+}
+
+// streamThresholds are the points of the curve.
+var streamThresholds = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 20}
+
+// replayStream replays the stream through a fresh pipeline with the given
+// clock.
+func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock string) (*StreamResult, error) {
+	p, err := cfg.NewPipeline()
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	sp, ok := p.(StreamPipeline)
+	if !ok {
+		return nil, errors.New("eval: the pipeline cannot replay a stream (no Message, Engine)")
+	}
+	r := &StreamResult{Corpus: "trec07p-part1", Clock: clock}
+	for _, c := range []*[]StreamPoint{&r.Curve, &r.Networks, &r.Senders, &r.CampaignNetworks} {
+		*c = make([]StreamPoint, len(streamThresholds))
+		for i, t := range streamThresholds {
+			(*c)[i].Threshold = t
+		}
+	}
+	nets, senders := dimension{}, dimension{}
+	rcpts := map[string]bool{}
+	var last time.Time
+	for _, m := range msgs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		msg := sp.Message(m.raw, []string{"unknown@stream.invalid"}, time.Time{})
+		msg.SetFromHeader(detect.FromHeader{Recipients: true, Client: true, Sender: true})
+		at := last
+		switch clock {
+		case ClockDate:
+			if d, err := mail.ParseDate(msg.Header.Get("Date")); err == nil {
+				at = d
+			}
+		case ClockReceived:
+			if d := detect.ReceivedTime(msg.Header); !d.IsZero() {
+				at = d
+			}
+		}
+		msg.Time, last = at, at
+		for _, a := range msg.Recipients {
+			rcpts[detect.NormaliseAddress(a)] = true
+		}
+		if msg.Client.IsValid() {
+			r.WithClient++
+		}
+		v := sp.Engine().Check(ctx, msg)
+		if v.Err != nil {
+			return nil, fmt.Errorf("%s: %w", m.name, v.Err)
+		}
+		r.Messages++
+		if v.Unsigned {
+			r.Unsigned++
+		}
+		score := int64(0)
+		for _, vol := range v.Volumes {
+			score = max(score, vol)
+		}
+		add := func(pt *StreamPoint) {
+			switch {
+			case m.spam:
+				pt.Spam++
+			case m.list:
+				pt.List++
+			default:
+				pt.Personal++
+			}
+		}
+		switch {
+		case m.spam:
+			r.Spam++
+		case m.list:
+			r.ListHam++
+		default:
+			r.PersonalHam++
+		}
+		if v.Bulk {
+			add(&r.Tagged)
+			if !m.spam && !m.list {
+				r.PersonalTagged = append(r.PersonalTagged, m.name)
+			}
+		}
+		var netScore, senderScore int64
+		if v.Analysis != nil {
+			netScore = nets.add(v.Analysis.Keys, detect.Network(msg.Client), at)
+			senderScore = senders.add(v.Analysis.Keys, msg.Sender, at)
+		}
+		for i := range r.Curve {
+			t := int64(r.Curve[i].Threshold)
+			if v.Unsigned {
+				continue
+			}
+			if score >= t {
+				add(&r.Curve[i])
+			}
+			if score >= t || netScore >= t {
+				add(&r.Networks[i])
+			}
+			if score >= t || netScore >= t || senderScore >= t {
+				add(&r.Senders[i])
+			}
+			if score >= t || v.Campaign.Networks >= t {
+				add(&r.CampaignNetworks[i])
+			}
+		}
+	}
+	r.Recipients = len(rcpts)
+	return r, nil
+}
+
+// dimension counts, per key, the distinct values (sending networks,
+// envelope senders) seen with it within a day of message time: the lab's
+// measure of a volume dimension the store does not count by key.
+type dimension map[signature.Key]map[string]time.Time
+
+// add records value for the keys at at and returns the highest count of
+// distinct values over the keys, this one's included ("" counts nothing).
+func (d dimension) add(keys []signature.Key, value string, at time.Time) int64 {
+	var best int64
+	for _, k := range keys {
+		m := d[k]
+		if m == nil {
+			m = map[string]time.Time{}
+			d[k] = m
+		}
+		if value != "" {
+			m[value] = at
+		}
+		n := int64(0)
+		for _, t := range m {
+			if dt := at.Sub(t); dt < 24*time.Hour && dt > -24*time.Hour {
+				n++
+			}
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// runStream replays the stream with each clock.
+func runStream(ctx context.Context, cfg *Config, rep *Report) error {
+	msgs, err := loadStream(cfg.Corpora, cfg.StreamLimit)
+	if err != nil {
+		return err
+	}
+	clocks := []string{ClockDate, ClockReceived}
+	if cfg.CI {
+		clocks = clocks[:1]
+	}
+	for _, c := range clocks {
+		start := time.Now()
+		r, err := replayStream(ctx, cfg, msgs, c)
+		if err != nil {
+			return err
+		}
+		cfg.logf("stream %s, clock %s: %d messages, %d spam tagged, %d personal (%s)", r.Corpus, c, r.Messages, r.Tagged.Spam, r.Tagged.Personal, time.Since(start).Round(time.Millisecond))
+		rep.Stream = append(rep.Stream, r)
+	}
+	return nil
+}
+
+// share is n of d as a fraction, 0 for an empty d.
+func share(n, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// streamMarkdown writes the stream section.
+func streamMarkdown(w io.Writer, rs []*StreamResult) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Real stream: one site's mail in delivery order\n\n")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s, clock %s: %d messages (%d spam, %d list/newsletter ham, %d personal ham; %d unsigned), %d distinct recipients, client address found for %d.\n\n",
+			r.Corpus, r.Clock, r.Messages, r.Spam, r.ListHam, r.PersonalHam, r.Unsigned, r.Recipients, r.WithClient)
+		fmt.Fprintf(w, "| setting | spam tagged | list/newsletter ham tagged | personal ham tagged |\n|---|---|---|---|\n")
+		row := func(name string, p StreamPoint) {
+			fmt.Fprintf(w, "| %s | %s (%d) | %s (%d) | %d of %d (%.2f ‰) |\n", name,
+				pct(share(p.Spam, r.Spam)), p.Spam, pct(share(p.List, r.ListHam)), p.List,
+				p.Personal, r.PersonalHam, 1000*share(p.Personal, r.PersonalHam))
+		}
+		row("**the configuration**", r.Tagged)
+		for _, p := range r.Curve {
+			row(fmt.Sprintf("threshold %d", p.Threshold), p)
+		}
+		for i, p := range r.Networks {
+			row(fmt.Sprintf("recipients or networks ≥ %d", p.Threshold), p)
+			row(fmt.Sprintf("recipients, networks or senders ≥ %d", p.Threshold), r.Senders[i])
+			row(fmt.Sprintf("recipients or campaign networks ≥ %d", p.Threshold), r.CampaignNetworks[i])
+		}
+		fmt.Fprintln(w)
+	}
+}
