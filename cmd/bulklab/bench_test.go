@@ -120,8 +120,13 @@ func TestBenchSmoke(t *testing.T) {
 		if r == nil {
 			t.Fatalf("no Redis figures on %s", e.Name)
 		}
-		if r.RoundTrips != 1 || r.Scripts != 1 || r.Connections != 0 {
-			t.Errorf("%s: %.3f round trips, %.3f script calls per message, %d connections opened; want 1, 1, 0",
+		// One script call per message, exactly; round trips beyond it
+		// only for connections the pool opened (on a busy machine a
+		// session may find every pooled connection in use), each with
+		// its handshake (HELLO, CLIENT SETINFO: at most 3 replies).
+		extra := (r.RoundTrips - 1) * float64(e.Stored)
+		if e.Stored == 0 || r.Scripts != 1 || r.RoundTrips < 1 || extra > 3*float64(r.Connections)+0.5 {
+			t.Errorf("%s: %.3f round trips, %.3f script calls per message, %d connections opened; want 1 script call and 1 round trip per message besides connection handshakes",
 				e.Name, r.RoundTrips, r.Scripts, r.Connections)
 		}
 		if r.Commands <= 1 || r.CPUus <= 0 {

@@ -77,6 +77,9 @@ func TestSamePathOnlineAndOffline(t *testing.T) {
 			}
 			online := verdictOf(t, res)
 			offline := rt.Check(context.Background(), raw, []string{rcpt}, time.Time{}).Header(true)
+			// "; slow" says how long the analysis took on this machine
+			// at this moment, not what was decided.
+			online, offline = strings.Replace(online, "; slow", "", 1), strings.Replace(offline, "; slow", "", 1)
 			if online != offline {
 				t.Errorf("%s, copy %d:\n online %s\noffline %s", name, copy+1, online, offline)
 			}
