@@ -24,9 +24,9 @@ const (
 // Limits on one call, so a hostile or broken message cannot make a store
 // call unbounded.
 const (
-	MaxKeys       = 256   // keys per Observation or Vote
+	MaxKeys       = 256    // keys per Observation or Vote
 	MaxRecipients = 100000 // recipients per Observation: the daemon's default limits.max_recipients
-	MaxKeyLen     = 512   // bytes per signature id
+	MaxKeyLen     = 512    // bytes per signature id
 )
 
 // Params are the counting and voting parameters every implementation
