@@ -248,18 +248,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		sh := &e.shards[i]
 		shardBuf = shardBuf[:0]
 		sh.mu.Lock()
-		for _, slot := range sh.fs {
-			if slot.t == nil || slot.id < oldest || slot.t.n == 0 {
-				continue
-			}
-			b := le64(shardBuf, uint64(slot.id))
-			b = le32(b, uint32(slot.t.n))
-			slot.t.each(func(sig uint64, fp uint32) {
-				b = le64(b, sig)
-				b = le32(b, fp)
-			})
-			shardBuf = b
-		}
+		shardBuf = appendTables(shardBuf, sh.fs, oldest)
 		sh.mu.Unlock()
 		cw.buf = append(cw.buf, shardBuf...)
 		cw.maybeFlush(chunkFS)
