@@ -76,8 +76,9 @@ type Field struct{ Name, Value string }
 //
 //   - a field is a name of printable ASCII characters, optional blanks and a
 //     colon; the value loses one leading space (not a tab); continuation
-//     lines are joined with "\n", their leading blanks kept; CRs before line
-//     ends are dropped;
+//     lines are joined with "\n", their leading blanks kept;
+//   - CRs at the end of a line are dropped and a CR inside a line becomes a
+//     space, in the header and in the body;
 //   - the header ends at the first empty line, which is not part of the
 //     body, or at the first line that is neither a field nor a continuation,
 //     which is the first body line;
@@ -138,9 +139,15 @@ func cutLine(b []byte) (line, rest []byte) {
 	return b, nil
 }
 
+// trimEOL returns a line's content as Postfix passes it on: without its
+// line break and every CR before it, a CR inside it turned into a space.
 func trimEOL(line []byte) []byte {
 	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r"))
+	line = bytes.TrimRight(line, "\r")
+	if bytes.IndexByte(line, '\r') < 0 {
+		return line
+	}
+	return bytes.ReplaceAll(line, []byte("\r"), []byte(" "))
 }
 
 // fieldName returns the name of a "Name: value" line and the index of its
@@ -163,14 +170,18 @@ func fieldName(line []byte) (name []byte, colon int, ok bool) {
 
 // mtaValue turns the raw value of a field (after the colon, up to and
 // with its last line break) into what the MTA sends: one leading space
-// dropped, each line break "\n", no final one.
+// dropped, each line as trimEOL leaves it, joined by "\n".
 func mtaValue(v []byte) string {
 	v = bytes.TrimPrefix(v, []byte(" "))
-	v = trimEOL(v)
-	if !bytes.Contains(v, []byte("\r\n")) {
+	v = bytes.TrimSuffix(v, []byte("\n"))
+	if bytes.IndexByte(v, '\r') < 0 {
 		return string(v)
 	}
-	return string(bytes.ReplaceAll(v, []byte("\r\n"), []byte("\n")))
+	lines := bytes.Split(v, []byte("\n"))
+	for i, l := range lines {
+		lines[i] = trimEOL(l)
+	}
+	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // crlfBody returns the body with every line ended by CRLF, as an MTA
@@ -179,11 +190,11 @@ func crlfBody(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	lf := bytes.Count(b, []byte("\n"))
-	if lf == bytes.Count(b, []byte("\r\n")) && b[len(b)-1] == '\n' {
+	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
+	if lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n' {
 		return b
 	}
-	out := make([]byte, 0, len(b)+lf-bytes.Count(b, []byte("\r\n"))+2)
+	out := make([]byte, 0, len(b)+lf-crlf+2)
 	for len(b) > 0 {
 		line, rest := cutLine(b)
 		out = append(out, trimEOL(line)...)

@@ -32,7 +32,8 @@ func TestSplit(t *testing.T) {
 		{"no newline", "A: 1", []Field{{"A", "1"}}, ""},
 		{"mbox From line", "From a@b Mon Jan  1 00:00:00 2024\nA: 1\n\nb\n", []Field{{"A", "1"}}, "b\r\n"},
 		{"mixed line ends in the body", "A: 1\n\nx\r\ny\nz", []Field{{"A", "1"}}, "x\r\ny\r\nz\r\n"},
-		{"bare CR kept", "A: a\rb\n\nc\rd\n", []Field{{"A", "a\rb"}}, "c\rd\r\n"},
+		{"bare CR a space, as Postfix", "A: a\rb\n\nc\rd\n", []Field{{"A", "a b"}}, "c d\r\n"},
+		{"CRs before LF dropped", "A: a\r\r\n b\r\n\r\n\r\r\nc\r\r\n", []Field{{"A", "a\n b"}}, "\r\nc\r\n"},
 		{"empty", "", nil, ""},
 	} {
 		fields, body := Split([]byte(tc.msg))

@@ -97,6 +97,7 @@ func TestSplitAsPostfix(t *testing.T) {
 		"dots":          "Subject: dots\r\n\r\n.leading dot\r\n..two\r\n.\r\nend\r\n",
 		"empty body":    "Subject: nothing\r\n\r\n",
 		"blank lines":   "Subject: b\r\n\r\n\r\n\r\nafter blank lines\r\n\r\n",
+		"bare CRs":      "X-Cr: a\r\r\n b\r\r\n\r \r\nX-Mid: x\ry\r\n\r\nline\r\r\nmid\rcr\r\n\r\r\nend\r\n",
 		"addresses":     "To: \"Dear Sir\" <b@example.test>, c@example.test,\r\n  \"Smith, J.\" <d@example.test>\r\nCc: e@example.test\r\n\r\nbody\r\n",
 	}
 	names := slices.Sorted(maps.Keys(cases))
