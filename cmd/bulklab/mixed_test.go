@@ -97,7 +97,7 @@ func runMixed(t *testing.T, o soak.MixedOptions) *soak.MixedReport {
 		{Name: "Sentinel failover", Target: 1, Do: func(ctx context.Context) error {
 			return sentinelFailover(ctx, sentinel, primary, replica)
 		}},
-		{Name: "Cluster master killed", Target: 2, Do: func(ctx context.Context) error { return clusterFailover(ctx, cluster) }},
+		{Name: "Cluster master killed", Target: 2, Do: func(ctx context.Context) error { _, err := cluster.FailOver(ctx); return err }},
 		soak.KillRestart(3, targets[3], &votes),
 		soak.Reloads(targets, 3),
 		soak.DropConnections(0, targets[0], 200),
@@ -144,46 +144,6 @@ func sentinelFailover(ctx context.Context, sentinel, a, b *testenv.Redis) error 
 			return fmt.Errorf("sentinel failover from %s: master now %q, new master's replication:\n%s", was, now, info)
 		}
 	}
-}
-
-// clusterFailover kills (SIGKILL) a master that has a replica, waits for
-// the replica to take over, then restarts the killed node, which rejoins
-// as the new master's replica.
-func clusterFailover(ctx context.Context, c *testenv.RedisCluster) error {
-	var victim, heir *testenv.Redis
-	for _, n := range c.Nodes() {
-		role, err := n.Do(ctx, "ROLE")
-		if err != nil {
-			return fmt.Errorf("ROLE %s: %w", n.Addr(), err)
-		}
-		r := role.([]any)
-		if r[0] == "slave" && victim == nil {
-			heir = n
-			for _, m := range c.Nodes() {
-				if fmt.Sprint(r[2]) == fmt.Sprint(m.Port()) {
-					victim = m
-				}
-			}
-		}
-	}
-	if victim == nil {
-		return fmt.Errorf("no master with a replica in the cluster")
-	}
-	victim.Kill()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		role, _ := heir.Do(ctx, "ROLE")
-		if r, ok := role.([]any); ok && r[0] == "master" {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("replica %s not promoted within 60 s of its master's kill", heir.Addr())
-		}
-	}
-	if err := c.WaitLiveOK(60 * time.Second); err != nil {
-		return err
-	}
-	victim.Restart()
-	return c.WaitOK(60 * time.Second)
 }
 
 type testWriter struct{ t *testing.T }

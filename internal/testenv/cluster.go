@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,9 @@ type RedisCluster struct {
 	t     testing.TB
 	nodes []*Redis
 
-	mu     sync.Mutex
-	client *redis.ClusterClient
+	mu        sync.Mutex
+	client    *redis.ClusterClient
+	failovers int // FailOver calls, to take the shards in turn
 }
 
 // clusterOKTimeout bounds the wait for cluster_state:ok. A master refuses
@@ -167,6 +169,69 @@ func (c *RedisCluster) WaitLiveOK(timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// FailOver kills (SIGKILL) the master of one shard that has a replica,
+// waits until the replica has taken over, restarts the killed node, which
+// rejoins as the new master's replica, and waits until the cluster is ok.
+// Successive calls take the shards in turn, so that after as many calls as
+// shards every one has failed over once; it returns the killed node.
+func (c *RedisCluster) FailOver(ctx context.Context) (*Redis, error) {
+	type shard struct{ master, replica *Redis }
+	var shards []shard
+	for _, n := range c.nodes {
+		role, err := n.Do(ctx, "ROLE")
+		if err != nil {
+			return nil, fmt.Errorf("ROLE %s: %w", n.Addr(), err)
+		}
+		r, _ := role.([]any)
+		if len(r) < 3 || r[0] != "slave" {
+			continue
+		}
+		for _, m := range c.nodes {
+			if fmt.Sprint(r[2]) == strconv.Itoa(m.Port()) {
+				shards = append(shards, shard{m, n})
+			}
+		}
+	}
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("no master with a replica in the cluster")
+	}
+	// The shard's lower port names it whichever node is its master now.
+	slices.SortFunc(shards, func(a, b shard) int {
+		return min(a.master.Port(), a.replica.Port()) - min(b.master.Port(), b.replica.Port())
+	})
+	c.mu.Lock()
+	sh := shards[c.failovers%len(shards)]
+	c.failovers++
+	c.mu.Unlock()
+	// A replica that has not synced yet would not be promoted.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		role, _ := sh.replica.Do(ctx, "ROLE")
+		if r, ok := role.([]any); ok && len(r) > 3 && r[3] == "connected" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("replica %s not in sync with its master within 60 s", sh.replica.Addr())
+		}
+	}
+	sh.master.Kill()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		role, _ := sh.replica.Do(ctx, "ROLE")
+		if r, ok := role.([]any); ok && len(r) > 0 && r[0] == "master" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("replica %s not promoted within 60 s of its master's kill", sh.replica.Addr())
+		}
+	}
+	if err := c.WaitLiveOK(60 * time.Second); err != nil {
+		return nil, err
+	}
+	if err := sh.master.start(); err != nil {
+		return nil, fmt.Errorf("restart %s: %w", sh.master.Addr(), err)
+	}
+	return sh.master, c.WaitOK(60 * time.Second)
 }
 
 // clusterState returns the node's cluster_state, or a description of why it
