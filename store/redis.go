@@ -136,6 +136,9 @@ func (t *TLSOptions) config() (*tls.Config, error) {
 	return c, nil
 }
 
+// connBufferSize is each Redis connection's read and write buffer.
+const connBufferSize = 4 << 10
+
 // Redis is the store on a Redis server, Sentinel or Cluster. It is safe for
 // concurrent use.
 type Redis struct {
@@ -202,6 +205,16 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		DB:               o.DB,
 		TLSConfig:        tc,
 		PoolSize:         o.PoolSize,
+		// Our commands and replies are a few hundred bytes. go-redis's
+		// buffers (32 KiB, and 128 KiB on a second pool it keeps for
+		// pipelines) are held by every idle connection, and go-redis never
+		// closes idle connections: on a cluster, a master that failed keeps
+		// its pool after it rejoins as a replica, so each failover left
+		// megabytes behind (TestClusterFailoversKeepNoBuffers). One pool of
+		// small buffers keeps that to kilobytes.
+		ReadBufferSize:   connBufferSize,
+		WriteBufferSize:  connBufferSize,
+		PipelinePoolSize: -1,
 		ClientName:       o.ClientName,
 		Protocol:         o.Protocol,
 		DisableIdentity:  o.DisableIdentity,
