@@ -267,6 +267,14 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 		res.Campaign = e.campaign(o, rc, t, cb, res.Volumes)
 	}
 	e.votes.lookup(&e.c, o.Keys, rc, t, &res)
+	// Campaign votes (withCampaign): a joined campaign's are read; a new
+	// campaign drops those a dead one that held its ref left.
+	switch c := res.Campaign; {
+	case len(c.Joined) > 0:
+		e.votes.lookupCampaign(&e.c, CampaignVoteKey(c.ID), rc, t, &res)
+	case c.Recipients > 0 && len(rc.ids) > 0:
+		e.votes.clear(CampaignVoteKey(c.ID))
+	}
 	return res, nil
 }
 
@@ -652,7 +660,8 @@ func (e *Embedded) sweep(now time.Time) {
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
 }
 
-// RecordVote stores the vote on each of v.Keys; VoteNone retracts it.
+// RecordVote stores the vote on each of v.Keys and on their campaign;
+// VoteNone retracts it.
 func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	start := time.Now()
 	defer func() { e.observeOp("vote", start, err) }()
@@ -673,7 +682,11 @@ func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	if t.IsZero() {
 		t = e.c.Now()
 	}
-	e.votes.set(e.c.pseudonym(v.Voter), uniq(v.Keys), code, t.Unix(), int64(e.c.VoteHorizon.Seconds()))
+	ids, err := withCampaign(ctx, e.observeAs, uniq(v.Keys), t)
+	if err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	e.votes.set(e.c.pseudonym(v.Voter), ids, code, t.Unix(), int64(e.c.VoteHorizon.Seconds()))
 	return nil
 }
 
@@ -938,6 +951,42 @@ func (vb *voteBook) lookup(c *counting, keys []string, rc rcptSet, t time.Time, 
 				setOwnVote(res.OwnVotes, rc.names[j], len(keys), i, kind)
 			}
 		}
+	}
+}
+
+// lookupCampaign fills the campaign's tally and the recipients' campaign
+// votes from the votes on key (CampaignVoteKey).
+func (vb *voteBook) lookupCampaign(c *counting, key string, rc rcptSet, t time.Time, res *Result) {
+	one := Result{Votes: make([]Tally, 1)}
+	vb.lookup(c, []string{key}, rc, t, &one)
+	res.CampaignVotes = one.Votes[0]
+	for name, kinds := range one.OwnVotes {
+		if res.CampaignOwn == nil {
+			res.CampaignOwn = map[string]VoteKind{}
+		}
+		res.CampaignOwn[name] = kinds[0]
+	}
+}
+
+// clear drops every vote on key.
+func (vb *voteBook) clear(key string) {
+	if vb.n.Load() == 0 {
+		return
+	}
+	vb.mu.RLock()
+	_, ok := vb.bySig[key]
+	vb.mu.RUnlock()
+	if !ok {
+		return
+	}
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	if sv := vb.bySig[key]; sv != nil {
+		for p := range sv.voters {
+			vb.unindex(p, key)
+		}
+		delete(vb.bySig, key)
+		vb.n.Store(int64(len(vb.bySig)))
 	}
 }
 
