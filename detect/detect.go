@@ -67,7 +67,7 @@ type Options struct {
 	// text before signing.
 	StripRecipient bool
 	// GlobalVoters is the number of distinct voters after which a vote on a
-	// key applies to every recipient.
+	// key, or on a campaign, applies to every recipient.
 	GlobalVoters int
 	// Analyses bounds the analyses that run at once (default GOMAXPROCS):
 	// an analysis is CPU work, so more at once only adds their working
@@ -191,7 +191,7 @@ type Verdict struct {
 	// Bulk is true when the message is bulk for at least one recipient.
 	Bulk bool
 	// Base is the verdict for recipients without a vote of their own on
-	// the message's keys: volume and global feedback.
+	// the message's keys or campaign: volume and global feedback.
 	Base bool
 	// Family is the family that decided a bulk verdict, or the family with
 	// the highest volume relative to its threshold otherwise.

@@ -263,16 +263,17 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 	}
 	cb := e.c.bucket(t)
 	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
+	var d decision
 	if len(o.Keys) > 0 {
-		res.Campaign = e.campaign(o, rc, t, cb, res.Volumes)
+		res.Campaign, d = e.campaign(o, rc, t, cb, res.Volumes)
 	}
 	e.votes.lookup(&e.c, o.Keys, rc, t, &res)
-	// Campaign votes (withCampaign): a joined campaign's are read; a new
-	// campaign drops those a dead one that held its ref left.
+	// Campaign votes (withCampaign): a campaign joined strongly has its
+	// read; a new campaign drops those a dead one that held its ref left.
 	switch c := res.Campaign; {
-	case len(c.Joined) > 0:
+	case len(c.Joined) > 0 && !d.weak:
 		e.votes.lookupCampaign(&e.c, CampaignVoteKey(c.ID), rc, t, &res)
-	case c.Recipients > 0 && len(rc.ids) > 0:
+	case !d.join && c.Recipients > 0 && len(rc.ids) > 0:
 		e.votes.clear(CampaignVoteKey(c.ID))
 	}
 	return res, nil
@@ -283,7 +284,7 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 // at a time: no other path takes a pointer shard while holding a campaign
 // shard, so the order cannot deadlock, and the message's decision and
 // writes are one step for every message sharing a key.
-func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) Campaign {
+func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) (Campaign, decision) {
 	ids := uniq(o.Keys)
 	sigs := make([]uint64, len(ids))
 	fams := make([]string, len(ids))
@@ -321,7 +322,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	write := len(rc.ids) > 0
 	if !d.join {
 		if !write {
-			return Campaign{}
+			return Campaign{}, d
 		}
 		d.ref = e.freeRef(fresh, origin, oldest)
 	}
@@ -341,7 +342,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	m := sh.camps[d.ref]
 	if m == nil || m.last < oldest {
 		if !write {
-			return Campaign{}
+			return Campaign{}, d
 		}
 		m = &cmeta{first: t.Unix(), last: cb, origin: origin}
 		sh.camps[d.ref] = m
@@ -353,7 +354,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		m.snds = fpSetAdd(m.snds, fp16(o.Sender))
 	}
 	out := campaignOutcome{d: d, known: true, count: vol, nets: int64(len(m.nets) / 2), snds: int64(len(m.snds) / 2), first: m.first}
-	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols)
+	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
 }
 
 // observeKey is the embedded twin of the Redis script's observe path; the

@@ -752,12 +752,15 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	if write {
 		w = 1
 	}
-	join := 0
-	if m.d.join {
-		join = 1
+	cv := "0"
+	switch {
+	case m.d.join && !m.d.weak:
+		cv = "r"
+	case !m.d.join && write:
+		cv = "d"
 	}
 	ck = append(ck, r.voteKey(CampaignVoteKey(m.d.ref)))
-	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, join, int64(r.c.VoteHorizon.Seconds()))
+	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, cv, int64(r.c.VoteHorizon.Seconds()))
 	cmds = make([]*redis.Cmd, len(wgs)+1)
 	err = r.run(ctx, len(wgs)+1, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		keys, args := ck, kargs

@@ -446,11 +446,11 @@ local function hex4(ref) return string.format('%04x', math.floor(ref / 32768)) e
 
 -- Campaign votes (feedback follows the campaign, store/doc.go): a vote
 -- hash per campaign ref in the campaign's slot, written by mode 'v' like a
--- key's. A joined campaign's votes are read; a new campaign clears what a
--- dead campaign that held its ref left.
-local function camp_votes(cvk, join, write, rs, now, hz)
-  if join then return key_votes(cvk, rs, now, hz) end
-  if write then redis.call('DEL', cvk) end
+-- key's. A campaign joined strongly (not weak) has its votes read; a new
+-- campaign clears what a dead campaign that held its ref left.
+local function camp_votes(cvk, read, fresh, rs, now, hz)
+  if read then return key_votes(cvk, rs, now, hz) end
+  if fresh then redis.call('DEL', cvk) end
   return {0, 0, {}}
 end
 
@@ -566,7 +566,7 @@ if mode == 'c' or mode == 'r' then
   if count then
     out[3], out[4], out[5], out[6] = count, nets, snds, first
   end
-  out[9] = camp_votes(prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref), join, write, rs, now, hz)
+  out[9] = camp_votes(prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref), join and not weak, write and not join, rs, now, hz)
   return out
 end
 
@@ -598,7 +598,8 @@ if mode == 'k' then
   -- KEYS: the campaign's nb first-sighting strings, exact set, nb
   -- HyperLogLogs, vote hash. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now,
   -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
-  -- join (0 or 1), horizon.
+  -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
+  -- campaign), horizon.
   -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
   local nb = tonumber(ARGV[2])
   local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
@@ -616,7 +617,7 @@ if mode == 'k' then
   ck.origin = u32(tonumber(ARGV[a + 5]))
   local write = ARGV[a + 4] == '1'
   local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
-  local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == '1', write, rs, ck.now, tonumber(ARGV[a + 7]))
+  local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
   if not count then return {-1, 0, 0, 0, cv} end
   return {count, nets, snds, first, cv}
 end

@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignVotes", s.campaignVotes},
 		{"CampaignVoteHorizon", s.campaignVoteHorizon},
 		{"CampaignVoteRefReused", s.campaignVoteRefReused},
+		{"CampaignVoteWeakJoin", s.campaignVoteWeakJoin},
 		{"Persistence", s.persistence},
 		{"BadInput", s.badInput},
 		{"Closed", s.closed},
@@ -830,6 +831,36 @@ func (s *suite) campaignVoteRefReused(t *testing.T) {
 	// Her votes on the keys themselves are still there.
 	if got := res.OwnVotes["v@x"]; len(got) == 0 || !slices.Contains(got, store.VoteNotBulk) {
 		t.Errorf("her key votes after the campaign ended: %v", got)
+	}
+}
+
+// campaignVoteWeakJoin: a message that joined a campaign weakly (through
+// a shared footer) does not carry the campaign's votes.
+func (s *suite) campaignVoteWeakJoin(t *testing.T) {
+	st := s.open(t, store.Params{})
+	footer := "v1:sift.0:00000000000000f0"
+	mailing := func(j int) []string {
+		keys := []string{footer}
+		for _, f := range []string{"imatch", "shingle", "charshingle", "sift"} {
+			for i := 1; i <= 3; i++ {
+				keys = append(keys, fmt.Sprintf("v1:%s.%d:%016x", f, i, j<<8|i))
+			}
+		}
+		return keys
+	}
+	id := observe(t, st, t0, mailing(1), "a@x").Campaign.ID
+	vote(t, st, t0.Add(time.Minute), "alice@x", store.VoteNotBulk, mailing(1)...)
+	res := observe(t, st, t0.Add(2*time.Minute), mailing(2), "alice@x")
+	if res.Campaign.ID != id || len(res.Campaign.Joined) != 1 {
+		t.Fatalf("another mailing with the footer: campaign %+v, want a weak join to %08x through the footer", res.Campaign, id)
+	}
+	if res.CampaignOwn != nil || res.CampaignVotes != (store.Tally{}) {
+		t.Errorf("weak join: campaign votes %+v, own %v; want none", res.CampaignVotes, res.CampaignOwn)
+	}
+	// A copy of the voted mailing joins strongly and carries them.
+	res = observe(t, st, t0.Add(3*time.Minute), append(mailing(1)[:12], "v1:sift.3:00000000000000ff"), "alice@x")
+	if res.Campaign.ID != id || res.CampaignOwn["alice@x"] != store.VoteNotBulk {
+		t.Errorf("a copy of the voted mailing: campaign %+v, own campaign votes %v", res.Campaign, res.CampaignOwn)
 	}
 }
 
