@@ -67,17 +67,65 @@ type eshard struct {
 	mu      sync.Mutex
 	fs      []fsBucket // ring of nb buckets, indexed by bucket mod nb
 	ctr     map[uint64]*ecounter
-	camps   map[uint32]*cmeta
+	camps   map[uint32]cmeta
+	sets    map[uint32]*csets // of the campaigns with several networks or senders
 	entries int
 	scratch *hll
 }
 
-// cmeta is a campaign's record beside its recipient counter.
+// cmeta is a campaign's record beside its recipient counter, held by
+// value (24 bytes): most campaigns are one message, and a pointer to a
+// record with two strings cost about 100 bytes a campaign. Its first
+// network and sender are inline; the sets of the few campaigns with more
+// are in eshard.sets.
 type cmeta struct {
-	first      int64  // unix s of its first message
-	last       int64  // newest bucket written
-	origin     uint32 // of the message that started it (newRef)
-	nets, snds string // fp16 sets (fpSetAdd)
+	first    int64  // unix s of its first message
+	last     int64  // newest bucket written
+	origin   uint32 // of the message that started it (newRef)
+	net, snd uint16 // fp16 of its first network and sender, 0: none
+}
+
+// csets are a campaign's networks and senders as fp16 sets (fpSetAdd).
+type csets struct{ nets, snds string }
+
+// setsOf returns campaign ref's networks and senders (fpSetAdd form).
+func (sh *eshard) setsOf(ref uint32, m cmeta) (nets, snds string) {
+	if s := sh.sets[ref]; s != nil {
+		return s.nets, s.snds
+	}
+	return fpSetAdd("", m.net), fpSetAdd("", m.snd)
+}
+
+// setCounts returns the sizes of campaign ref's sets.
+func (sh *eshard) setCounts(ref uint32, m cmeta) (nets, snds int64) {
+	if s := sh.sets[ref]; s != nil {
+		return int64(len(s.nets) / 2), int64(len(s.snds) / 2)
+	}
+	if m.net != 0 {
+		nets = 1
+	}
+	if m.snd != 0 {
+		snds = 1
+	}
+	return nets, snds
+}
+
+// addSets adds a network and a sender (fp16, 0: unknown) to campaign
+// ref's sets; the caller stores m back.
+func (sh *eshard) addSets(ref uint32, m *cmeta, net, snd uint16) {
+	if s := sh.sets[ref]; s != nil {
+		s.nets, s.snds = fpSetAdd(s.nets, net), fpSetAdd(s.snds, snd)
+		return
+	}
+	if m.net == 0 {
+		m.net = net
+	}
+	if m.snd == 0 {
+		m.snd = snd
+	}
+	if (net != 0 && net != m.net) || (snd != 0 && snd != m.snd) {
+		sh.sets[ref] = &csets{nets: fpSetAdd(fpSetAdd("", m.net), net), snds: fpSetAdd(fpSetAdd("", m.snd), snd)}
+	}
 }
 
 // pshard holds key pointers: per time bucket, signature hash → ptr (a
@@ -160,7 +208,8 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	for i := range e.shards {
 		e.shards[i].fs = make([]fsBucket, c.nb)
 		e.shards[i].ctr = map[uint64]*ecounter{}
-		e.shards[i].camps = map[uint32]*cmeta{}
+		e.shards[i].camps = map[uint32]cmeta{}
+		e.shards[i].sets = map[uint32]*csets{}
 		e.ptrs[i].tabs = make([]fsBucket, c.nb)
 	}
 	e.votes.init()
@@ -215,9 +264,9 @@ func (e *Embedded) freeRef(ref, origin uint32, oldest int64) uint32 {
 	for range refProbes {
 		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
-		m := sh.camps[ref]
+		m, ok := sh.camps[ref]
 		sh.mu.Unlock()
-		if m == nil || m.last < oldest || m.origin == origin {
+		if !ok || m.last < oldest || m.origin == origin {
 			return ref
 		}
 		ref = (ref + 1) & refMask
@@ -339,21 +388,22 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	vol := e.observeKey(sh, sig, rc.ids, cb)
-	m := sh.camps[d.ref]
-	if m == nil || m.last < oldest {
+	m, ok := sh.camps[d.ref]
+	if !ok || m.last < oldest {
 		if !write {
 			return Campaign{}, d
 		}
-		m = &cmeta{first: t.Unix(), last: cb, origin: origin}
-		sh.camps[d.ref] = m
+		m = cmeta{first: t.Unix(), last: cb, origin: origin}
+		delete(sh.sets, d.ref)
 	}
 	if write {
 		m.last = max(m.last, cb)
 		m.first = min(m.first, t.Unix())
-		m.nets = fpSetAdd(m.nets, fp16(o.Network))
-		m.snds = fpSetAdd(m.snds, fp16(o.Sender))
+		sh.addSets(d.ref, &m, fp16(o.Network), fp16(o.Sender))
+		sh.camps[d.ref] = m
 	}
-	out := campaignOutcome{d: d, known: true, count: vol, nets: int64(len(m.nets) / 2), snds: int64(len(m.snds) / 2), first: m.first}
+	nets, snds := sh.setCounts(d.ref, m)
+	out := campaignOutcome{d: d, known: true, count: vol, nets: nets, snds: snds, first: m.first}
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
 }
 
@@ -645,6 +695,7 @@ func (e *Embedded) sweep(now time.Time) {
 		for ref, m := range sh.camps {
 			if m.last < oldest {
 				delete(sh.camps, ref)
+				delete(sh.sets, ref)
 			}
 		}
 		sh.mu.Unlock()
