@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // AlgorithmVersion is the version of the signing code. Bump it whenever a
@@ -190,6 +191,23 @@ func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		exps = make([]Explain, 0, len(s.signers))
 	}
 	var e Explain
+	// A long document is the tail of a milter's latency, and sifting is
+	// the largest part of signing it: it runs beside the other families
+	// when a core is free. Its keys still come last.
+	var (
+		par     = s.sift != nil && len(p.th) >= parallelTokens
+		wg      sync.WaitGroup
+		sk      []Key
+		se      Explain
+		crashed any
+	)
+	if par {
+		wg.Go(func() {
+			defer func() { crashed = recover() }() // re-raised below, where the caller's recover sees it
+			sk, se = s.sift.sign(p, make([]Key, 0, s.sift.p.Sample.MaxBands))
+		})
+		defer wg.Wait() // before p is released, even when a family panics
+	}
 	if s.imatch != nil {
 		keys, e, _ = s.imatch.sign(p, keys, false)
 		exps = append(exps, e)
@@ -202,9 +220,21 @@ func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		keys, e = s.chars.Sign(d, keys)
 		exps = append(exps, e)
 	}
-	if s.sift != nil {
+	if par {
+		wg.Wait()
+		if crashed != nil {
+			panic(crashed)
+		}
+		keys = append(keys, sk...)
+		exps = append(exps, se)
+	} else if s.sift != nil {
 		keys, e = s.sift.sign(p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps
 }
+
+// parallelTokens is the document length from which Sign runs sifting on a
+// goroutine of its own: from about a millisecond of signing, where the
+// goroutine's few microseconds do not count (docs/performance.md).
+var parallelTokens = 1000 // a variable for BenchmarkSetLong
