@@ -363,3 +363,69 @@ func BenchmarkEmbeddedMemory(b *testing.B) {
 	}
 	s2.Close()
 }
+
+// BenchmarkRedisScriptPrimitives: what the pieces of the campaign script
+// cost inside one EVALSHA on this server, Redis CPU per call (the floor in
+// docs/performance.md): the call itself with the script's key and argument
+// count, a reply of nested rows, one nested command, reading 135 strings
+// of a near-empty and of a full database, and 27 whole-string rewrites.
+func BenchmarkRedisScriptPrimitives(b *testing.B) {
+	r := startRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	names := func(n int, pat string) []string {
+		var k []string
+		for i := range n {
+			k = append(k, fmt.Sprintf(pat, i*97))
+		}
+		return k
+	}
+	keys162 := names(162, "bm2:{%04x}:p:1:49000")
+	args70 := make([]any, 70)
+	for i := range args70 {
+		args70[i] = "abcd"
+	}
+	small, full := names(135, "bm2:{%04x}:p:0:1"), names(135, "bm2:{%04x}:p:1:1")
+	for i := range small {
+		c.Set(ctx, small[i], strings.Repeat("x", 128), 0)
+		c.Set(ctx, full[i], strings.Repeat("y", 1600), 0)
+	}
+	const mget = "local v = redis.call('MGET', unpack(KEYS)) return #v"
+	for _, p := range []struct {
+		name, src string
+		keys      []string
+		args      []any
+	}{
+		{"empty-162keys-70args", "return 1", keys162, args70},
+		{"empty-1arg", "return 1", nil, []any{strings.Repeat("abcdefghi", 27)}},
+		{"reply-27-nested-rows", "local v = {} for s = 1, 27 do v[s] = {0, 0, {}} end return {1, v}", nil, nil},
+		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm2:{%04x}:none"), nil},
+		{"MGET-135x128B", mget, small, nil},
+		{"MGET-135x1600B", mget, full, nil},
+		{"27-GET-SET-1600B", "for i = 1, 27 do local v = redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], string.sub(v, 9) .. 'abcdefgh', 'KEEPTTL') end return 1", full, nil},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			sc := redis.NewScript(p.src)
+			if err := sc.Run(ctx, c, p.keys, p.args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := info(b, c, "cpu")
+			b.SetParallelism(4) // concurrent sessions, as in RedisObserve
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := sc.EvalSha(ctx, c, p.keys, p.args...).Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			cpu1 := info(b, c, "cpu")
+			cpu := (infoFloat(cpu1, "used_cpu_user") + infoFloat(cpu1, "used_cpu_sys")) -
+				(infoFloat(cpu0, "used_cpu_user") + infoFloat(cpu0, "used_cpu_sys"))
+			b.ReportMetric(cpu*1e6/float64(b.N), "redis-cpu-µs/call")
+		})
+	}
+}
