@@ -100,7 +100,22 @@ type AttackResult struct {
 	RecallAllRefiled float64        `json:"recall_all_refiled"`
 	HamRefiled       int            `json:"ham_refiled"`
 	Worst            []CampaignMiss `json:"worst_campaigns,omitempty"`
-	hamTaggedNames   []string
+	// Misses says why counted copies went untagged (campaign counting).
+	Misses         MissCauses `json:"misses"`
+	hamTaggedNames []string
+}
+
+// MissCauses sorts the counted copies left untagged by what the store did
+// with them: started a campaign of their own (no key's evidence named one),
+// joined a campaign other than the one most of their campaign's copies
+// joined (the campaign split), or joined that one while it was still under
+// the threshold (it had split before). Stores is the mean number of store
+// campaigns a generated campaign's copies went to (1 = one campaign).
+type MissCauses struct {
+	Own    int     `json:"own"`
+	Split  int     `json:"split"`
+	Main   int     `json:"main"`
+	Stores float64 `json:"stores_per_campaign"`
 }
 
 // Reduction is Kolcz & Chowdhury's fragmentation reduction rate: distinct
@@ -243,6 +258,13 @@ func (rep *Report) Markdown(w io.Writer) {
 				red = fmt.Sprintf("%.2f / %.1f", a.HardeningReduction.Median, a.HardeningReduction.Max)
 			}
 			fmt.Fprintf(w, "| %s | %s | %s |\n", a.Name, strings.Join(row, " | "), red)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "Why counted copies went untagged (started their own campaign / joined another split-off campaign / joined their campaign's main one while it was under the threshold) and store campaigns per generated campaign:\n\n| attack | own | split | main | store campaigns |\n|---|---|---|---|---|\n")
+		for _, a := range rep.Attacks {
+			if m := a.Misses; m.Own+m.Split+m.Main > 0 || m.Stores > 1 {
+				fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f |\n", a.Name, m.Own, m.Split, m.Main, m.Stores)
+			}
 		}
 		fmt.Fprintln(w)
 	}

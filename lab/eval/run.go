@@ -443,6 +443,8 @@ type copyRecord struct {
 	tagged      []bool      // per family, in cfg.families() order
 	signed      []bool
 	keys        []signature.Key
+	store       uint32 // the store campaign it was counted in
+	joined      bool   // it joined a campaign rather than starting one
 }
 
 // hamRecipient is the synthesised recipient of the i-th ham message.
@@ -566,7 +568,8 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 			return nil, fmt.Errorf("%s: copy %d of %s: %w", atk.Name, k, b.Name, v.Err)
 		}
 		rec := copyRecord{campaign: e.campaign, k: k, bulk: v.Bulk, delivered: sim.deliver(v, to.Address, "<"+c.MsgID+">", e.at),
-			tagged: make([]bool, len(fams)), signed: make([]bool, len(fams)), keys: v.Analysis.Keys}
+			tagged: make([]bool, len(fams)), signed: make([]bool, len(fams)), keys: v.Analysis.Keys,
+			store: v.Campaign.ID, joined: len(v.Campaign.Joined) > 0}
 		for i, f := range fams {
 			rec.tagged[i] = v.Volumes[f] >= int64(cfg.Thresholds[f])
 		}
@@ -725,6 +728,7 @@ func (r *AttackResult) score(cfg *Config, fams []signature.Family, bases []*base
 		slices.Sort(ratios)
 		r.HardeningReduction = &Reduction{Median: ratios[len(ratios)/2], Max: ratios[len(ratios)-1], Campaigns: len(ratios)}
 	}
+	r.Misses = missCauses(T, len(bases), copies)
 	// The campaigns missed most, for investigation.
 	type miss struct {
 		i      int
@@ -748,4 +752,46 @@ func trimTo(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// missCauses sorts the untagged counted copies by what the store did with
+// them (MissCauses).
+func missCauses(T, campaigns int, copies []copyRecord) MissCauses {
+	stores := make([]map[uint32]int, campaigns)
+	for i := range stores {
+		stores[i] = map[uint32]int{}
+	}
+	for _, c := range copies {
+		stores[c.campaign][c.store]++
+	}
+	main := make([]uint32, campaigns)
+	var m MissCauses
+	n := 0
+	for i, s := range stores {
+		best := -1
+		for id, k := range s {
+			if k > best || (k == best && id < main[i]) {
+				main[i], best = id, k
+			}
+		}
+		if len(s) > 0 {
+			m.Stores += float64(len(s))
+			n++
+		}
+	}
+	if n > 0 {
+		m.Stores /= float64(n)
+	}
+	for _, c := range copies {
+		switch {
+		case c.k <= T || c.bulk:
+		case !c.joined:
+			m.Own++
+		case c.store != main[c.campaign]:
+			m.Split++
+		default:
+			m.Main++
+		}
+	}
+	return m
 }
