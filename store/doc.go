@@ -155,7 +155,8 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers, decides the campaign (the same integer arithmetic as
+// pointers (the newest bucket's strings of every key first, the older
+// buckets only of the keys not found there), decides the campaign (the same integer arithmetic as
 // model.go's decide), writes the pointers and counts the campaign, naming
 // the campaign's keys itself (a single server allows undeclared keys). On
 // a cluster the keys of one message hash to many slots, so Observe takes
