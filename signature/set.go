@@ -14,8 +14,9 @@ import (
 // and the files are updated with -update. Version 2 signs as version 1
 // did; it marks the campaign counting of issue 15, so that no id counted
 // or voted on per key is read as a campaign's (docs/operations.md, upgrade
-// notes).
-const AlgorithmVersion = 2
+// notes). Version 3 adds the term-set family (issue 15), which the
+// campaign model weighs as a support family.
+const AlgorithmVersion = 3
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -25,6 +26,7 @@ type SetParams struct {
 	Shingle     ShingleParams
 	CharShingle CharShingleParams
 	Sift        SiftParams
+	TermSet     TermSetParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -35,6 +37,7 @@ func DefaultSetParams() SetParams {
 		Shingle:     DefaultShingleParams(),
 		CharShingle: DefaultCharShingleParams(),
 		Sift:        DefaultSiftParams(),
+		TermSet:     DefaultTermSetParams(),
 	}
 }
 
@@ -48,6 +51,7 @@ type Set struct {
 	shingle *Shingle
 	chars   *CharShingle
 	sift    *Sift
+	terms   *TermSet
 	signers []Signer
 	version string
 	descr   string
@@ -59,9 +63,9 @@ func NewSet(p SetParams) (*Set, error) {
 		return nil, errors.New("signature set: no secret")
 	}
 	var errs []error
-	needLex := p.IMatch.Enabled || p.Shingle.Enabled
+	needLex := p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled
 	if needLex && p.Lexicon == nil {
-		errs = append(errs, errors.New("signature set: imatch and shingle need a lexicon"))
+		errs = append(errs, errors.New("signature set: imatch, shingle and terms need a lexicon"))
 	}
 	s := &Set{th: newTokenHasher(p.Secret)}
 	var err error
@@ -98,6 +102,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.sift)
 		}
 	}
+	if p.TermSet.Enabled && s.kl != nil {
+		if s.terms, err = newTermSet(p.Secret, s.th, s.kl, p.TermSet); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.terms)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -114,7 +125,7 @@ func NewSet(p SetParams) (*Set, error) {
 func describe(p SetParams) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "algorithm=%d canon=%d key=%s", AlgorithmVersion, CanonVersion, p.Secret.ID())
-	if (p.IMatch.Enabled || p.Shingle.Enabled) && p.Lexicon != nil {
+	if (p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled) && p.Lexicon != nil {
 		fmt.Fprintf(&b, " lexicon=%s", p.Lexicon.Hash()[:16])
 	}
 	if p.IMatch.Enabled {
@@ -128,6 +139,9 @@ func describe(p SetParams) string {
 	}
 	if p.Sift.Enabled {
 		fmt.Fprintf(&b, " sift=%+v", p.Sift)
+	}
+	if p.TermSet.Enabled {
+		fmt.Fprintf(&b, " terms=%+v", p.TermSet)
 	}
 	return b.String()
 }
@@ -204,6 +218,10 @@ func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 	}
 	if s.sift != nil {
 		keys, e = s.sift.sign(p, keys)
+		exps = append(exps, e)
+	}
+	if s.terms != nil {
+		keys, e = s.terms.sign(p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps
