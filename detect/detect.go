@@ -67,7 +67,7 @@ type Options struct {
 	// text before signing.
 	StripRecipient bool
 	// GlobalVoters is the number of distinct voters after which a vote on a
-	// key applies to every recipient.
+	// key, or on a campaign, applies to every recipient.
 	GlobalVoters int
 	// Analyses bounds the analyses that run at once (default GOMAXPROCS):
 	// an analysis is CPU work, so more at once only adds their working
@@ -191,7 +191,7 @@ type Verdict struct {
 	// Bulk is true when the message is bulk for at least one recipient.
 	Bulk bool
 	// Base is the verdict for recipients without a vote of their own on
-	// the message's keys: volume and global feedback.
+	// the message's keys or campaign: volume and global feedback.
 	Base bool
 	// Family is the family that decided a bulk verdict, or the family with
 	// the highest volume relative to its threshold otherwise.
@@ -310,7 +310,7 @@ func observeAll(ctx context.Context, observe observeFunc, o store.Observation) (
 		return observe(ctx, o)
 	}
 	var res store.Result
-	users, own := map[string]store.VoteKind{}, map[string][]store.VoteKind{}
+	users, own, camp := map[string]store.VoteKind{}, map[string][]store.VoteKind{}, map[string]store.VoteKind{}
 	for start := 0; start < len(rs); start += store.MaxRecipients {
 		o.Recipients = rs[start:min(start+store.MaxRecipients, len(rs))]
 		r, err := observe(ctx, o)
@@ -319,14 +319,18 @@ func observeAll(ctx context.Context, observe observeFunc, o store.Observation) (
 		}
 		maps.Copy(users, r.UserVotes)
 		maps.Copy(own, r.OwnVotes)
+		maps.Copy(camp, r.CampaignOwn)
 		res = r
 	}
-	res.UserVotes, res.OwnVotes = nil, nil
+	res.UserVotes, res.OwnVotes, res.CampaignOwn = nil, nil, nil
 	if len(users) > 0 {
 		res.UserVotes = users
 	}
 	if len(own) > 0 {
 		res.OwnVotes = own
+	}
+	if len(camp) > 0 {
+		res.CampaignOwn = camp
 	}
 	return res, nil
 }
@@ -403,6 +407,8 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	base := byVolume
 	if j, ok := e.marked(a.Keys, res.Volumes, global); ok {
 		base = j
+	} else if eff := globalEffect(res.CampaignVotes, int64(e.opt.GlobalVoters)); eff != effNone {
+		base = byCampaign(byVolume, eff)
 	}
 	v.Base = base.bulk
 	switch {
@@ -425,25 +431,21 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	}))
 	// A recipient's own votes come with the store's answer, per key: a vote
 	// counts for the keys it was cast on and no others, without a second
-	// store call.
-	if len(res.OwnVotes) > 0 {
+	// store call; where they decide nothing, her vote on the campaign does.
+	if len(res.OwnVotes) > 0 || len(res.CampaignOwn) > 0 {
 		eff := make([]effect, len(ids))
 		for _, r := range rcpts {
-			kinds, voted := res.OwnVotes[r]
-			if !voted || len(kinds) != len(ids) {
-				continue
-			}
-			for i, k := range kinds {
-				switch k {
-				case store.VoteNotBulk:
-					eff[i] = effClear
-				case store.VoteBulk:
-					eff[i] = effForce
-				default:
-					eff[i] = effNone
+			var mine judgement
+			ok := false
+			if kinds, voted := res.OwnVotes[r]; voted && len(kinds) == len(ids) {
+				for i, k := range kinds {
+					eff[i] = effectOf(k)
 				}
+				mine, ok = e.marked(a.Keys, res.Volumes, eff)
 			}
-			mine, ok := e.marked(a.Keys, res.Volumes, eff)
+			if k, voted := res.CampaignOwn[r]; !ok && voted && effectOf(k) != effNone {
+				mine, ok = byCampaign(byVolume, effectOf(k)), true
+			}
 			switch {
 			case !ok:
 			case base.bulk && !mine.bulk:
@@ -501,7 +503,28 @@ const (
 	effForce
 )
 
-// globalEffect applies the global tally of one key: a kind marks the key
+func effectOf(k store.VoteKind) effect {
+	switch k {
+	case store.VoteNotBulk:
+		return effClear
+	case store.VoteBulk:
+		return effForce
+	}
+	return effNone
+}
+
+// byCampaign is the verdict a mark on the message's campaign gives: the
+// campaign's votes cover every copy that joined it, however edited, where
+// the keys' own marks decided nothing.
+func byCampaign(byVolume judgement, eff effect) judgement {
+	if eff == effClear {
+		return judgement{}
+	}
+	byVolume.bulk = true
+	return byVolume
+}
+
+// globalEffect applies the global tally of one key (or of the campaign): a kind marks the key
 // when at least quorum distinct users voted it and more voted it than the
 // other kind; a tie marks nothing. Tallies count distinct voters per key,
 // so one user's vote on all 22 keys of a message counts once on each and

@@ -437,6 +437,96 @@ write to the secretary. The next meeting takes place on the first Tuesday of May
 	}
 }
 
+// editedNewsletter is newsletter with every edit-th line rewritten and
+// another subject: a copy of the same campaign that shares keys with the
+// original in two families of four (shingle and charshingle), so that a
+// vote on the original's keys alone does not cover it.
+func editedNewsletter(topic string, edit int, rcpts ...string) *Message {
+	m := newsletter(topic, rcpts...)
+	b := new(strings.Builder)
+	var h textproto.Header
+	h.Set("Subject", fmt.Sprintf("Your weekly %s digest, issue %d", topic, edit))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	lines := strings.Split(fmt.Sprintf(`This week in %[1]s: our editors picked the most useful %[1]s stories for you.
+We explain how the %[1]s market changed during the last quarter, which companies
+announced new products, and what experts expect for the coming season. Readers
+asked many questions about prices, delivery times and warranty conditions, and we
+answer the most common ones in a short guide. There is also an interview with a
+well known %[1]s specialist about mistakes beginners make and how to avoid them.
+Visit our website for discounts on subscriptions, books and training courses.
+You receive this newsletter because you subscribed on our website.
+`, topic), "\n")
+	for i, l := range lines {
+		if i%edit == 0 {
+			l = fmt.Sprintf("Special offer number %d for our readers: %s", edit*7+i, strings.ToUpper(l))
+		}
+		b.WriteString(l + "\n")
+	}
+	m.Header = h
+	m.Body = strings.NewReader(b.String())
+	return m
+}
+
+// A vote follows the campaign: her "not bulk" on one copy covers a later,
+// edited copy that joined the same campaign (sharing too few keys with
+// the voted copy for her key votes to decide), for her only; enough
+// voters on the campaign clear it for everyone.
+func TestCampaignVotes(t *testing.T) {
+	const ann, bob = "ann@example.test", "bob@example.test"
+	original := func() *Message { return newsletter("garden") }
+	run := func(t *testing.T, voteFirst bool) (*fixture, Verdict) {
+		f := newFixture(t)
+		if voteFirst {
+			// Before any copy was seen: her vote is on the keys only.
+			f.vote(ann, store.VoteNotBulk, f.ids(original))
+		}
+		first := f.check(newsletter("garden", recipients("r", 12)...))
+		if !first.Bulk {
+			t.Fatalf("first copy to 12: not bulk (%+v)", first.Campaign)
+		}
+		if !voteFirst {
+			f.vote(ann, store.VoteNotBulk, f.ids(original))
+		}
+		v := f.check(editedNewsletter("garden", 2, ann, bob))
+		if v.Campaign.ID != first.Campaign.ID || len(v.Via) == 0 {
+			t.Fatalf("edited copy: campaign %08x via %v, want it joined to %08x", v.Campaign.ID, v.Via, first.Campaign.ID)
+		}
+		return f, v
+	}
+	t.Run("her vote covers the edited copy for her", func(t *testing.T) {
+		_, v := run(t, false)
+		if !v.Bulk || !v.Base || !slices.Equal(v.NotBulkFor, []string{ann}) || v.Override != "user not-bulk" {
+			t.Errorf("bulk=%v base=%v notBulkFor=%v override=%q; want bulk for bob, not for ann", v.Bulk, v.Base, v.NotBulkFor, v.Override)
+		}
+	})
+	t.Run("her key votes alone do not", func(t *testing.T) {
+		_, v := run(t, true)
+		if !v.Bulk || len(v.NotBulkFor) != 0 {
+			t.Errorf("bulk=%v notBulkFor=%v; want bulk for both: the edited copy shares keys in 2 of 4 families", v.Bulk, v.NotBulkFor)
+		}
+	})
+	t.Run("enough voters clear the campaign for everyone", func(t *testing.T) {
+		f, _ := run(t, false)
+		edited := func() *Message { return editedNewsletter("garden", 2) }
+		for _, voter := range []string{"x@x.test", "y@x.test"} {
+			f.vote(voter, store.VoteNotBulk, f.ids(edited))
+		}
+		// Three distinct voters (GlobalVoters) on the campaign; the copy
+		// shares keys with none of the voted copies in most families.
+		v := f.check(editedNewsletter("garden", 3, bob))
+		if v.Bulk || v.Base || v.Override != "global not-bulk" {
+			t.Errorf("bulk=%v base=%v override=%q; want not bulk for everyone", v.Bulk, v.Base, v.Override)
+		}
+	})
+	t.Run("two voters are not enough", func(t *testing.T) {
+		f, _ := run(t, false)
+		f.vote("x@x.test", store.VoteNotBulk, f.ids(func() *Message { return editedNewsletter("garden", 2) }))
+		if v := f.check(editedNewsletter("garden", 3, bob)); !v.Bulk || v.Override != "" {
+			t.Errorf("bulk=%v override=%q; want bulk", v.Bulk, v.Override)
+		}
+	})
+}
+
 // Copies of one newsletter count into one campaign: its id, volume,
 // networks and senders reach the verdict and its header.
 func TestCampaignInVerdict(t *testing.T) {

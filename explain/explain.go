@@ -86,6 +86,10 @@ type Campaign struct {
 	Networks   int64     `json:"networks"`
 	Senders    int64     `json:"senders"`
 	FirstSeen  time.Time `json:"first_seen"`
+	// NotBulk and Bulk count the distinct voters on the campaign (votes
+	// follow the campaign: docs/feedback.md).
+	NotBulk int64 `json:"not_bulk_voters,omitempty"`
+	Bulk    int64 `json:"bulk_voters,omitempty"`
 }
 
 // Verdict is the verdict, its level and why.
@@ -167,7 +171,8 @@ func New(name string, v detect.Verdict, res store.Result, threshold func(signatu
 		f.Volume = max(f.Volume, key.Volume)
 	}
 	if c := res.Campaign; c.ID != 0 {
-		r.Campaign = &Campaign{ID: c.ID, Recipients: c.Recipients, Networks: c.Networks, Senders: c.Senders, FirstSeen: c.First.UTC()}
+		r.Campaign = &Campaign{ID: c.ID, Recipients: c.Recipients, Networks: c.Networks, Senders: c.Senders, FirstSeen: c.First.UTC(),
+			NotBulk: res.CampaignVotes.NotBulk, Bulk: res.CampaignVotes.Bulk}
 	}
 	why := v.LevelWhy
 	switch {
@@ -250,6 +255,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if c := r.Campaign; c != nil {
 		fmt.Fprintf(&b, "Campaign %08x: %d recipients, %d networks, %d senders, first seen %s\n",
 			c.ID, c.Recipients, c.Networks, c.Senders, c.FirstSeen.Format(time.RFC3339))
+		if c.NotBulk+c.Bulk > 0 {
+			fmt.Fprintf(&b, "  votes: %d not bulk, %d bulk\n", c.NotBulk, c.Bulk)
+		}
 	} else {
 		b.WriteString("Campaign: none in the store yet\n")
 	}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/mailtext"
@@ -31,6 +32,9 @@ func TestReport(t *testing.T) {
 	}{
 		{"counted", detect.Verdict{Bulk: true, Base: true, Family: signature.FamilyIMatch, Volume: 30, Level: 7, LevelWhy: []string{"volume 3.00× the threshold", "undeclared: +1"},
 			IDs: []string{"s1:imatch.0:1", "s1:imatch.1:2"}, Analysis: a}, store.Result{Volumes: []int64{30, 4}, Votes: []store.Tally{{}, {NotBulk: 1}}}, "undeclared: +1"},
+		{"campaign votes", detect.Verdict{Family: signature.FamilyIMatch, Volume: 30, IDs: []string{"s1:imatch.0:1", "s1:imatch.1:2"}, Analysis: a},
+			store.Result{Volumes: []int64{30, 30}, Votes: make([]store.Tally, 2), Campaign: store.Campaign{ID: 0x7f3a91c2, Recipients: 30, First: time.Unix(1e9, 0).UTC()},
+				CampaignVotes: store.Tally{NotBulk: 3, Bulk: 1}}, "Campaign 7f3a91c2: 30 recipients, 0 networks, 0 senders, first seen 2001-09-09T01:46:40Z\n  votes: 3 not bulk, 1 bulk\n"},
 		{"store failed", detect.Verdict{Err: errors.New("down"), Analysis: a}, store.Result{}, "the store could not be read"},
 		{"unsigned", detect.Verdict{Unsigned: true, Analysis: a}, store.Result{}, "no family could sign"},
 	}

@@ -19,11 +19,13 @@
 // itself (From, Delivered-To, To) is never used to pick the voter: a user
 // can put anything in a message, and only the submission's identity is
 // vouched for. An untrusted report is ordinary mail; the milter removes the
-// header. Votes are per voter and per key: a voter's vote exempts only her
-// own later mail with those keys, and changes everybody's verdict only
-// once feedback.global_voters distinct voters agree on a key (see package
-// detect), so a spammer who is not a trusted user cannot vote at all, and
-// one trusted account cannot whitelist a campaign for others.
+// header. Votes are per voter, on the reported message's keys and on the
+// campaign they were counted in (the store finds it): a voter's vote
+// exempts only her own later mail with those keys or of that campaign,
+// and changes everybody's verdict only once feedback.global_voters
+// distinct voters agree on a key or on the campaign (see package detect),
+// so a spammer who is not a trusted user cannot vote at all, and one
+// trusted account cannot whitelist a campaign for others.
 //
 // Each voter may cast feedback.rate_limit votes per hour (a token bucket
 // of that size, refilled at that rate), counted in this process: see

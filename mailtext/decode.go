@@ -2,6 +2,7 @@ package mailtext
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -392,6 +393,13 @@ func looksUTF8(b []byte) bool {
 }
 
 func isASCII(b []byte) bool {
+	// Eight bytes at a time: most text parts are ASCII and long.
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
 	for _, c := range b {
 		if c >= 0x80 {
 			return false

@@ -87,20 +87,21 @@ func Canonicalize(src Source) *Doc {
 
 // canonState is the scratch space of one Canonicalize call, pooled.
 type canonState struct {
-	norm   []byte   // normalised texts, concatenated
-	spans  [][2]int // each text in norm
-	tmp    []byte
-	rs     []rune
-	out    []byte // one chunk, canonical
-	join   []byte
-	chunks []chunkRef
-	tok    []byte // every token, concatenated
-	refs   []tokRef
-	units  [][2]int // CJK units of the current run, in out
-	strip  []string
-	it     *words.Iterator[[]byte]
-	fold   cases.Caser
-	stats  DocStats
+	norm    []byte   // normalised texts, concatenated
+	spans   [][2]int // each text in norm
+	tmp     []byte
+	rs      []rune
+	out     []byte // one chunk, canonical
+	join    []byte
+	chunks  []chunkRef
+	letters []byte // the letters stream when it is not the tokens end to end
+	tok     []byte // every token, concatenated
+	refs    []tokRef
+	units   [][2]int // CJK units of the current run, in out
+	strip   []string
+	it      *words.Iterator[[]byte]
+	fold    cases.Caser
+	stats   DocStats
 
 	latin, cyrillic, greek int
 	dominant               uint8
@@ -135,7 +136,7 @@ func (st *canonState) reset() {
 func (st *canonState) release() {
 	const big = 1 << 20
 	if cap(st.norm) > big || cap(st.tok) > big {
-		st.norm, st.tok, st.tmp, st.out, st.join = nil, nil, nil, nil, nil
+		st.norm, st.tok, st.tmp, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil
 		st.refs, st.chunks, st.rs = nil, nil, nil
 	}
 	statePool.Put(st)
@@ -427,17 +428,43 @@ func (st *canonState) doc(domains []string) *Doc {
 	// nothing).
 	all := string(st.tok)
 	d.Tokens = make([]string, 0, len(st.refs))
+	// One pass: each token is tested against Strip once. The letters are
+	// built only from the first token that breaks the stream (most
+	// messages have one early: "the end"), replaying the tokens before it.
 	contiguous := true
-	prev := ""
-	for _, r := range st.refs {
-		tok := all[r.start:r.end]
+	prev, last := "", ""
+	letters := st.letters[:0]
+	addLetters := func(r tokRef) {
+		part := all[r.start+r.lskip : r.end]
+		if last != "" && boundaryDouble(last, part) {
+			_, n := utf8.DecodeRuneInString(part)
+			part = part[n:]
+		}
+		letters = append(letters, part...)
+		if part != "" {
+			last = part
+		}
+	}
+	for i, r := range st.refs {
 		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
-			contiguous = false
+			if contiguous {
+				contiguous = false
+				for _, q := range st.refs[:i] {
+					addLetters(q)
+				}
+			}
 			continue
 		}
-		if r.lskip > 0 || prev != "" && boundaryDouble(prev, tok) {
+		tok := all[r.start:r.end]
+		if contiguous && (r.lskip > 0 || prev != "" && boundaryDouble(prev, tok)) {
 			contiguous = false
+			for _, q := range st.refs[:i] {
+				addLetters(q) // no token before i was stripped
+			}
+		}
+		if !contiguous {
+			addLetters(r)
 		}
 		d.Tokens = append(d.Tokens, tok)
 		prev = tok
@@ -445,24 +472,9 @@ func (st *canonState) doc(domains []string) *Doc {
 	if contiguous {
 		d.Letters = all
 	} else {
-		letters := make([]byte, 0, len(all))
-		last := ""
-		for _, r := range st.refs {
-			if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
-				continue
-			}
-			part := all[r.start+r.lskip : r.end]
-			if last != "" && boundaryDouble(last, part) {
-				_, n := utf8.DecodeRuneInString(part)
-				part = part[n:]
-			}
-			letters = append(letters, part...)
-			if part != "" {
-				last = part
-			}
-		}
 		d.Letters = string(letters)
 	}
+	st.letters = letters
 	d.Domains = canonDomains(domains)
 	st.stats.Words = len(d.Tokens)
 	d.Stats = st.stats

@@ -219,8 +219,17 @@ func TestSetMatchesFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range newsgroups(t, "test")[:200] {
+	msgs := slices.Clone(newsgroups(t, "test")[:200])
+	var long strings.Builder // signed with sifting beside the other families
+	for _, m := range msgs {
+		long.WriteString(m.Text)
+	}
+	msgs = append(msgs, corpusMsg{Name: "all of them", Text: long.String()})
+	for _, m := range msgs {
 		d := textDoc(m.Text)
+		if m.Name == "all of them" && len(d.Tokens) < parallelTokens {
+			t.Fatalf("the long document has %d tokens, want at least %d", len(d.Tokens), parallelTokens)
+		}
 		got, exps := s.Sign(d, nil, nil)
 		var want []Key
 		for _, f := range []Signer{im, sh, ch, sf, ts} {

@@ -88,7 +88,8 @@ func TestStoresAgree(t *testing.T) {
 			addrs["cluster"] = cluster.Addrs()
 		}
 		for name, a := range addrs {
-			r, err := store.NewRedis(ctx, store.RedisOptions{Addrs: a, Namespace: fmt.Sprint("agree", seed, ":")})
+			r, err := store.NewRedis(ctx, store.RedisOptions{Addrs: a, Namespace: fmt.Sprint("agree", seed, ":"),
+				Timeout: 2 * time.Minute}) // results are compared, not timed
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -79,7 +79,17 @@
 //
 // A vote (user, kind, time) is stored on each key of the voted message; a
 // later vote by the same user on a key replaces the earlier one, VoteNone
-// retracts it. A vote counts for VoteHorizon (default 180 days) after it
+// retracts it. Feedback follows the campaign: the vote is also stored on
+// the campaign the voted keys belong to (found by a read-only observation
+// of them when the vote is cast; none when they are in no live campaign),
+// under the vote id CampaignVoteKey ("campaign:" and the campaign's ID),
+// so that it covers the campaign's later copies however edited. Observe
+// returns the tally of the campaign the message joined and its
+// recipients' campaign votes (Result.CampaignVotes, CampaignOwn) in the
+// same round trip, unless the join was weak (a shared footer must not
+// carry another mailing's votes). A campaign vote lasts VoteHorizon, or
+// until a new campaign takes the campaign's ref, which is free only once
+// the campaign left the window. A vote counts for VoteHorizon (default 180 days) after it
 // was cast. Observe returns, per key, the number of distinct users who
 // voted not-bulk and bulk, and for each recipient of the message who voted
 // on any of its keys, that user's most recent vote (Result.UserVotes) and
@@ -130,7 +140,10 @@
 //	                             and senders), 'o' (origin).
 //	bm2:{tttt}:c:<ref>:<bucket>  HyperLogLog of one bucket.
 //	bm2:{tttt}:v:<signature id>  hash: voter pseudonym → kind ('n'/'b') and unix
-//	                             seconds; '#' → "notbulk,bulk,oldest".
+//	                             seconds; '#' → "notbulk,bulk,oldest". The votes
+//	                             on a campaign have the id campaign:<ref, 8 hex>
+//	                             and the campaign's tag, so that the script
+//	                             counting the campaign reads them.
 //	bm2:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
 //	                             signature id → kind and time. The index behind
 //	                             "list/remove votes by voter".

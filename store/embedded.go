@@ -67,17 +67,65 @@ type eshard struct {
 	mu      sync.Mutex
 	fs      []fsBucket // ring of nb buckets, indexed by bucket mod nb
 	ctr     map[uint64]*ecounter
-	camps   map[uint32]*cmeta
+	camps   map[uint32]cmeta
+	sets    map[uint32]*csets // of the campaigns with several networks or senders
 	entries int
 	scratch *hll
 }
 
-// cmeta is a campaign's record beside its recipient counter.
+// cmeta is a campaign's record beside its recipient counter, held by
+// value (24 bytes): most campaigns are one message, and a pointer to a
+// record with two strings cost about 100 bytes a campaign. Its first
+// network and sender are inline; the sets of the few campaigns with more
+// are in eshard.sets.
 type cmeta struct {
-	first      int64  // unix s of its first message
-	last       int64  // newest bucket written
-	origin     uint32 // of the message that started it (newRef)
-	nets, snds string // fp16 sets (fpSetAdd)
+	first    int64  // unix s of its first message
+	last     int64  // newest bucket written
+	origin   uint32 // of the message that started it (newRef)
+	net, snd uint16 // fp16 of its first network and sender, 0: none
+}
+
+// csets are a campaign's networks and senders as fp16 sets (fpSetAdd).
+type csets struct{ nets, snds string }
+
+// setsOf returns campaign ref's networks and senders (fpSetAdd form).
+func (sh *eshard) setsOf(ref uint32, m cmeta) (nets, snds string) {
+	if s := sh.sets[ref]; s != nil {
+		return s.nets, s.snds
+	}
+	return fpSetAdd("", m.net), fpSetAdd("", m.snd)
+}
+
+// setCounts returns the sizes of campaign ref's sets.
+func (sh *eshard) setCounts(ref uint32, m cmeta) (nets, snds int64) {
+	if s := sh.sets[ref]; s != nil {
+		return int64(len(s.nets) / 2), int64(len(s.snds) / 2)
+	}
+	if m.net != 0 {
+		nets = 1
+	}
+	if m.snd != 0 {
+		snds = 1
+	}
+	return nets, snds
+}
+
+// addSets adds a network and a sender (fp16, 0: unknown) to campaign
+// ref's sets; the caller stores m back.
+func (sh *eshard) addSets(ref uint32, m *cmeta, net, snd uint16) {
+	if s := sh.sets[ref]; s != nil {
+		s.nets, s.snds = fpSetAdd(s.nets, net), fpSetAdd(s.snds, snd)
+		return
+	}
+	if m.net == 0 {
+		m.net = net
+	}
+	if m.snd == 0 {
+		m.snd = snd
+	}
+	if (net != 0 && net != m.net) || (snd != 0 && snd != m.snd) {
+		sh.sets[ref] = &csets{nets: fpSetAdd(fpSetAdd("", m.net), net), snds: fpSetAdd(fpSetAdd("", m.snd), snd)}
+	}
 }
 
 // pshard holds key pointers: per time bucket, signature hash → ptr (a
@@ -160,7 +208,8 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	for i := range e.shards {
 		e.shards[i].fs = make([]fsBucket, c.nb)
 		e.shards[i].ctr = map[uint64]*ecounter{}
-		e.shards[i].camps = map[uint32]*cmeta{}
+		e.shards[i].camps = map[uint32]cmeta{}
+		e.shards[i].sets = map[uint32]*csets{}
 		e.ptrs[i].tabs = make([]fsBucket, c.nb)
 	}
 	e.votes.init()
@@ -215,9 +264,9 @@ func (e *Embedded) freeRef(ref, origin uint32, oldest int64) uint32 {
 	for range refProbes {
 		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
-		m := sh.camps[ref]
+		m, ok := sh.camps[ref]
 		sh.mu.Unlock()
-		if m == nil || m.last < oldest || m.origin == origin {
+		if !ok || m.last < oldest || m.origin == origin {
 			return ref
 		}
 		ref = (ref + 1) & refMask
@@ -263,10 +312,19 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 	}
 	cb := e.c.bucket(t)
 	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
+	var d decision
 	if len(o.Keys) > 0 {
-		res.Campaign = e.campaign(o, rc, t, cb, res.Volumes)
+		res.Campaign, d = e.campaign(o, rc, t, cb, res.Volumes)
 	}
 	e.votes.lookup(&e.c, o.Keys, rc, t, &res)
+	// Campaign votes (withCampaign): a campaign joined strongly has its
+	// read; a new campaign drops those a dead one that held its ref left.
+	switch c := res.Campaign; {
+	case len(c.Joined) > 0 && !d.weak:
+		e.votes.lookupCampaign(&e.c, CampaignVoteKey(c.ID), rc, t, &res)
+	case !d.join && c.Recipients > 0 && len(rc.ids) > 0:
+		e.votes.clear(CampaignVoteKey(c.ID))
+	}
 	return res, nil
 }
 
@@ -275,7 +333,7 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 // at a time: no other path takes a pointer shard while holding a campaign
 // shard, so the order cannot deadlock, and the message's decision and
 // writes are one step for every message sharing a key.
-func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) Campaign {
+func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) (Campaign, decision) {
 	ids := uniq(o.Keys)
 	sigs := make([]uint64, len(ids))
 	fams := make([]string, len(ids))
@@ -313,7 +371,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	write := len(rc.ids) > 0
 	if !d.join {
 		if !write {
-			return Campaign{}
+			return Campaign{}, d
 		}
 		d.ref = e.freeRef(fresh, origin, oldest)
 	}
@@ -330,22 +388,23 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	vol := e.observeKey(sh, sig, rc.ids, cb)
-	m := sh.camps[d.ref]
-	if m == nil || m.last < oldest {
+	m, ok := sh.camps[d.ref]
+	if !ok || m.last < oldest {
 		if !write {
-			return Campaign{}
+			return Campaign{}, d
 		}
-		m = &cmeta{first: t.Unix(), last: cb, origin: origin}
-		sh.camps[d.ref] = m
+		m = cmeta{first: t.Unix(), last: cb, origin: origin}
+		delete(sh.sets, d.ref)
 	}
 	if write {
 		m.last = max(m.last, cb)
 		m.first = min(m.first, t.Unix())
-		m.nets = fpSetAdd(m.nets, fp16(o.Network))
-		m.snds = fpSetAdd(m.snds, fp16(o.Sender))
+		sh.addSets(d.ref, &m, fp16(o.Network), fp16(o.Sender))
+		sh.camps[d.ref] = m
 	}
-	out := campaignOutcome{d: d, known: true, count: vol, nets: int64(len(m.nets) / 2), snds: int64(len(m.snds) / 2), first: m.first}
-	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols)
+	nets, snds := sh.setCounts(d.ref, m)
+	out := campaignOutcome{d: d, known: true, count: vol, nets: nets, snds: snds, first: m.first}
+	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
 }
 
 // observeKey is the embedded twin of the Redis script's observe path; the
@@ -636,6 +695,7 @@ func (e *Embedded) sweep(now time.Time) {
 		for ref, m := range sh.camps {
 			if m.last < oldest {
 				delete(sh.camps, ref)
+				delete(sh.sets, ref)
 			}
 		}
 		sh.mu.Unlock()
@@ -652,7 +712,8 @@ func (e *Embedded) sweep(now time.Time) {
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
 }
 
-// RecordVote stores the vote on each of v.Keys; VoteNone retracts it.
+// RecordVote stores the vote on each of v.Keys and on their campaign;
+// VoteNone retracts it.
 func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	start := time.Now()
 	defer func() { e.observeOp("vote", start, err) }()
@@ -673,7 +734,11 @@ func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	if t.IsZero() {
 		t = e.c.Now()
 	}
-	e.votes.set(e.c.pseudonym(v.Voter), uniq(v.Keys), code, t.Unix(), int64(e.c.VoteHorizon.Seconds()))
+	ids, err := withCampaign(ctx, e.observeAs, uniq(v.Keys), t)
+	if err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	e.votes.set(e.c.pseudonym(v.Voter), ids, code, t.Unix(), int64(e.c.VoteHorizon.Seconds()))
 	return nil
 }
 
@@ -938,6 +1003,42 @@ func (vb *voteBook) lookup(c *counting, keys []string, rc rcptSet, t time.Time, 
 				setOwnVote(res.OwnVotes, rc.names[j], len(keys), i, kind)
 			}
 		}
+	}
+}
+
+// lookupCampaign fills the campaign's tally and the recipients' campaign
+// votes from the votes on key (CampaignVoteKey).
+func (vb *voteBook) lookupCampaign(c *counting, key string, rc rcptSet, t time.Time, res *Result) {
+	one := Result{Votes: make([]Tally, 1)}
+	vb.lookup(c, []string{key}, rc, t, &one)
+	res.CampaignVotes = one.Votes[0]
+	for name, kinds := range one.OwnVotes {
+		if res.CampaignOwn == nil {
+			res.CampaignOwn = map[string]VoteKind{}
+		}
+		res.CampaignOwn[name] = kinds[0]
+	}
+}
+
+// clear drops every vote on key.
+func (vb *voteBook) clear(key string) {
+	if vb.n.Load() == 0 {
+		return
+	}
+	vb.mu.RLock()
+	_, ok := vb.bySig[key]
+	vb.mu.RUnlock()
+	if !ok {
+		return
+	}
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	if sv := vb.bySig[key]; sv != nil {
+		for p := range sv.voters {
+			vb.unindex(p, key)
+		}
+		delete(vb.bySig, key)
+		vb.n.Store(int64(len(vb.bySig)))
 	}
 }
 

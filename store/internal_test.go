@@ -177,6 +177,7 @@ func fill(t *testing.T, e *Embedded, at time.Time) {
 	if _, err := e.Observe(ctx, Observation{Keys: []string{"big"}, Recipients: manyRcpts(500), Time: at}); err != nil {
 		t.Fatal(err)
 	}
+	// Three votes: on k1, on k2 and on their campaign.
 	if err := e.RecordVote(ctx, Vote{Keys: []string{"k1", "k2"}, Voter: "alice@x", Kind: VoteNotBulk, Time: at}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestEmbeddedDamagedFile(t *testing.T) {
 				t.Errorf("damaged file still at its path: %v", err)
 			}
 			_, votes := e.votes.size()
-			if got := votes == 2; got != tc.votesKept {
+			if got := votes == 3; got != tc.votesKept {
 				t.Errorf("votes held after damage: %d, want kept=%v", votes, tc.votesKept)
 			}
 			// The store works and saves a clean file.
@@ -364,8 +365,8 @@ func TestEmbeddedParamsChangeKeepsVotes(t *testing.T) {
 	}
 	defer e.Close()
 	st := e.Stats()
-	if st.FirstSightings != 0 || st.Counters != 0 || st.Votes != 2 {
-		t.Errorf("after a window change: %+v; want counts dropped, 2 votes kept", st)
+	if st.FirstSightings != 0 || st.Counters != 0 || st.Votes != 3 {
+		t.Errorf("after a window change: %+v; want counts dropped, 3 votes kept", st)
 	}
 }
 
@@ -459,8 +460,9 @@ func TestEmbeddedSweep(t *testing.T) {
 	clock = now.Add(90 * time.Minute) // window + one bucket
 	e.sweep(clock)
 	st := e.Stats()
-	if st.FirstSightings != 0 || st.Counters != 0 || st.Entries != 0 || st.Votes != 1 {
-		t.Errorf("after the window: %+v; want no counts, the vote kept", st)
+	// The vote on "a" and on its campaign.
+	if st.FirstSightings != 0 || st.Counters != 0 || st.Entries != 0 || st.Votes != 2 {
+		t.Errorf("after the window: %+v; want no counts, the votes kept", st)
 	}
 	clock = now.Add(3 * time.Hour)
 	e.sweep(clock)
@@ -667,5 +669,61 @@ func TestDecideSupportFamily(t *testing.T) {
 		if d.join != c.join || d.ref != c.ref {
 			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
 		}
+	}
+}
+
+// A campaign's networks and senders, kept inline for the first and in
+// eshard.sets past it, survive a restart.
+func TestEmbeddedCampaignSetsPersist(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	obs := func(e *Embedded, i int, net, snd string) Campaign {
+		t.Helper()
+		res, err := e.Observe(ctx, Observation{Keys: []string{"s:imatch.0:a", "s:imatch.1:b"}, Recipients: []string{fmt.Sprint("r", i, "@x")},
+			Time: now.Add(time.Duration(i) * time.Minute), Network: net, Sender: snd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	e, _ := newEmbedded(t, dir, now, nil)
+	tests := []struct {
+		net, snd   string
+		nets, snds int64
+	}{
+		{"", "", 0, 0},
+		{"", "a@x", 0, 1},
+		{"192.0.2.0/24", "a@x", 1, 1},
+		{"192.0.2.0/24", "b@x", 1, 2},
+		{"198.51.100.0/24", "", 2, 2},
+	}
+	for i, tc := range tests {
+		if c := obs(e, i, tc.net, tc.snd); c.Networks != tc.nets || c.Senders != tc.snds {
+			t.Errorf("message %d: %d networks, %d senders; want %d, %d", i, c.Networks, c.Senders, tc.nets, tc.snds)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if c := obs(e, 9, "203.0.113.0/24", "a@x"); c.Networks != 3 || c.Senders != 2 || c.Recipients != 6 {
+		t.Errorf("after a restart: %+v; want 6 recipients, 3 networks, 2 senders", c)
+	}
+	// One network and one sender, inline, survive too.
+	dir2 := t.TempDir()
+	e2, _ := newEmbedded(t, dir2, now, nil)
+	obs(e2, 0, "192.0.2.0/24", "a@x")
+	if err := e2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2, _ = newEmbedded(t, dir2, now, nil)
+	defer e2.Close()
+	if c := obs(e2, 1, "", ""); c.Networks != 1 || c.Senders != 1 || c.Recipients != 2 {
+		t.Errorf("one network and sender after a restart: %+v; want 2 recipients, 1 network, 1 sender", c)
 	}
 }

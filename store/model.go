@@ -1,9 +1,13 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -230,3 +234,46 @@ func fpSetAdd(set string, fp uint16) string {
 // campaignSig is the counter hash under which the embedded store counts a
 // campaign's recipients.
 func campaignSig(ref uint32) uint64 { return mix64(uint64(ref) | 0xca<<56) }
+
+// campaignVotePrefix starts the id under which the votes on a campaign are
+// stored and listed (Admin): "campaign:" and the campaign's ID in 8 hex
+// digits, as the verdict header shows it. Signature ids never start so.
+const campaignVotePrefix = "campaign:"
+
+// CampaignVoteKey is the vote id of campaign ref: what ListVotes shows for
+// a vote on a campaign and what RemoveVotes takes to remove it.
+func CampaignVoteKey(ref uint32) string { return fmt.Sprintf("%s%08x", campaignVotePrefix, ref) }
+
+// campaignOfVoteKey returns the campaign of a campaign vote id.
+func campaignOfVoteKey(id string) (uint32, bool) {
+	h, ok := strings.CutPrefix(id, campaignVotePrefix)
+	if !ok || len(h) != 8 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(h, 16, 32)
+	return uint32(v) & refMask, err == nil
+}
+
+// withCampaign adds to a vote's distinct ids the vote id of the campaign
+// they belong to, found by a read-only observation at t (peek: a Peek
+// without the metrics of one); ids are returned as they are when the keys
+// are in no live campaign. A campaign vote lives until VoteHorizon like
+// any vote, or until a new campaign takes the campaign's ref (the ref is
+// free only once the campaign left the window).
+func withCampaign(ctx context.Context, peek func(context.Context, string, Observation) (Result, error), ids []string, t time.Time) ([]string, error) {
+	keys := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.HasPrefix(id, campaignVotePrefix) })
+	if len(keys) == 0 {
+		return ids, nil
+	}
+	res, err := peek(ctx, "peek", Observation{Keys: keys, Time: t})
+	if err != nil {
+		return nil, fmt.Errorf("find the campaign: %w", err)
+	}
+	if len(res.Campaign.Joined) == 0 {
+		return ids, nil
+	}
+	if k := CampaignVoteKey(res.Campaign.ID); !slices.Contains(ids, k) {
+		ids = append(ids, k)
+	}
+	return ids, nil
+}

@@ -278,10 +278,11 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 			b = le32(b, m.origin)
 			b = le64(b, uint64(m.first))
 			b = le64(b, uint64(m.last))
-			b = append(b, byte(len(m.nets)/2))
-			b = append(b, m.nets...)
-			b = append(b, byte(len(m.snds)/2))
-			shardBuf = append(b, m.snds...)
+			nets, snds := sh.setsOf(ref, m)
+			b = append(b, byte(len(nets)/2))
+			b = append(b, nets...)
+			b = append(b, byte(len(snds)/2))
+			shardBuf = append(b, snds...)
 		}
 		sh.mu.Unlock()
 		cw.buf = append(cw.buf, shardBuf...)
@@ -609,16 +610,27 @@ func (e *Embedded) loadCamps(b []byte) error {
 	d := &decoder{b: b}
 	for len(d.b) > 0 && !d.bad {
 		ref := d.u32()
-		m := &cmeta{origin: d.u32()}
+		m := cmeta{origin: d.u32()}
 		m.first, m.last = int64(d.u64()), int64(d.u64())
-		m.nets = string(d.take(2 * int(d.u8())))
-		m.snds = string(d.take(2 * int(d.u8())))
-		if d.bad || ref > refMask || len(m.nets) > 2*CampaignSetCap || len(m.snds) > 2*CampaignSetCap {
+		nets := d.take(2 * int(d.u8()))
+		snds := d.take(2 * int(d.u8()))
+		if d.bad || ref > refMask || len(nets) > 2*CampaignSetCap || len(snds) > 2*CampaignSetCap {
 			d.bad = true
 			break
 		}
 		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
+		delete(sh.sets, ref)
+		for i := 0; i+1 < len(nets) || i+1 < len(snds); i += 2 {
+			var net, snd uint16
+			if i+1 < len(nets) {
+				net = binary.BigEndian.Uint16(nets[i:])
+			}
+			if i+1 < len(snds) {
+				snd = binary.BigEndian.Uint16(snds[i:])
+			}
+			sh.addSets(ref, &m, net, snd)
+		}
 		sh.camps[ref] = m
 		sh.mu.Unlock()
 	}

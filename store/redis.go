@@ -433,7 +433,12 @@ func (r *Redis) campKeys(ref uint32, cb int64, split uint64) (keys []string, fie
 	return keys, string(binary.BigEndian.AppendUint32(nil, ref))
 }
 
+// voteKey names the vote hash of a signature id, or of a campaign
+// (CampaignVoteKey) in its campaign's slot, where observing reads it.
 func (r *Redis) voteKey(id string) string {
+	if ref, ok := campaignOfVoteKey(id); ok {
+		return r.prefix + "{" + campTag(ref) + "}:v:" + id
+	}
 	return r.prefix + "{" + r.tagOf(sigHash(id)) + "}:v:" + id
 }
 
@@ -493,7 +498,7 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 		return Result{}, fmt.Errorf("observe %d keys: %w", len(ob.ids), err)
 	}
 	res.Campaign = m.assemble(o.Keys, ob.ids, int64(len(rc.ids)), res.Volumes)
-	if err := ob.votes(m.votes, &res); err != nil {
+	if err := ob.votes(m.votes, m.cvotes, &res); err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
 	return res, nil
@@ -554,6 +559,7 @@ type campaignOutcome struct {
 	known                    bool // the campaign exists (or was just started)
 	count, nets, snds, first int64
 	votes                    []any // per distinct key {notbulk, bulk, votes}
+	cvotes                   any   // the campaign's {notbulk, bulk, votes}, or nil
 }
 
 // assemble fills vols and returns the campaign: a key that voted for the
@@ -603,7 +609,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		return campaignOutcome{}, err
 	}
 	f, ok := cmd.Val().([]any)
-	if !ok || len(f) != 8 {
+	if !ok || len(f) < 8 {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmd.Val())
 	}
 	vs, _ := f[6].([]any)
@@ -612,6 +618,9 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply: %d voters, %d votes for %d keys", len(vs), len(votes), len(ob.ids))
 	}
 	m := campaignOutcome{votes: votes}
+	if len(f) > 8 {
+		m.cvotes = f[8]
+	}
 	m.d = decision{ref: uint32(asInt(f[0])) & refMask, join: asInt(f[1]) == 1, voters: make([]bool, len(vs))}
 	for i, v := range vs {
 		m.d.voters[i] = asInt(v) == 1
@@ -746,7 +755,15 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	if write {
 		w = 1
 	}
-	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin)
+	cv := "0"
+	switch {
+	case m.d.join && !m.d.weak:
+		cv = "r"
+	case !m.d.join && write:
+		cv = "d"
+	}
+	ck = append(ck, r.voteKey(CampaignVoteKey(m.d.ref)))
+	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, cv, int64(r.c.VoteHorizon.Seconds()))
 	cmds = make([]*redis.Cmd, len(wgs)+1)
 	err = r.run(ctx, len(wgs)+1, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		keys, args := ck, kargs
@@ -773,9 +790,10 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		return campaignOutcome{}, err
 	}
 	f, ok := cmds[len(wgs)].Val().([]any)
-	if !ok || len(f) != 4 {
+	if !ok || len(f) != 5 {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[len(wgs)].Val())
 	}
+	m.cvotes = f[4]
 	if c := asInt(f[0]); c >= 0 {
 		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[1]), asInt(f[2]), asInt(f[3])
 	}
@@ -792,14 +810,11 @@ func (ob *redisObs) names() []string {
 }
 
 // votes fills the tallies and the recipients' own votes from the
-// script's per-key rows {notbulk, bulk, {i, vote, ...}}.
-func (ob *redisObs) votes(rows []any, res *Result) error {
+// script's per-key rows {notbulk, bulk, {i, vote, ...}}, and the
+// campaign's from its row.
+func (ob *redisObs) votes(rows []any, camp any, res *Result) error {
 	if len(rows) != len(ob.ids) {
 		return fmt.Errorf("unexpected vote rows: %d for %d keys", len(rows), len(ob.ids))
-	}
-	type ownVote struct {
-		rcpt int
-		kind VoteKind
 	}
 	type sigResult struct {
 		tally Tally
@@ -807,34 +822,20 @@ func (ob *redisObs) votes(rows []any, res *Result) error {
 	}
 	results := make(map[string]sigResult, len(ob.ids))
 	when := map[string]int64{}
-	horizon := ob.t.Unix() - int64(ob.r.c.VoteHorizon.Seconds())
 	rc := ob.rc
 	for j, row := range rows {
-		f, ok := row.([]any)
-		if !ok || len(f) != 3 {
-			return fmt.Errorf("unexpected vote row %v", row)
+		tally, own, err := ob.voteRow(row)
+		if err != nil {
+			return err
 		}
-		sr := sigResult{tally: Tally{NotBulk: asInt(f[0]), Bulk: asInt(f[1])}}
-		uv, _ := f[2].([]any)
-		for k := 0; k+1 < len(uv); k += 2 {
-			idx := int(asInt(uv[k])) - 1
-			v, _ := uv[k+1].(string)
-			if idx < 0 || idx >= len(rc.ids) || len(v) < 2 {
-				continue
-			}
-			at, err := strconv.ParseInt(v[1:], 10, 64)
-			if err != nil || at <= horizon {
-				continue
-			}
+		for _, ov := range own {
 			if res.UserVotes == nil {
 				res.UserVotes = map[string]VoteKind{}
 				res.OwnVotes = map[string][]VoteKind{}
 			}
-			kind := voteFromCode(v[0])
-			mergeUserVotes(res.UserVotes, when, rc.names[idx], userVote{kind: kind, at: at})
-			sr.own = append(sr.own, ownVote{rcpt: idx, kind: kind})
+			mergeUserVotes(res.UserVotes, when, rc.names[ov.rcpt], userVote{kind: ov.kind, at: ov.at})
 		}
-		results[ob.ids[j]] = sr
+		results[ob.ids[j]] = sigResult{tally, own}
 	}
 	for i, id := range ob.o.Keys {
 		sr := results[id]
@@ -843,7 +844,55 @@ func (ob *redisObs) votes(rows []any, res *Result) error {
 			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(ob.o.Keys), i, ov.kind)
 		}
 	}
+	if camp == nil {
+		return nil
+	}
+	tally, own, err := ob.voteRow(camp)
+	if err != nil {
+		return err
+	}
+	res.CampaignVotes = tally
+	for _, ov := range own {
+		if res.CampaignOwn == nil {
+			res.CampaignOwn = map[string]VoteKind{}
+		}
+		for _, name := range rc.names[ov.rcpt] {
+			res.CampaignOwn[name] = ov.kind
+		}
+	}
 	return nil
+}
+
+// ownVote is one recipient's vote in a script's vote row.
+type ownVote struct {
+	rcpt int // index in rcptSet.ids
+	kind VoteKind
+	at   int64
+}
+
+// voteRow reads one vote row {notbulk, bulk, {i, vote, ...}}, keeping the
+// recipients' votes cast within the horizon.
+func (ob *redisObs) voteRow(row any) (Tally, []ownVote, error) {
+	f, ok := row.([]any)
+	if !ok || len(f) != 3 {
+		return Tally{}, nil, fmt.Errorf("unexpected vote row %v", row)
+	}
+	horizon := ob.t.Unix() - int64(ob.r.c.VoteHorizon.Seconds())
+	var own []ownVote
+	uv, _ := f[2].([]any)
+	for k := 0; k+1 < len(uv); k += 2 {
+		idx := int(asInt(uv[k])) - 1
+		v, _ := uv[k+1].(string)
+		if idx < 0 || idx >= len(ob.rc.ids) || len(v) < 2 {
+			continue
+		}
+		at, err := strconv.ParseInt(v[1:], 10, 64)
+		if err != nil || at <= horizon {
+			continue
+		}
+		own = append(own, ownVote{rcpt: idx, kind: voteFromCode(v[0]), at: at})
+	}
+	return Tally{NotBulk: asInt(f[0]), Bulk: asInt(f[1])}, own, nil
 }
 
 // run sends n script calls in one pipeline. Calls that fail with NOSCRIPT
@@ -895,9 +944,10 @@ func asInt(v any) int64 {
 	return 0
 }
 
-// RecordVote stores the vote on each of v.Keys (VoteNone retracts the
-// voter's vote) and indexes it under the voter for the admin commands, in
-// one round trip.
+// RecordVote stores the vote on each of v.Keys and on their campaign
+// (VoteNone retracts the voter's vote) and indexes it under the voter for
+// the admin commands: a read of the keys' campaign (Peek), then one round
+// trip.
 func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	start := time.Now()
 	defer func() { r.observe("vote", start, err) }()
@@ -923,7 +973,11 @@ func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	if _, err := r.limits(ctx); err != nil {
 		return fmt.Errorf("record vote: %w", err)
 	}
-	err = r.setVotes(ctx, r.c.pseudonym(v.Voter), uniq(v.Keys), code, t)
+	ids, err := withCampaign(ctx, r.observeAs, uniq(v.Keys), t)
+	if err != nil {
+		return fmt.Errorf("record vote: %w", err)
+	}
+	err = r.setVotes(ctx, r.c.pseudonym(v.Voter), ids, code, t)
 	if err != nil {
 		return fmt.Errorf("record vote on %d keys: %w", len(v.Keys), err)
 	}

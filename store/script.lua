@@ -444,6 +444,16 @@ end
 
 local function hex4(ref) return string.format('%04x', math.floor(ref / 32768)) end
 
+-- Campaign votes (feedback follows the campaign, store/doc.go): a vote
+-- hash per campaign ref in the campaign's slot, written by mode 'v' like a
+-- key's. A campaign joined strongly (not weak) has its votes read; a new
+-- campaign clears what a dead campaign that held its ref left.
+local function camp_votes(cvk, read, fresh, rs, now, hz)
+  if read then return key_votes(cvk, rs, now, hz) end
+  if fresh then redis.call('DEL', cvk) end
+  return {0, 0, {}}
+end
+
 -- camp_keys names a campaign's keys on a single server.
 local function camp_keys(prefix, split, ref, nb, cb)
   local base = prefix .. '{' .. hex4(ref) .. '}:'
@@ -464,7 +474,7 @@ if mode == 'c' or mode == 'r' then
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters, per key
-  -- {notbulk, bulk, votes}}.
+  -- {notbulk, bulk, votes}, the campaign's {notbulk, bulk, votes}}.
   local nb, blen, ttl, cb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local cap, elim, now, hz = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local nsig, nr = tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -565,6 +575,7 @@ if mode == 'c' or mode == 'r' then
   if count then
     out[3], out[4], out[5], out[6] = count, nets, snds, first
   end
+  out[9] = camp_votes(prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref), join and not weak, write and not join, rs, now, hz)
   return out
 end
 
@@ -594,9 +605,11 @@ end
 
 if mode == 'k' then
   -- KEYS: the campaign's nb first-sighting strings, exact set, nb
-  -- HyperLogLogs. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now, nr, nr
-  -- recipients, field, network, sender, write (0 or 1), origin.
-  -- Returns {count or -1, networks, senders, first}.
+  -- HyperLogLogs, vote hash. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now,
+  -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
+  -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
+  -- campaign), horizon.
+  -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
   local nb = tonumber(ARGV[2])
   local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
     cap = tonumber(ARGV[6]), elim = tonumber(ARGV[7]), now = tonumber(ARGV[8]), f = {}, c = {}}
@@ -611,9 +624,11 @@ if mode == 'k' then
   end
   ck.x = KEYS[nb + 1]
   ck.origin = u32(tonumber(ARGV[a + 5]))
-  local count, nets, snds, first = camp_count(ck, rs, ARGV[a + 4] == '1', tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
-  if not count then return {-1, 0, 0, 0} end
-  return {count, nets, snds, first}
+  local write = ARGV[a + 4] == '1'
+  local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+  local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
+  if not count then return {-1, 0, 0, 0, cv} end
+  return {count, nets, snds, first, cv}
 end
 
 return redis.error_reply('unknown mode ' .. tostring(mode))

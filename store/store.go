@@ -56,6 +56,14 @@ type Result struct {
 	OwnVotes map[string][]VoteKind
 	// Campaign is the campaign the message joined or started.
 	Campaign Campaign
+	// CampaignVotes is the tally of the votes cast on the campaign the
+	// message joined (a vote also covers the campaign of the voted
+	// message: package doc, Votes); zero for a new campaign.
+	CampaignVotes Tally
+	// CampaignOwn holds the campaign votes of the message's own
+	// recipients, by recipient as given in Observation.Recipients; nil
+	// when none of them voted on the campaign.
+	CampaignOwn map[string]VoteKind
 }
 
 // Tally counts distinct voters on one key.
@@ -85,7 +93,10 @@ func (v VoteKind) String() string {
 	return "none"
 }
 
-// Vote is one user's feedback on the signatures of one message.
+// Vote is one user's feedback on the signatures of one message. The store
+// also records it on the campaign the keys belong to when they were
+// observed (CampaignVoteKey), so that it covers the campaign's later,
+// edited copies.
 type Vote struct {
 	Keys  []string
 	Voter string // the voting user (login or address), normalised

@@ -381,3 +381,61 @@ func TestVotesExpire(t *testing.T) {
 		t.Errorf("expired votes still listed:\n%s", out)
 	}
 }
+
+// editedCopy rewrites every other body line of a campaign copy and its
+// subject, as a spammer edits each copy: the edited copy shares keys with
+// the original in too few families for a vote on the original's keys to
+// cover it, and still joins the original's campaign.
+func editedCopy(raw []byte, edit int) []byte {
+	head, body, _ := bytes.Cut(raw, []byte("\n\n"))
+	head = bytes.Replace(head, []byte("your spring planting guide is here"), fmt.Appendf(nil, "spring planting guide, edition %d", edit), 1)
+	lines := strings.Split(string(body), "\n")
+	for i, l := range lines {
+		if i%2 == 0 && strings.TrimSpace(l) != "" {
+			lines[i] = fmt.Sprintf("Offer %d for our readers: %s", edit*7+i, strings.ToUpper(l))
+		}
+	}
+	return append(append(head, "\n\n"...), strings.Join(lines, "\n")...)
+}
+
+// campaignOf returns the campaign id a verdict header names.
+func campaignOf(v string) string {
+	_, rest, _ := strings.Cut(v, "campaign=")
+	id, _, _ := strings.Cut(rest, ";")
+	return id
+}
+
+// A vote follows the campaign through the daemon: after her "not bulk" on
+// the copy she got, an edited copy of the same campaign is not tagged for
+// her and is tagged for the others.
+func TestFeedbackFollowsTheCampaign(t *testing.T) {
+	d := startDaemon(t, "-config", writeConfig(t, feedbackConfig))
+	m := newMailer(t, d, 15)
+	var id string
+	for r := 1; r <= 12; r++ {
+		id = campaignOf(m.verdict(r))
+	}
+	if res := m.report("not-bulk", 12, mtaclient.Envelope{AuthUser: recipientAddr(12)}); res.Action.Type != milter.ActionDiscard {
+		t.Fatalf("report: action %v, want discard; log:\n%s", res.Action, d.Logs())
+	}
+	send := func(edit int, rcpts ...int) string {
+		t.Helper()
+		addrs := make([]string, len(rcpts))
+		for i, r := range rcpts {
+			addrs[i] = recipientAddr(r)
+		}
+		raw := editedCopy(campaign(100+edit, addrs[0], recipientName(rcpts[0]), newsletterWords()), edit)
+		res, err := m.cl.Send(mtaclient.Envelope{From: "news@garden.example", Rcpts: addrs}, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return verdictOf(t, res)
+	}
+	v := send(1, 30)
+	wantPrefix(t, "edited copy to someone else", v, "yes; ", "")
+	if got := campaignOf(v); got != id || id == "" {
+		t.Fatalf("edited copy: campaign %q, want the campaign %q (X-Bulk %q)", got, id, v)
+	}
+	wantPrefix(t, "edited copy to the voter", send(2, 12), "no; ", "; feedback=user-not-bulk")
+	wantPrefix(t, "edited copy to the voter and another", send(3, 12, 31), "yes; ", "; feedback=user-not-bulk")
+}

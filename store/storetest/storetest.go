@@ -69,6 +69,10 @@ func Run(t *testing.T, h Harness) {
 		{"Votes", s.votes},
 		{"VoteHorizon", s.voteHorizon},
 		{"VoteAdmin", s.voteAdmin},
+		{"CampaignVotes", s.campaignVotes},
+		{"CampaignVoteHorizon", s.campaignVoteHorizon},
+		{"CampaignVoteRefReused", s.campaignVoteRefReused},
+		{"CampaignVoteWeakJoin", s.campaignVoteWeakJoin},
 		{"Persistence", s.persistence},
 		{"BadInput", s.badInput},
 		{"Closed", s.closed},
@@ -700,6 +704,166 @@ func (s *suite) voteAdmin(t *testing.T) {
 	}
 }
 
+// chainCopy is copy j of a campaign edited a little more each time: it
+// shares two keys per family with copy j-1 and none with copy j-3.
+func chainCopy(j int) []string {
+	var keys []string
+	for _, f := range []string{"imatch", "shingle", "charshingle"} {
+		for i := range 3 {
+			keys = append(keys, fmt.Sprintf("v1:%s.%d:%016x", f, (j+i)%3, 0xc0000+j+i))
+		}
+	}
+	return keys
+}
+
+// campaignVotes: a vote also covers the campaign of the voted message, so
+// that a later copy which shares no key with the voted one carries it.
+func (s *suite) campaignVotes(t *testing.T) {
+	st := s.open(t, store.Params{})
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	var id uint32
+	for j := range 4 {
+		res := observe(t, st, at(j), chainCopy(j), fmt.Sprintf("early%d@x", j))
+		if j == 0 {
+			id = res.Campaign.ID
+		} else if res.Campaign.ID != id || len(res.Campaign.Joined) == 0 {
+			t.Fatalf("copy %d: campaign %+v, want it joined to %08x", j, res.Campaign, id)
+		}
+	}
+	// Alice votes "not bulk" on copy 0, Bob "bulk" on copy 2.
+	vote(t, st, at(10), "alice@x", store.VoteNotBulk, chainCopy(0)...)
+	vote(t, st, at(10), "bob@x", store.VoteBulk, chainCopy(2)...)
+	// Copy 5 shares no key with copy 0 and joins through copies 3 and 4.
+	observe(t, st, at(11), chainCopy(4), "early4@x")
+	res := observe(t, st, at(12), chainCopy(5), "Alice@X", "bob@x", "carol@x")
+	if res.Campaign.ID != id {
+		t.Fatalf("copy 5: campaign %+v, want %08x", res.Campaign, id)
+	}
+	if res.OwnVotes["Alice@X"] != nil {
+		t.Errorf("copy 5 shares no key with copy 0, yet alice's own key votes are %v", res.OwnVotes["Alice@X"])
+	}
+	wantOwn := map[string]store.VoteKind{"Alice@X": store.VoteNotBulk, "bob@x": store.VoteBulk}
+	if fmt.Sprint(res.CampaignOwn) != fmt.Sprint(wantOwn) || res.CampaignVotes != (store.Tally{NotBulk: 1, Bulk: 1}) {
+		t.Errorf("copy 5: campaign votes %+v, own %v; want {1 1} and %v", res.CampaignVotes, res.CampaignOwn, wantOwn)
+	}
+	// More voters: the tally counts distinct voters, a changed vote once.
+	vote(t, st, at(13), "carol@x", store.VoteNotBulk, chainCopy(1)...)
+	vote(t, st, at(13), "dave@x", store.VoteNotBulk, chainCopy(5)...)
+	vote(t, st, at(14), "bob@x", store.VoteNotBulk, chainCopy(3)...)
+	res = observe(t, st, at(15), chainCopy(6), "erin@x")
+	if res.CampaignVotes != (store.Tally{NotBulk: 4}) || res.CampaignOwn != nil {
+		t.Errorf("copy 6 to a non-voter: campaign votes %+v, own %v; want 4 not-bulk, none own", res.CampaignVotes, res.CampaignOwn)
+	}
+	// Peek reads the tally, writes nothing.
+	if p, ok := st.(store.Peeker); ok {
+		pr, err := p.Peek(context.Background(), chainCopy(7), at(15))
+		if err != nil || pr.CampaignVotes != (store.Tally{NotBulk: 4}) {
+			t.Errorf("peek: campaign votes %+v, %v; want 4 not-bulk", pr.CampaignVotes, err)
+		}
+	}
+	// Retraction (on any copy of the campaign) removes it.
+	vote(t, st, at(16), "alice@x", store.VoteNone, chainCopy(6)...)
+	res = observe(t, st, at(17), chainCopy(7), "alice@x")
+	if res.CampaignVotes != (store.Tally{NotBulk: 3}) || res.CampaignOwn != nil {
+		t.Errorf("after alice retracted: campaign votes %+v, own %v; want 3 not-bulk, none own", res.CampaignVotes, res.CampaignOwn)
+	}
+	// The admin lists campaign votes under the campaign's id and removes
+	// them by it.
+	a := admin(t, st)
+	ctx := context.Background()
+	ck := store.CampaignVoteKey(id)
+	byBob, err := a.ListVotes(ctx, store.VoteQuery{Voter: "bob@x", Keys: []string{ck}})
+	if err != nil || len(byBob) != 1 || byBob[0].Kind != store.VoteNotBulk {
+		t.Errorf("list bob's campaign vote: %+v, %v", byBob, err)
+	}
+	camps, err := a.ListVotes(ctx, store.VoteQuery{KeyPrefix: "campaign:"})
+	if err != nil || len(camps) != 3 || camps[0].Key != ck {
+		t.Errorf("list campaign votes by prefix: got %d (%s), %v; want 3 on %s", len(camps), keysOf(camps), err, ck)
+	}
+	if n, err := a.RemoveVotes(ctx, store.VoteQuery{Keys: []string{ck}}); err != nil || n != 3 {
+		t.Errorf("remove the campaign's votes: removed %d, %v; want 3", n, err)
+	}
+	res = observe(t, st, at(18), chainCopy(8), "bob@x")
+	if res.CampaignVotes != (store.Tally{}) || res.CampaignOwn != nil {
+		t.Errorf("after removal: campaign votes %+v, own %v", res.CampaignVotes, res.CampaignOwn)
+	}
+	// A vote on keys of no campaign stores no campaign vote.
+	vote(t, st, at(19), "frank@x", store.VoteNotBulk, "v1:imatch.0:00000000000fffff")
+	if fr, _ := a.ListVotes(ctx, store.VoteQuery{Voter: "frank@x"}); len(fr) != 1 {
+		t.Errorf("a vote on an unseen key: %s, want the key only", keysOf(fr))
+	}
+}
+
+// campaignVoteHorizon: campaign votes expire at the horizon as key votes do.
+func (s *suite) campaignVoteHorizon(t *testing.T) {
+	st := s.open(t, store.Params{VoteHorizon: time.Hour})
+	observe(t, st, t0, chainCopy(0), "a@x")
+	observe(t, st, t0.Add(time.Minute), chainCopy(1), "b@x")
+	vote(t, st, t0.Add(2*time.Minute), "v@x", store.VoteNotBulk, chainCopy(1)...)
+	res := observe(t, st, t0.Add(30*time.Minute), chainCopy(2), "v@x")
+	if res.CampaignOwn["v@x"] != store.VoteNotBulk || res.CampaignVotes != (store.Tally{NotBulk: 1}) {
+		t.Fatalf("within the horizon: campaign votes %+v, own %v", res.CampaignVotes, res.CampaignOwn)
+	}
+	res = observe(t, st, t0.Add(2*time.Hour), chainCopy(3), "v@x")
+	if len(res.Campaign.Joined) == 0 || res.CampaignOwn != nil || res.CampaignVotes != (store.Tally{}) {
+		t.Errorf("past the horizon: campaign %+v, votes %+v, own %v; want joined, no votes", res.Campaign, res.CampaignVotes, res.CampaignOwn)
+	}
+}
+
+// campaignVoteRefReused: a campaign's ref is free again once it left the
+// window; the new campaign that takes it does not inherit its votes.
+func (s *suite) campaignVoteRefReused(t *testing.T) {
+	st := s.open(t, store.Params{})
+	id := observe(t, st, t0, chainCopy(0), "a@x").Campaign.ID
+	observe(t, st, t0.Add(time.Minute), chainCopy(1), "b@x")
+	vote(t, st, t0.Add(2*time.Minute), "v@x", store.VoteNotBulk, chainCopy(0)...)
+	// Past the window the same keys start the campaign afresh, at the same
+	// ref (a hash of its first message's keys).
+	later := t0.Add(31 * time.Hour)
+	res := observe(t, st, later, chainCopy(0), "c@x")
+	if res.Campaign.ID != id || len(res.Campaign.Joined) != 0 {
+		t.Fatalf("past the window: campaign %+v, want a new one at %08x", res.Campaign, id)
+	}
+	res = observe(t, st, later.Add(time.Minute), chainCopy(1), "v@x")
+	if res.Campaign.ID != id || res.CampaignOwn != nil || res.CampaignVotes != (store.Tally{}) {
+		t.Errorf("the new campaign at %08x: %+v, votes %+v, own %v; want no campaign votes", id, res.Campaign, res.CampaignVotes, res.CampaignOwn)
+	}
+	// Her votes on the keys themselves are still there.
+	if got := res.OwnVotes["v@x"]; len(got) == 0 || !slices.Contains(got, store.VoteNotBulk) {
+		t.Errorf("her key votes after the campaign ended: %v", got)
+	}
+}
+
+// campaignVoteWeakJoin: a message that joined a campaign weakly (through
+// a shared footer) does not carry the campaign's votes.
+func (s *suite) campaignVoteWeakJoin(t *testing.T) {
+	st := s.open(t, store.Params{})
+	footer := "v1:sift.0:00000000000000f0"
+	mailing := func(j int) []string {
+		keys := []string{footer}
+		for _, f := range []string{"imatch", "shingle", "charshingle", "sift"} {
+			for i := 1; i <= 3; i++ {
+				keys = append(keys, fmt.Sprintf("v1:%s.%d:%016x", f, i, j<<8|i))
+			}
+		}
+		return keys
+	}
+	id := observe(t, st, t0, mailing(1), "a@x").Campaign.ID
+	vote(t, st, t0.Add(time.Minute), "alice@x", store.VoteNotBulk, mailing(1)...)
+	res := observe(t, st, t0.Add(2*time.Minute), mailing(2), "alice@x")
+	if res.Campaign.ID != id || len(res.Campaign.Joined) != 1 {
+		t.Fatalf("another mailing with the footer: campaign %+v, want a weak join to %08x through the footer", res.Campaign, id)
+	}
+	if res.CampaignOwn != nil || res.CampaignVotes != (store.Tally{}) {
+		t.Errorf("weak join: campaign votes %+v, own %v; want none", res.CampaignVotes, res.CampaignOwn)
+	}
+	// A copy of the voted mailing joins strongly and carries them.
+	res = observe(t, st, t0.Add(3*time.Minute), append(mailing(1)[:12], "v1:sift.3:00000000000000ff"), "alice@x")
+	if res.Campaign.ID != id || res.CampaignOwn["alice@x"] != store.VoteNotBulk {
+		t.Errorf("a copy of the voted mailing: campaign %+v, own campaign votes %v", res.Campaign, res.CampaignOwn)
+	}
+}
+
 func (s *suite) persistence(t *testing.T) {
 	sp := space(t)
 	p := store.Params{}
@@ -734,8 +898,9 @@ func (s *suite) persistence(t *testing.T) {
 	if res.Votes[0] != (store.Tally{NotBulk: 1}) || res.UserVotes["alice@x"] != store.VoteNotBulk {
 		t.Errorf("after restart: tallies %+v, user votes %v", res.Votes, res.UserVotes)
 	}
-	if got, err := admin(t, st).ListVotes(context.Background(), store.VoteQuery{Voter: "alice@x"}); err != nil || len(got) != 2 {
-		t.Errorf("after restart, alice's votes: %d, %v; want 2", len(got), err)
+	// On k1, on k2 and on the campaign the two keys were in.
+	if got, err := admin(t, st).ListVotes(context.Background(), store.VoteQuery{Voter: "alice@x"}); err != nil || len(got) != 3 {
+		t.Errorf("after restart, alice's votes: %d (%s), %v; want 3", len(got), keysOf(got), err)
 	}
 }
 
