@@ -11,13 +11,17 @@ package store_test
 // whose keys repeat, default 0: every message distinct, the worst case),
 // BULKMILTER_BENCH_SPLIT (first-sighting split, default the store's),
 // BULKMILTER_BENCH_LISTPACK (the server's hash-max-listpack-entries,
-// default 128 as upstream Redis 7).
+// default 128 as upstream Redis 7), BULKMILTER_BENCH_FILL (records in
+// every pointer string before RedisObserve measures: 206 is a million
+// messages a day at 27 keys; default 0).
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -105,6 +109,27 @@ func commandstat(m map[string]string, cmd string) (calls, usec float64) {
 	return
 }
 
+// nestedPerMsg returns the commands scripts ran per message (every
+// command commandstats counted but EVALSHA, EVAL and the benchmark's own
+// INFO), and logs each one's calls and µs per message, to show where the
+// script's time goes.
+func nestedPerMsg(b *testing.B, stats map[string]string, n float64) float64 {
+	var total float64
+	var lines []string
+	for k := range stats {
+		cmd, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok || cmd == "evalsha" || cmd == "eval" || cmd == "info" {
+			continue
+		}
+		calls, usec := commandstat(stats, cmd)
+		total += calls
+		lines = append(lines, fmt.Sprintf("%s %.2f calls/msg %.1f µs/msg", cmd, calls/n, usec/n))
+	}
+	slices.Sort(lines)
+	b.Logf("nested commands per message: %s", strings.Join(lines, "; "))
+	return total / n
+}
+
 // countingHook counts round trips (a pipeline or a lone command) and the
 // commands the client sends.
 type countingHook struct{ trips, cmds atomic.Int64 }
@@ -152,6 +177,7 @@ func BenchmarkRedisObserve(b *testing.B) {
 			c.AddHook(hook)
 			w := newWorkload(0)
 			w.Keys = keys
+			fillPointers(b, c, w.Base, envInt("BULKMILTER_BENCH_FILL", 0))
 			load(b, s, w, 2000, 4) // warm: scripts loaded, connections open
 			hook.trips.Store(0)
 			hook.cmds.Store(0)
@@ -172,10 +198,48 @@ func BenchmarkRedisObserve(b *testing.B) {
 			calls, usec := commandstat(stats, "evalsha")
 			b.ReportMetric(usec/n, "evalsha-µs/msg")
 			b.ReportMetric(calls/n, "evalsha/msg")
+			b.ReportMetric(nestedPerMsg(b, stats, n), "nested-cmds/msg")
 			cpu := (infoFloat(cpu1, "used_cpu_user") + infoFloat(cpu1, "used_cpu_sys")) -
 				(infoFloat(cpu0, "used_cpu_user") + infoFloat(cpu0, "used_cpu_sys"))
 			b.ReportMetric(cpu*1e6/n, "redis-cpu-µs/msg")
 		})
+	}
+}
+
+// fillPointers writes records random pointer records into every
+// pointer string of the window ending in the bucket of at, as a
+// database at full density holds them (at a million messages a day, 27
+// keys and the default split of 2, a string holds about 206 records):
+// without it the benchmark's strings hold a few records each and hide
+// what a lookup costs at density. The records never match a workload key.
+func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records int) {
+	if records <= 0 {
+		return
+	}
+	const bucketMs, nb = 6 * 3600 * 1000, 5
+	cb := at.UnixMilli() / bucketMs
+	split := envInt("BULKMILTER_BENCH_SPLIT", store.DefaultFirstSightSplit)
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 8*records)
+	ctx := context.Background()
+	p := c.Pipeline()
+	for tag := range 1 << 14 {
+		for sub := range split {
+			for bk := cb - nb + 1; bk <= cb; bk++ {
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+				p.Set(ctx, fmt.Sprintf("bm%d:{%04x}:p:%d:%d", store.SchemaVersion, tag, sub, bk), string(buf), 30*time.Hour)
+			}
+		}
+		if p.Len() >= 2000 {
+			if _, err := p.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -193,6 +257,9 @@ func BenchmarkRedisClusterObserve(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(hook.cmds.Load())/float64(b.N), "cmds/msg")
+	// A pipeline split over the nodes counts once: the reads, then the
+	// writes (store/doc.go: at most two a message).
+	b.ReportMetric(float64(hook.trips.Load())/float64(b.N), "roundtrips/msg")
 }
 
 // BenchmarkRedisMemory loads b.N messages spread over one day (the
@@ -295,4 +362,70 @@ func BenchmarkEmbeddedMemory(b *testing.B) {
 		b.Error("nothing loaded back")
 	}
 	s2.Close()
+}
+
+// BenchmarkRedisScriptPrimitives: what the pieces of the campaign script
+// cost inside one EVALSHA on this server, Redis CPU per call (the floor in
+// docs/performance.md): the call itself with the script's key and argument
+// count, a reply of nested rows, one nested command, reading 135 strings
+// of a near-empty and of a full database, and 27 whole-string rewrites.
+func BenchmarkRedisScriptPrimitives(b *testing.B) {
+	r := startRedis(b)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	names := func(n int, pat string) []string {
+		var k []string
+		for i := range n {
+			k = append(k, fmt.Sprintf(pat, i*97))
+		}
+		return k
+	}
+	keys162 := names(162, "bm2:{%04x}:p:1:49000")
+	args70 := make([]any, 70)
+	for i := range args70 {
+		args70[i] = "abcd"
+	}
+	small, full := names(135, "bm2:{%04x}:p:0:1"), names(135, "bm2:{%04x}:p:1:1")
+	for i := range small {
+		c.Set(ctx, small[i], strings.Repeat("x", 128), 0)
+		c.Set(ctx, full[i], strings.Repeat("y", 1600), 0)
+	}
+	const mget = "local v = redis.call('MGET', unpack(KEYS)) return #v"
+	for _, p := range []struct {
+		name, src string
+		keys      []string
+		args      []any
+	}{
+		{"empty-162keys-70args", "return 1", keys162, args70},
+		{"empty-1arg", "return 1", nil, []any{strings.Repeat("abcdefghi", 27)}},
+		{"reply-27-nested-rows", "local v = {} for s = 1, 27 do v[s] = {0, 0, {}} end return {1, v}", nil, nil},
+		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm2:{%04x}:none"), nil},
+		{"MGET-135x128B", mget, small, nil},
+		{"MGET-135x1600B", mget, full, nil},
+		{"27-GET-SET-1600B", "for i = 1, 27 do local v = redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], string.sub(v, 9) .. 'abcdefgh', 'KEEPTTL') end return 1", full, nil},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			sc := redis.NewScript(p.src)
+			if err := sc.Run(ctx, c, p.keys, p.args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := info(b, c, "cpu")
+			b.SetParallelism(4) // concurrent sessions, as in RedisObserve
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := sc.EvalSha(ctx, c, p.keys, p.args...).Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			cpu1 := info(b, c, "cpu")
+			cpu := (infoFloat(cpu1, "used_cpu_user") + infoFloat(cpu1, "used_cpu_sys")) -
+				(infoFloat(cpu0, "used_cpu_user") + infoFloat(cpu0, "used_cpu_sys"))
+			b.ReportMetric(cpu*1e6/float64(b.N), "redis-cpu-µs/call")
+		})
+	}
 }

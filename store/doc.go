@@ -155,7 +155,8 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers, decides the campaign (the same integer arithmetic as
+// pointers (the newest bucket's strings of every key first, the older
+// buckets only of the keys not found there), decides the campaign (the same integer arithmetic as
 // model.go's decide), writes the pointers and counts the campaign, naming
 // the campaign's keys itself (a single server allows undeclared keys). On
 // a cluster the keys of one message hash to many slots, so Observe takes
@@ -189,7 +190,8 @@
 //
 // The embedded store keeps the same pointers and tiers in memory, sharded
 // under 64 locks for pointers and 64 for campaigns (a message takes its
-// keys' pointer locks in order, then one campaign lock at a time), bounded
+// keys' pointer locks in order, then one campaign lock at a time; a closed
+// bucket's pointers are packed, about 9 bytes each: fstable.go), bounded
 // by EmbeddedOptions.MaxEntries (oldest pointers and first sightings, then
 // least recently written counters are evicted, and counted; campaign
 // records live as long as the window; votes are never evicted), and persists to a file written atomically (see

@@ -480,6 +480,11 @@ func FuzzLoadState(f *testing.F) {
 		f.Fatal(err)
 	}
 	ctx := context.Background()
+	// Pointers of the bucket before, packed when this one is written.
+	for i := range 40 {
+		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("old", i)}, Recipients: []string{"x@x"}, Time: now.Add(-6 * time.Hour)})
+		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("new", i)}, Recipients: []string{"x@x"}, Time: now})
+	}
 	e.Observe(ctx, Observation{Keys: []string{"a", "b"}, Recipients: []string{"x@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
@@ -725,5 +730,82 @@ func TestEmbeddedCampaignSetsPersist(t *testing.T) {
 	defer e2.Close()
 	if c := obs(e2, 1, "", ""); c.Networks != 1 || c.Senders != 1 || c.Recipients != 2 {
 		t.Errorf("one network and sender after a restart: %+v; want 2 recipients, 1 network, 1 sender", c)
+	}
+}
+
+// A closed bucket's pointers are packed (denseTable) once a newer bucket
+// is written; they are found, updated in place, take late writes and
+// survive a restart.
+func TestEmbeddedPackedPointers(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 2, 0, 30, 0, 0, time.UTC)
+	t1 := t0.Add(6 * time.Hour) // the next bucket
+	ctx := context.Background()
+	keys := func(i int) []string {
+		var ks []string
+		for k := range 5 {
+			ks = append(ks, fmt.Sprintf("s:imatch.%d:%x", k, i*10+k))
+		}
+		return ks
+	}
+	obs := func(e *Embedded, at time.Time, ks []string, rcpt string) Campaign {
+		t.Helper()
+		res, err := e.Observe(ctx, Observation{Keys: ks, Recipients: []string{rcpt}, Time: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	e, _ := newEmbedded(t, dir, t1, nil)
+	ids := map[int]uint32{}
+	for i := range 400 { // 300 copied in the next bucket, 100 not
+		ids[i] = obs(e, t0, keys(i), fmt.Sprint("a", i, "@x")).ID
+	}
+	for i := 1000; i < 1300; i++ { // every shard writes the next bucket
+		obs(e, t1, keys(i), "b@x")
+	}
+	packedN := 0
+	for i := range e.ptrs {
+		for _, slot := range e.ptrs[i].tabs {
+			if slot.d != nil {
+				packedN += len(slot.d.check)
+			}
+		}
+	}
+	if packedN != 400*5 {
+		t.Fatalf("%d pointers packed, want the first bucket's %d", packedN, 400*5)
+	}
+	for i := range 300 {
+		if c := obs(e, t1, keys(i), fmt.Sprint("c", i, "@x")); c.ID != ids[i] || c.Recipients != 2 || len(c.Joined) != 5 {
+			t.Fatalf("copy %d in the next bucket: %+v, want campaign %08x of 2 joined by 5 keys", i, c, ids[i])
+		}
+	}
+	// A late message into the packed bucket: a key it already has is
+	// updated in place, a new one goes beside.
+	late := append(keys(7), "s:imatch.9:late")
+	if c := obs(e, t0.Add(time.Minute), late, "d@x"); c.ID != ids[7] {
+		t.Fatalf("late copy: %+v, want %08x", c, ids[7])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, t1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// The first bucket's (packed, and the late key), the next bucket's
+	// (the other messages', the copies' rewritten there).
+	if st := e.Stats(); st.Pointers != 2000+1+1500+1500 {
+		t.Errorf("after a restart: %d pointers, want %d", st.Pointers, 2000+1+1500+1500)
+	}
+	for _, i := range []int{0, 7, 299, 300, 350, 399} {
+		if c := obs(e, t1, keys(i)[:2], fmt.Sprint("e", i, "@x")); c.ID != ids[i] {
+			t.Errorf("after a restart, copy %d: %+v, want %08x", i, c, ids[i])
+		}
+	}
+	res, err := e.Peek(ctx, []string{"s:imatch.9:late"}, t1)
+	if err != nil || res.Campaign.ID != ids[7] {
+		t.Errorf("the late key after a restart: %+v, %v; want %08x", res.Campaign, err, ids[7])
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The embedded store's file, version 2, little-endian:
+// The embedded store's file, version 3, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -24,7 +24,8 @@ import (
 //
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
-// 2 counters, 3 first sightings, 5 pointers, 6 campaigns, 255 end (empty).
+// 2 counters, 3 first sightings, 5 pointers, 7 packed pointers, 6
+// campaigns, 255 end (empty).
 // A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
@@ -33,19 +34,23 @@ import (
 //	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
 //	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
+//	packed:    u8 shard, i64 bucket, u32 n, n × (u64 the top 32+gbits bits
+//	           of the mixed hash, u32 pointer): a closed bucket's pointers
+//	           (denseTable), which keep no whole hash
 //	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
 //	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian)
 //
 // Counters and first sightings count campaigns (by campaignSig), not keys.
 // Version 1 files counted keys: their votes are read, their counts are
-// not (counting starts afresh).
+// not (counting starts afresh). Version 2 files are version 3 without
+// packed pointers, and read whole.
 //
 // An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
 // a fingerprint in the low 32 bits) for a first recipient known only by its
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 2
+	fileVersion = 3
 
 	chunkVotes    = 1
 	chunkCounters = 2
@@ -53,6 +58,7 @@ const (
 	chunkVotesEnd = 4
 	chunkPointers = 5
 	chunkCamps    = 6
+	chunkPacked   = 7
 	chunkEnd      = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
@@ -266,6 +272,29 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 	}
 	cw.flush(chunkPointers)
 
+	for i := range e.ptrs {
+		ps := &e.ptrs[i]
+		shardBuf = shardBuf[:0]
+		ps.mu.Lock()
+		for _, slot := range ps.tabs {
+			if slot.d == nil || slot.id < oldest {
+				continue
+			}
+			b := append(shardBuf, byte(i))
+			b = le64(b, uint64(slot.id))
+			b = le32(b, uint32(len(slot.d.check)))
+			slot.d.each(func(h uint64, v uint32) {
+				b = le64(b, h)
+				b = le32(b, v)
+			})
+			shardBuf = b
+		}
+		ps.mu.Unlock()
+		cw.buf = append(cw.buf, shardBuf...)
+		cw.maybeFlush(chunkPacked)
+	}
+	cw.flush(chunkPacked)
+
 	for i := range e.shards {
 		sh := &e.shards[i]
 		shardBuf = shardBuf[:0]
@@ -328,7 +357,7 @@ func (e *Embedded) load() error {
 		return e.moveAside(errors.New("not a bulkmilter store file"), "nothing was read")
 	}
 	version := binary.LittleEndian.Uint32(hdr[8:])
-	if version != fileVersion && version != 1 {
+	if version > fileVersion || version < 1 {
 		return e.moveAside(fmt.Errorf("file version %d, this build reads %d", version, fileVersion), "nothing was read")
 	}
 	body := hdr[:len(hdr)-4]
@@ -341,7 +370,7 @@ func (e *Embedded) load() error {
 	// Counts made with another window or secret would be wrong here; the
 	// votes are kept whatever the parameters.
 	countsOK := bucketMs == e.c.bucketLen.Milliseconds() && buckets == e.c.Buckets && kid == e.c.keyID &&
-		version == fileVersion
+		version >= 2
 
 	var payload []byte
 	seen := map[byte]bool{}
@@ -396,6 +425,10 @@ func (e *Embedded) load() error {
 		case chunkCamps:
 			if countsOK {
 				err = e.loadCamps(payload)
+			}
+		case chunkPacked:
+			if countsOK {
+				err = e.loadPacked(payload)
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
@@ -584,9 +617,12 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 				mu, entries = m, en
 				mu.Lock()
 				slot = &tabs[mod(id, nb)]
-				if slot.t == nil || slot.id < id {
+				switch {
+				case slot.empty() || slot.id < id:
 					*entries -= slot.size()
-					slot.id, slot.t = id, newFSTable(n)
+					slot.id, slot.t, slot.d = id, newFSTable(n), nil
+				case slot.id == id && slot.t == nil:
+					slot.t = newFSTable(n) // beside packed pointers
 				}
 			}
 			if slot.id != id {
@@ -602,6 +638,43 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 	}
 	if d.bad {
 		return fmt.Errorf("first sightings or pointers: %w", errRecord)
+	}
+	return nil
+}
+
+func (e *Embedded) loadPacked(b []byte) error {
+	d := &decoder{b: b}
+	nb := int64(e.c.nb)
+	for len(d.b) > 0 && !d.bad {
+		shard := int(d.u8())
+		id := int64(d.u64())
+		n := d.count(8 + 4)
+		if d.bad || shard >= embeddedShards {
+			d.bad = true
+			break
+		}
+		hs, vals := make([]uint64, n), make([]uint32, n)
+		for j := range n {
+			hs[j], vals[j] = d.u64(), d.u32()
+		}
+		if d.bad || n == 0 {
+			continue
+		}
+		ps := &e.ptrs[shard]
+		ps.mu.Lock()
+		slot := &ps.tabs[mod(id, nb)]
+		if slot.empty() || slot.id < id {
+			ps.entries -= slot.size()
+			slot.id, slot.t, slot.d = id, nil, nil
+		}
+		if slot.id == id && slot.d == nil {
+			slot.d = newDense(hs, vals)
+			ps.entries += n
+		}
+		ps.mu.Unlock()
+	}
+	if d.bad {
+		return fmt.Errorf("packed pointers: %w", errRecord)
 	}
 	return nil
 }

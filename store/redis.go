@@ -612,9 +612,11 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 	if !ok || len(f) < 8 {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmd.Val())
 	}
-	vs, _ := f[6].([]any)
+	// voters: a '0' or '1' per key; votes: a row per key, or none when no
+	// key has votes.
+	vs, _ := f[6].(string)
 	votes, _ := f[7].([]any)
-	if len(vs) != len(ob.ids) || len(votes) != len(ob.ids) {
+	if len(vs) != len(ob.ids) || (len(votes) != 0 && len(votes) != len(ob.ids)) {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply: %d voters, %d votes for %d keys", len(vs), len(votes), len(ob.ids))
 	}
 	m := campaignOutcome{votes: votes}
@@ -622,8 +624,8 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		m.cvotes = f[8]
 	}
 	m.d = decision{ref: uint32(asInt(f[0])) & refMask, join: asInt(f[1]) == 1, voters: make([]bool, len(vs))}
-	for i, v := range vs {
-		m.d.voters[i] = asInt(v) == 1
+	for i := range len(vs) {
+		m.d.voters[i] = vs[i] == '1'
 	}
 	if c := asInt(f[2]); c >= 0 {
 		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[3]), asInt(f[4]), asInt(f[5])
@@ -810,10 +812,10 @@ func (ob *redisObs) names() []string {
 }
 
 // votes fills the tallies and the recipients' own votes from the
-// script's per-key rows {notbulk, bulk, {i, vote, ...}}, and the
-// campaign's from its row.
+// script's per-key rows {notbulk, bulk, {i, vote, ...}} (none when no
+// key has votes), and the campaign's from its row.
 func (ob *redisObs) votes(rows []any, camp any, res *Result) error {
-	if len(rows) != len(ob.ids) {
+	if len(rows) != 0 && len(rows) != len(ob.ids) {
 		return fmt.Errorf("unexpected vote rows: %d for %d keys", len(rows), len(ob.ids))
 	}
 	type sigResult struct {

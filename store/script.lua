@@ -408,13 +408,17 @@ local function key_votes(vk, rs, now, hz)
 end
 
 -- Pointers: KEYS per key are its nb pointer strings (oldest first), then
--- its vote hash. ptr_read returns the pointer (a number, or nil) and the
--- 1-based bucket it was found in.
-local function ptr_read(kb, nb, field)
-  for i = nb, 1, -1 do
+-- its vote hash. ptr_read looks in buckets last down to first and
+-- returns the pointer (a number, or nil) and the 1-based bucket it was
+-- found in.
+local function ptr_read(kb, last, field, first)
+  for i = last, first, -1 do
     local str = fs_get(KEYS[kb + i])
     local p = fs_find(str, field, REC)
-    if p then return num(str, p + 4, 4), i end
+    if p then
+      local a, b, c, d = string.byte(str, p + 4, p + 7)
+      return ((a * 256 + b) * 256 + c) * 256 + d, i
+    end
   end
   return nil, nil
 end
@@ -454,16 +458,20 @@ local function camp_votes(cvk, read, fresh, rs, now, hz)
   return {0, 0, {}}
 end
 
--- camp_keys names a campaign's keys on a single server.
+-- camp_keys names a campaign's keys on a single server; the
+-- HyperLogLogs' names only when used (most campaigns never have any).
 local function camp_keys(prefix, split, ref, nb, cb)
   local base = prefix .. '{' .. hex4(ref) .. '}:'
   local h = string.format('%x', ref)
-  local ck = {f = {}, c = {}, x = base .. 'x:' .. h, field = u32(ref), nb = nb}
   local oldest = cb - nb + 1
-  for i = 1, nb do
-    ck.f[i] = base .. 'f:' .. (ref % split) .. ':' .. (oldest + i - 1)
-    ck.c[i] = base .. 'c:' .. h .. ':' .. (oldest + i - 1)
-  end
+  local c = setmetatable({}, {__index = function(t, i)
+    local k = base .. 'c:' .. h .. ':' .. (oldest + i - 1)
+    rawset(t, i, k)
+    return k
+  end})
+  local ck = {f = {}, c = c, x = base .. 'x:' .. h, field = u32(ref), nb = nb}
+  local fs = base .. 'f:' .. (ref % split) .. ':'
+  for i = 1, nb do ck.f[i] = fs .. (oldest + i - 1) end
   return ck
 end
 
@@ -473,8 +481,9 @@ if mode == 'c' or mode == 'r' then
   -- numbers, fresh ref, network, sender, prefix, split.
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
-  -- {ref, join, count or -1, networks, senders, first, voters, per key
-  -- {notbulk, bulk, votes}, the campaign's {notbulk, bulk, votes}}.
+  -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
+  -- per key), per key {notbulk, bulk, votes} or {} when no key has votes,
+  -- the campaign's {notbulk, bulk, votes}}.
   local nb, blen, ttl, cb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
   local cap, elim, now, hz = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local nsig, nr = tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -482,24 +491,41 @@ if mode == 'c' or mode == 'r' then
   for j = 1, nr do rs[j] = ARGV[11 + j] end
   local f0 = 11 + nr
   local kper = nb + 1
-  local all = {}
-  for i = 1, nsig * kper do
-    if i % kper ~= 0 then all[#all + 1] = KEYS[i] end
+  -- The newest bucket of every key first (one MGET), then the older
+  -- buckets of the keys not found there (a second): the copies of a
+  -- campaign seen in this bucket read a fifth of the strings.
+  local list = {}
+  for s = 1, nsig do list[s] = KEYS[(s - 1) * kper + nb] end
+  fs_mget(list)
+  local ptrs, at = {}, {}
+  list = {}
+  for s = 1, nsig do
+    local kb = (s - 1) * kper
+    ptrs[s], at[s] = ptr_read(kb, nb, ARGV[f0 + s], nb)
+    if not at[s] then
+      for i = 1, nb - 1 do list[#list + 1] = KEYS[kb + i] end
+    end
   end
-  fs_mget(all)
+  if #list > 0 then
+    fs_mget(list)
+    for s = 1, nsig do
+      if not at[s] then ptrs[s], at[s] = ptr_read((s - 1) * kper, nb - 1, ARGV[f0 + s], 1) end
+    end
+  end
   -- One EXISTS over every vote hash spares a tally read per key when,
-  -- as for most mail, none of the message's keys has votes.
+  -- as for most mail, none of the message's keys has votes; the reply
+  -- then carries no per-key votes at all.
   local vks = {}
   for s = 1, nsig do vks[s] = KEYS[s * kper] end
   local voted = redis.call('EXISTS', unpack(vks)) > 0
-  local ptrs, at, votes = {}, {}, {}
-  for s = 1, nsig do
-    local kb = (s - 1) * kper
-    ptrs[s], at[s] = ptr_read(kb, nb, ARGV[f0 + s])
-    if voted then
-      votes[s] = key_votes(KEYS[kb + kper], rs, now, hz)
-    else
-      votes[s] = {0, 0, {}}
+  local votes = {}
+  if voted or mode == 'r' then
+    for s = 1, nsig do
+      if voted then
+        votes[s] = key_votes(KEYS[s * kper], rs, now, hz)
+      else
+        votes[s] = {0, 0, {}}
+      end
     end
   end
   if mode == 'r' then
@@ -550,12 +576,17 @@ if mode == 'c' or mode == 'r' then
     voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == best) and 1 or 0
   end
   local write = nr > 0
-  local out = {ref, join and 1 or 0, -1, 0, 0, 0, voters, votes}
+  -- voters as one string of '0'/'1', votes empty when no key has any:
+  -- a reply of nested tables costs the server more than the script.
+  local out = {ref, join and 1 or 0, -1, 0, 0, 0, table.concat(voters), votes}
   if not join and not write then return out end
+  local ck
   if not join then
     for _ = 1, 8 do
-      if not camp_live(camp_keys(prefix, split, ref, nb, cb), origin) then break end
+      ck = camp_keys(prefix, split, ref, nb, cb)
+      if not camp_live(ck, origin) then break end
       ref = (ref + 1) % (REFMASK + 1)
+      ck = nil
     end
     -- after 8 live refs, the ninth (as the embedded store)
     out[1] = ref
@@ -568,7 +599,7 @@ if mode == 'c' or mode == 'r' then
       end
     end
   end
-  local ck = camp_keys(prefix, split, ref, nb, cb)
+  ck = ck or camp_keys(prefix, split, ref, nb, cb)
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
   ck.origin = origin
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
