@@ -96,6 +96,7 @@ type Signatures struct {
 	Shingle     Shingle     `yaml:"shingle"`
 	CharShingle CharShingle `yaml:"charshingle"`
 	Sift        Sift        `yaml:"sift"`
+	TermSet     TermSet     `yaml:"terms"`
 }
 
 // IMatch tunes the I-Match family (Chowdhury et al. 2002; Kolcz &
@@ -140,6 +141,12 @@ type Sift struct {
 	Acceptance    float64 `yaml:"acceptance"`     // probability a token joins a cluster
 	Partitions    int     `yaml:"partitions"`     // b of random partitioning; 1 disables it
 	Sample        Sample  `yaml:"sample"`
+}
+
+// TermSet tunes min-hash bands over the set of a message's lexicon terms.
+type TermSet struct {
+	Enabled bool   `yaml:"enabled"`
+	Sample  Sample `yaml:"sample"`
 }
 
 // Store chooses and tunes the volume store.

@@ -30,6 +30,7 @@ func defaultSignatures() Signatures {
 			Partitions:    p.Sift.Partitions,
 			Sample:        sampleOf(p.Sift.Sample),
 		},
+		TermSet: TermSet{Enabled: p.TermSet.Enabled, Sample: sampleOf(p.TermSet.Sample)},
 	}
 }
 
@@ -63,14 +64,16 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.Sift.Accept = s.Sift.Acceptance
 	p.Sift.Partitions = s.Sift.Partitions
 	p.Sift.Sample = s.Sift.Sample.params()
+	p.TermSet.Enabled = s.TermSet.Enabled
+	p.TermSet.Sample = s.TermSet.Sample.params()
 	return p
 }
 
 // validateSignatures reports each family's invalid parameters at the
 // family's place in the file.
 func (v *validator) validateSignatures(s *Signatures) {
-	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled {
-		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift", "no signature family enabled")
+	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled && !s.TermSet.Enabled {
+		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift, terms", "no signature family enabled")
 	}
 	p := s.SetParams()
 	check := func(path string, enabled bool, err error) {
@@ -85,4 +88,5 @@ func (v *validator) validateSignatures(s *Signatures) {
 	check("signatures.shingle", s.Shingle.Enabled, p.Shingle.Validate())
 	check("signatures.charshingle", s.CharShingle.Enabled, p.CharShingle.Validate())
 	check("signatures.sift", s.Sift.Enabled, p.Sift.Validate())
+	check("signatures.terms", s.TermSet.Enabled, p.TermSet.Validate())
 }

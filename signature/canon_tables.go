@@ -223,32 +223,32 @@ func toASCII(r rune) byte {
 // for the same letter class (see foldCase): they are interchangeable in
 // print and senders use them so.
 func leetLetter(r rune) byte {
-	switch r {
-	case '0', '°':
-		return 'o'
-	case '1', '!', '|', '¡':
-		return 'i'
-	case '3', '€':
+	// A table, not a switch: a CJK text asks for every character, several
+	// times a chunk.
+	if 0 <= r && r < rune(len(leetLetters)) {
+		return leetLetters[r]
+	}
+	if r == '€' {
 		return 'e'
-	case '4', '@':
-		return 'a'
-	case '5', '$', '§':
-		return 's'
-	case '7', '+':
-		return 't'
-	case '8':
-		return 'b'
-	case '9':
-		return 'g'
-	case '¢', '©':
-		return 'c'
-	case '®':
-		return 'r'
-	case '¥':
-		return 'y'
 	}
 	return 0
 }
+
+// leetLetters holds leetLetter below U+0100; '€' is the only one above.
+var leetLetters = func() (t [0x100]byte) {
+	for _, m := range []struct {
+		rs string
+		c  byte
+	}{
+		{"0°", 'o'}, {"1!|¡", 'i'}, {"3", 'e'}, {"4@", 'a'}, {"5$§", 's'}, {"7+", 't'},
+		{"8", 'b'}, {"9", 'g'}, {"¢©", 'c'}, {"®", 'r'}, {"¥", 'y'},
+	} {
+		for _, r := range m.rs {
+			t[r] = m.c
+		}
+	}
+	return t
+}()
 
 // leetEdgeStart and leetEdgeEnd are the symbols read as letters at the
 // start or end of a word; digits and '!' are not ("1st", "wow!").

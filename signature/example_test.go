@@ -56,5 +56,6 @@ func ExampleSet() {
 	// shingle: 5 keys
 	// charshingle: 5 keys
 	// sift: 4 keys
+	// terms: 10 keys
 	// true
 }

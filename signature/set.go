@@ -15,8 +15,9 @@ import (
 // and the files are updated with -update. Version 2 signs as version 1
 // did; it marks the campaign counting of issue 15, so that no id counted
 // or voted on per key is read as a campaign's (docs/operations.md, upgrade
-// notes).
-const AlgorithmVersion = 2
+// notes). Version 3 adds the term-set family (issue 15), which the
+// campaign model weighs as a support family.
+const AlgorithmVersion = 3
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -26,6 +27,7 @@ type SetParams struct {
 	Shingle     ShingleParams
 	CharShingle CharShingleParams
 	Sift        SiftParams
+	TermSet     TermSetParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -36,6 +38,7 @@ func DefaultSetParams() SetParams {
 		Shingle:     DefaultShingleParams(),
 		CharShingle: DefaultCharShingleParams(),
 		Sift:        DefaultSiftParams(),
+		TermSet:     DefaultTermSetParams(),
 	}
 }
 
@@ -49,6 +52,7 @@ type Set struct {
 	shingle *Shingle
 	chars   *CharShingle
 	sift    *Sift
+	terms   *TermSet
 	signers []Signer
 	version string
 	descr   string
@@ -60,9 +64,9 @@ func NewSet(p SetParams) (*Set, error) {
 		return nil, errors.New("signature set: no secret")
 	}
 	var errs []error
-	needLex := p.IMatch.Enabled || p.Shingle.Enabled
+	needLex := p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled
 	if needLex && p.Lexicon == nil {
-		errs = append(errs, errors.New("signature set: imatch and shingle need a lexicon"))
+		errs = append(errs, errors.New("signature set: imatch, shingle and terms need a lexicon"))
 	}
 	s := &Set{th: newTokenHasher(p.Secret)}
 	var err error
@@ -99,6 +103,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.sift)
 		}
 	}
+	if p.TermSet.Enabled && s.kl != nil {
+		if s.terms, err = newTermSet(p.Secret, s.th, s.kl, p.TermSet); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.terms)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -115,7 +126,7 @@ func NewSet(p SetParams) (*Set, error) {
 func describe(p SetParams) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "algorithm=%d canon=%d key=%s", AlgorithmVersion, CanonVersion, p.Secret.ID())
-	if (p.IMatch.Enabled || p.Shingle.Enabled) && p.Lexicon != nil {
+	if (p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled) && p.Lexicon != nil {
 		fmt.Fprintf(&b, " lexicon=%s", p.Lexicon.Hash()[:16])
 	}
 	if p.IMatch.Enabled {
@@ -129,6 +140,9 @@ func describe(p SetParams) string {
 	}
 	if p.Sift.Enabled {
 		fmt.Fprintf(&b, " sift=%+v", p.Sift)
+	}
+	if p.TermSet.Enabled {
+		fmt.Fprintf(&b, " terms=%+v", p.TermSet)
 	}
 	return b.String()
 }
@@ -199,10 +213,20 @@ func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		keys, e = s.sift.sign(p, keys)
 		exps = append(exps, e)
 	}
+	return s.signLast(p, keys, exps)
+}
+
+// signLast signs with the families after sifting.
+func (s *Set) signLast(p *prepared, keys []Key, exps []Explain) ([]Key, []Explain) {
+	if s.terms != nil {
+		var e Explain
+		keys, e = s.terms.sign(p, keys)
+		exps = append(exps, e)
+	}
 	return keys, exps
 }
 
-// signFirst signs with every family but sifting.
+// signFirst signs with the families before sifting.
 func (s *Set) signFirst(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key, []Explain) {
 	var e Explain
 	if s.imatch != nil {
@@ -242,7 +266,7 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 	if crashed != nil {
 		panic(crashed)
 	}
-	return append(keys, sk...), append(exps, se)
+	return s.signLast(p, append(keys, sk...), append(exps, se))
 }
 
 // parallelTokens is the document length from which Sign runs sifting on a

@@ -56,6 +56,7 @@ const (
 	FamilyShingle     Family = 2 // supershingles over dictionary-word shingles
 	FamilyCharShingle Family = 3 // supershingles over letter shingles
 	FamilySift        Family = 4 // keyed text sifting
+	FamilyTermSet     Family = 5 // min-hash bands over the set of lexicon terms
 )
 
 var familyNames = map[Family]string{
@@ -63,6 +64,7 @@ var familyNames = map[Family]string{
 	FamilyShingle:     "shingle",
 	FamilyCharShingle: "charshingle",
 	FamilySift:        "sift",
+	FamilyTermSet:     "terms",
 }
 
 // String returns the family's name as used in config, headers and metrics.
@@ -85,7 +87,7 @@ func ParseFamily(name string) (Family, error) {
 
 // Families returns all families in numeric order.
 func Families() []Family {
-	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift}
+	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet}
 }
 
 // Key is one near-duplicate signature: two messages are near duplicates for

@@ -23,7 +23,7 @@ func campaignStream(seed uint64, n int) []store.Observation {
 	fams := []struct {
 		name string
 		keys int
-	}{{"imatch", 6}, {"shingle", 4}, {"charshingle", 4}, {"sift", 3}}
+	}{{"imatch", 6}, {"shingle", 4}, {"charshingle", 4}, {"sift", 3}, {"terms", 5}}
 	t0 := time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
 	var out []store.Observation
 	for i := range n {

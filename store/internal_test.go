@@ -639,14 +639,41 @@ func BenchmarkEmbeddedLoad(b *testing.B) {
 
 // The script repeats model.go's constants: they must agree.
 func TestScriptConstants(t *testing.T) {
-	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = %d, %d, %d, %d, %d",
-		evidenceUnit, JoinEvidence, JoinShare, WeakShare, WeakCap)
+	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = %d, %d, %d, %d, %d, %d",
+		evidenceUnit, JoinEvidence, JoinShare, WeakShare, WeakCap, SupportAlone)
 	if !strings.Contains(scriptSrc, want) {
 		t.Errorf("script.lua does not hold %q", want)
 	}
 	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
 		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
 		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
+	}
+}
+
+// TestDecideSupportFamily: a term-set key tips the choice between
+// campaigns other families name, but names a campaign alone only with
+// SupportAlone keys.
+func TestDecideSupportFamily(t *testing.T) {
+	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
+	none := keyPtr{}
+	for _, c := range []struct {
+		name string
+		fams []string
+		ptrs []keyPtr
+		join bool
+		ref  uint32
+	}{
+		{"one terms key alone", []string{"terms", "terms", "terms", "imatch"}, []keyPtr{at(5), none, none, none}, false, 99},
+		{"two terms keys alone", []string{"terms", "terms", "terms", "imatch"}, []keyPtr{at(5), at(5), none, none}, true, 5},
+		{"two terms keys, different campaigns", []string{"terms", "terms", "terms"}, []keyPtr{at(5), at(6), none}, false, 99},
+		{"a tie of shingles goes to the lower ref", []string{"shingle", "shingle", "terms"}, []keyPtr{at(3), at(9), none}, true, 3},
+		{"one terms key tips the tie", []string{"shingle", "shingle", "terms"}, []keyPtr{at(3), at(9), at(9)}, true, 9},
+		{"one terms key beside another family's", []string{"sift", "terms", "terms"}, []keyPtr{at(4), at(4), none}, true, 4},
+	} {
+		d := decide(c.fams, c.ptrs, 99)
+		if d.join != c.join || d.ref != c.ref {
+			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
+		}
 	}
 }
 

@@ -539,6 +539,9 @@ func (ob *redisObs) prepare() {
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
+			if supportFamily(f) {
+				n = -1 - n // the script tells a support family by the sign
+			}
 			names[f] = n
 		}
 		ob.fams = append(ob.fams, n)
@@ -814,9 +817,9 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 
 // names returns the family of each distinct key as decide takes them.
 func (ob *redisObs) names() []string {
-	out := make([]string, len(ob.fams))
-	for i, f := range ob.fams {
-		out[i] = strconv.Itoa(f)
+	out := make([]string, len(ob.ids))
+	for i, id := range ob.ids {
+		out[i] = familyOf(id)
 	}
 	return out
 }

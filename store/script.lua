@@ -90,7 +90,7 @@ end
 local mode = ARGV[1]
 local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
-local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
+local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = 1000000, 1, 0, 10, 4, 2
 local REFMASK = 536870911 -- 2^29 - 1
 
 local fscache = {}
@@ -539,19 +539,28 @@ if mode == 'c' or mode == 'r' then
   local fams, nfam, nf = {}, {}, 0
   for s = 1, nsig do
     fams[s] = tonumber(ARGV[a0 + s])
-    if nfam[fams[s]] == nil then nf = nf + 1 end
+    if nfam[fams[s]] == nil and fams[s] >= 0 then nf = nf + 1 end
     nfam[fams[s]] = (nfam[fams[s]] or 0) + 1
   end
   local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   -- decide (model.go)
-  local ev = {}
+  -- a negative family number is a support family's (supportFamily)
+  local ev, sup, supunit = {}, {}, 0
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = math.floor(ptrs[s] / 8)
-      ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[fams[s]])
+      if fams[s] < 0 then
+        sup[r] = (sup[r] or 0) + 1
+        supunit = math.floor(UNIT / nfam[fams[s]])
+      else
+        ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[fams[s]])
+      end
     end
+  end
+  for r, k in pairs(sup) do
+    if ev[r] or k >= SUPALONE then ev[r] = (ev[r] or 0) + k * supunit end
   end
   local best, bestEv = 0, -1
   for r, e in pairs(ev) do

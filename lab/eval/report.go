@@ -200,7 +200,7 @@ func familyNames(cfg *Config) []string {
 // families returns the family names present in the report, in order.
 func (rep *Report) families() []string {
 	var out []string
-	for _, f := range []string{"imatch", "shingle", "charshingle", "sift"} {
+	for _, f := range []string{"imatch", "shingle", "charshingle", "sift", "terms"} {
 		if _, ok := rep.Thresholds[f]; ok {
 			out = append(out, f)
 		}
