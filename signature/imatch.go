@@ -104,16 +104,9 @@ type IMatch struct {
 
 // NewIMatch returns an I-Match signer keyed with s over lex.
 func NewIMatch(s Secret, lex *Lexicon, p IMatchParams) (*IMatch, error) {
-	if s.IsZero() {
-		return nil, errors.New("imatch: zero secret")
-	}
-	if lex == nil {
-		return nil, errors.New("imatch: no lexicon")
-	}
-	th := newTokenHasher(s)
-	kl, err := newKeyedLexicon(lex, th)
+	th, kl, err := keyedFor("imatch", s, lex, "")
 	if err != nil {
-		return nil, fmt.Errorf("imatch: %w", err)
+		return nil, err
 	}
 	return newIMatch(s, th, kl, p)
 }

@@ -48,6 +48,24 @@ type keyedLexicon struct {
 // maxKeyedTerms is the most terms a keyed table can index (24-bit index).
 const maxKeyedTerms = 1<<24 - 2
 
+// keyedFor checks what a lexicon-based signer's constructor is given and
+// keys the lexicon with s; what names the signer in errors; lexNote says
+// which lexicon it needs.
+func keyedFor(what string, s Secret, lex *Lexicon, lexNote string) (tokenHasher, *keyedLexicon, error) {
+	if s.IsZero() {
+		return tokenHasher{}, nil, fmt.Errorf("%s: zero secret", what)
+	}
+	if lex == nil {
+		return tokenHasher{}, nil, fmt.Errorf("%s: no lexicon%s", what, lexNote)
+	}
+	th := newTokenHasher(s)
+	kl, err := newKeyedLexicon(lex, th)
+	if err != nil {
+		return tokenHasher{}, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return th, kl, nil
+}
+
 func newKeyedLexicon(lex *Lexicon, th tokenHasher) (*keyedLexicon, error) {
 	n := len(lex.terms)
 	if n > maxKeyedTerms {

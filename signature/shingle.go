@@ -59,16 +59,9 @@ type Shingle struct {
 // NewShingle returns a word-shingle signer keyed with s; lex supplies the
 // frequency dictionary.
 func NewShingle(s Secret, lex *Lexicon, p ShingleParams) (*Shingle, error) {
-	if s.IsZero() {
-		return nil, errors.New("shingle: zero secret")
-	}
-	if lex == nil {
-		return nil, errors.New("shingle: no lexicon (the frequency dictionary)")
-	}
-	th := newTokenHasher(s)
-	kl, err := newKeyedLexicon(lex, th)
+	th, kl, err := keyedFor("shingle", s, lex, " (the frequency dictionary)")
 	if err != nil {
-		return nil, fmt.Errorf("shingle: %w", err)
+		return nil, err
 	}
 	return newShingle(s, th, kl, p)
 }

@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -50,16 +49,9 @@ type TermSet struct {
 // NewTermSet returns a term-set signer keyed with s; lex supplies the
 // lexicons.
 func NewTermSet(s Secret, lex *Lexicon, p TermSetParams) (*TermSet, error) {
-	if s.IsZero() {
-		return nil, errors.New("term set: zero secret")
-	}
-	if lex == nil {
-		return nil, errors.New("term set: no lexicon")
-	}
-	th := newTokenHasher(s)
-	kl, err := newKeyedLexicon(lex, th)
+	th, kl, err := keyedFor("term set", s, lex, "")
 	if err != nil {
-		return nil, fmt.Errorf("term set: %w", err)
+		return nil, err
 	}
 	return newTermSet(s, th, kl, p)
 }
