@@ -37,7 +37,26 @@ func newFixture(t *testing.T) *fixture {
 	return newFixtureWith(t, st)
 }
 
+// newFixtureWith signs with the four families the vote and campaign
+// tests were written for ("two of four families is no majority", an
+// edited copy sharing keys in two of them); newFixtureAll keeps the
+// default set, the term-set family included.
 func newFixtureWith(t *testing.T, st Store) *fixture {
+	t.Helper()
+	return newFixtureSet(t, st, false)
+}
+
+func newFixtureAll(t *testing.T) *fixture {
+	t.Helper()
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newFixtureSet(t, st, true)
+}
+
+func newFixtureSet(t *testing.T, st Store, terms bool) *fixture {
 	t.Helper()
 	lex, err := bundled.Lexicon()
 	if err != nil {
@@ -45,6 +64,7 @@ func newFixtureWith(t *testing.T, st Store) *fixture {
 	}
 	p := signature.DefaultSetParams()
 	p.Lexicon = lex
+	p.TermSet.Enabled = terms
 	if p.Secret, err = signature.NewSecret([]byte("detect test secret, not for production")); err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +139,8 @@ func (f *fixture) nthPerFamily(msg func() *Message, n int) []string {
 		}
 		seen[k.Family]++
 	}
-	if len(seen) != 4 {
-		f.t.Fatalf("message signed by %d families, want 4", len(seen))
+	if want := len(f.e.opt.Set.Signers()); len(seen) != want {
+		f.t.Fatalf("message signed by %d families, want all %d", len(seen), want)
 	}
 	return out
 }
@@ -590,5 +610,30 @@ func TestRecipientFloodCounted(t *testing.T) {
 	// The HyperLogLog's standard error is 0.81 %; 3 % is over three of it.
 	if v.Err != nil || v.Campaign.Recipients < n*97/100 || v.Campaign.Recipients > n*103/100 || v.Volume < n*97/100 {
 		t.Errorf("the next copy: campaign %+v, volume %d, err %v; want about %d", v.Campaign, v.Volume, v.Err, n)
+	}
+}
+
+// With the default set's five families (the term-set family included) a
+// copy is still one that shares voted keys in more than half of them:
+// three voters' marks on one key of three families clear it, on two do not.
+func TestGlobalVotesFiveFamilies(t *testing.T) {
+	garden := func() *Message { return newsletter("garden") }
+	for _, tc := range []struct {
+		families int
+		bulk     bool
+	}{{5, false}, {3, false}, {2, true}} {
+		t.Run(fmt.Sprint(tc.families, " of 5 families"), func(t *testing.T) {
+			f := newFixtureAll(t)
+			one := f.onePerFamily(garden)
+			if len(one) != 5 {
+				t.Fatalf("%d families signed, want 5", len(one))
+			}
+			for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
+				f.vote(v, store.VoteNotBulk, one[len(one)-tc.families:])
+			}
+			if v := f.check(newsletter("garden", recipients("r", threshold+2)...)); v.Bulk != tc.bulk {
+				t.Errorf("bulk = %v, want %v (override %q)", v.Bulk, tc.bulk, v.Override)
+			}
+		})
 	}
 }
