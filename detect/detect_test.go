@@ -29,12 +29,18 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, emptyStore(t))
+}
+
+// emptyStore is an embedded store closed when the test ends.
+func emptyStore(t *testing.T) Store {
+	t.Helper()
 	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return newFixtureWith(t, st)
+	return st
 }
 
 // newFixtureWith signs with the four families the vote and campaign
@@ -48,12 +54,7 @@ func newFixtureWith(t *testing.T, st Store) *fixture {
 
 func newFixtureAll(t *testing.T) *fixture {
 	t.Helper()
-	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return newFixtureSet(t, st, true)
+	return newFixtureSet(t, emptyStore(t), true)
 }
 
 func newFixtureSet(t *testing.T, st Store, terms bool) *fixture {
