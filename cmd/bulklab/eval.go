@@ -39,6 +39,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	streamLimit := fs.Int("stream-limit", 0, "replay only the first `N` messages of the real stream (default all, -ci 6000)")
 	workers := fs.Int("workers", 0, "attack worlds evaluated in parallel (default GOMAXPROCS)")
 	jsonOut := fs.String("json", "", "write the JSON report to this `file`")
+	missOut := fs.String("misses", "", "write the missed messages of the real corpora's refined groups, and why each missed, to this `file` (tab-separated)")
 	mdOut := fs.String("markdown", "-", "write the Markdown tables to this `file` (- for stdout)")
 	check := fs.Bool("check", false, "fail when a result regresses past the floors of the run mode (eval.FloorsFor)")
 	list := fs.Bool("list", false, "list the attacks and exit")
@@ -109,6 +110,15 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if err := writeFileAtomic(*jsonOut, append(data, '\n')); err != nil {
+			return err
+		}
+	}
+	if *missOut != "" {
+		var b strings.Builder
+		if err := rep.WriteMissed(&b); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(*missOut, []byte(b.String())); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +48,28 @@ type GroupScore struct {
 	Outside       int            `json:"outside_groups"`
 	OutsideTagged int            `json:"outside_groups_tagged"`
 	Worst         []CampaignMiss `json:"worst_groups,omitempty"`
+	// Misses says why counted messages went untagged, as for the generated
+	// campaigns, with Unsigned for messages no family signed; Missed lists
+	// them (refined grouping only).
+	Misses MissCauses   `json:"misses"`
+	Missed []MissedCopy `json:"missed,omitempty"`
+}
+
+// MissedCopy is one counted message of a group left untagged, and why.
+type MissedCopy struct {
+	// Group is a short id of the group, Size its messages, Nth the
+	// message's place in it (from 1, date order).
+	Group string `json:"group"`
+	Size  int    `json:"size"`
+	Nth   int    `json:"nth"`
+	Name  string `json:"name"`
+	// Cause is unsigned, own, split or main (MissCauses); Store the store
+	// campaign the message went to; Volume the highest family volume.
+	Cause    string `json:"cause"`
+	Store    uint32 `json:"store"`
+	Volume   int64  `json:"volume"`
+	Declined string `json:"declined,omitempty"`
+	Subject  string `json:"subject"`
 }
 
 func runReal(ctx context.Context, cfg *Config, rep *Report) error {
@@ -102,6 +126,13 @@ type realRec struct {
 	bulk            bool
 	tagged          []bool
 	keys            []signature.Key
+	// store is the campaign the store counted the message in, joined
+	// whether a key's evidence named it, volume the highest family
+	// volume, declined the declining families and why.
+	store    uint32
+	joined   bool
+	volume   int64
+	declined string
 }
 
 func scoreReal(ctx context.Context, cfg *Config, set *RealSet) (*RealResult, error) {
@@ -123,7 +154,15 @@ func scoreReal(ctx context.Context, cfg *Config, set *RealSet) (*RealResult, err
 		if v.Err != nil {
 			return nil, fmt.Errorf("%s %s: %w", set.Name, it.Name, v.Err)
 		}
-		x := realRec{silver: set.Silver[it.Name], bulk: v.Bulk, tagged: make([]bool, len(fams)), keys: v.Analysis.Keys}
+		x := realRec{silver: set.Silver[it.Name], bulk: v.Bulk, tagged: make([]bool, len(fams)), keys: v.Analysis.Keys,
+			store: v.Campaign.ID, joined: len(v.Campaign.Joined) > 0, volume: v.Volume}
+		var dec []string
+		for _, ex := range v.Analysis.Explains {
+			if ex.Declined != "" {
+				dec = append(dec, ex.Family.String()+": "+ex.Declined)
+			}
+		}
+		x.declined = strings.Join(dec, "; ")
 		var parts []string
 		for _, pt := range v.Analysis.Text.Parts {
 			parts = append(parts, pt.Text)
@@ -139,8 +178,8 @@ func scoreReal(ctx context.Context, cfg *Config, set *RealSet) (*RealResult, err
 	}
 	r := &RealResult{Name: set.Name, Messages: len(set.Items), Tagged: tagged,
 		TaggedShare: float64(tagged) / float64(max(1, len(set.Items)))}
-	r.Silver = scoreGroups(cfg, set, recs, func(x *realRec) string { return x.silver })
-	r.Refined = scoreGroups(cfg, set, recs, func(x *realRec) string {
+	r.Silver = scoreGroups(cfg, set, recs, false, func(x *realRec) string { return x.silver })
+	r.Refined = scoreGroups(cfg, set, recs, true, func(x *realRec) string {
 		if x.silver == "" || x.visible == "" {
 			return ""
 		}
@@ -150,7 +189,8 @@ func scoreReal(ctx context.Context, cfg *Config, set *RealSet) (*RealResult, err
 }
 
 // scoreGroups scores the stream against one grouping of its messages.
-func scoreGroups(cfg *Config, set *RealSet, recs []realRec, group func(*realRec) string) *GroupScore {
+// list asks for the missed messages one by one (GroupScore.Missed).
+func scoreGroups(cfg *Config, set *RealSet, recs []realRec, list bool, group func(*realRec) string) *GroupScore {
 	fams := cfg.families()
 	T := cfg.after()
 	size := map[string]int{}
@@ -266,5 +306,96 @@ func scoreGroups(cfg *Config, set *RealSet, recs []realRec, group func(*realRec)
 		}
 		s.Worst = append(s.Worst, CampaignMiss{Base: fmt.Sprintf("%s (group of %d)", it.Name, size[m.g]), Subject: subj, Recall: m.recall})
 	}
+	s.Misses, s.Missed = groupMisses(set, recs, T, list, func(x *realRec) string {
+		if g := group(x); size[g] > T {
+			return g
+		}
+		return ""
+	})
 	return s
+}
+
+// groupMisses sorts the counted messages left untagged by cause, as
+// missCauses does for the generated campaigns: a group's main store
+// campaign is the one most of its messages went to. group returns "" for
+// messages of no scored group.
+func groupMisses(set *RealSet, recs []realRec, T int, list bool, group func(*realRec) string) (MissCauses, []MissedCopy) {
+	stores := map[string]map[uint32]int{}
+	size := map[string]int{}
+	for i := range recs {
+		if g := group(&recs[i]); g != "" {
+			if stores[g] == nil {
+				stores[g] = map[uint32]int{}
+			}
+			stores[g][recs[i].store]++
+			size[g]++
+		}
+	}
+	var m MissCauses
+	main := map[string]uint32{}
+	for g, st := range stores {
+		best := -1
+		for id, k := range st {
+			if k > best || (k == best && id < main[g]) {
+				main[g], best = id, k
+			}
+		}
+		m.Stores += float64(len(st))
+	}
+	if len(stores) > 0 {
+		m.Stores /= float64(len(stores))
+	}
+	var missed []MissedCopy
+	nth := map[string]int{}
+	for i := range recs {
+		x := &recs[i]
+		g := group(x)
+		if g == "" {
+			continue
+		}
+		nth[g]++
+		if nth[g] <= T || x.bulk {
+			continue
+		}
+		var cause string
+		switch {
+		case len(x.keys) == 0:
+			m.Unsigned++
+			cause = "unsigned"
+		case !x.joined:
+			m.Own++
+			cause = "own"
+		case x.store != main[g]:
+			m.Split++
+			cause = "split"
+		default:
+			m.Main++
+			cause = "main"
+		}
+		if !list {
+			continue
+		}
+		it := set.Items[i]
+		subj := ""
+		if mm, err := Load(it.Raw); err == nil {
+			subj = trimTo(mm.Subject, 60)
+		}
+		missed = append(missed, MissedCopy{Group: fmt.Sprintf("%016x", seedOf(g))[:8], Size: size[g], Nth: nth[g], Name: it.Name,
+			Cause: cause, Store: x.store, Volume: x.volume, Declined: x.declined, Subject: subj})
+	}
+	return m, missed
+}
+
+// WriteMissed writes the missed messages of the real corpora's refined
+// groups as tab-separated lines, a header first: what to open with
+// "milterd scan" to see why each missed.
+func (rep *Report) WriteMissed(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "corpus\tgroup\tsize\tnth\tcause\tstore\tvolume\tname\tsubject\tdeclined")
+	for _, r := range rep.Real {
+		for _, m := range r.Refined.Missed {
+			fmt.Fprintf(bw, "%s\t%s\t%d\t%d\t%s\t%08x\t%d\t%s\t%s\t%s\n", r.Name, m.Group, m.Size, m.Nth, m.Cause, m.Store, m.Volume, m.Name, m.Subject, m.Declined)
+		}
+	}
+	return bw.Flush()
 }

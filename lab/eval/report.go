@@ -112,10 +112,13 @@ type AttackResult struct {
 // the threshold (it had split before). Stores is the mean number of store
 // campaigns a generated campaign's copies went to (1 = one campaign).
 type MissCauses struct {
-	Own    int     `json:"own"`
-	Split  int     `json:"split"`
-	Main   int     `json:"main"`
-	Stores float64 `json:"stores_per_campaign"`
+	// Unsigned counts copies no family signed (real corpora only: every
+	// generated base is long enough to sign).
+	Unsigned int     `json:"unsigned,omitempty"`
+	Own      int     `json:"own"`
+	Split    int     `json:"split"`
+	Main     int     `json:"main"`
+	Stores   float64 `json:"stores_per_campaign"`
 }
 
 // Reduction is Kolcz & Chowdhury's fragmentation reduction rate: distinct
@@ -296,6 +299,16 @@ func (rep *Report) Markdown(w io.Writer) {
 				}
 				fmt.Fprintf(w, "| %s | %s | %d | %d | %s | **%.3f** | %s | %d of %d |\n", r.Name, g.name,
 					g.s.Groups, g.s.GroupMessages, strings.Join(row, " | "), g.s.Recall[Combined], pct(g.s.TaggedInGroups), g.s.OutsideTagged, g.s.Outside)
+			}
+		}
+		fmt.Fprintf(w, "\nWhy counted messages went untagged (no family signed / started their own campaign / joined another split-off campaign / joined their group's main one while it was under the threshold) and store campaigns per group:\n\n| corpus | grouping | unsigned | own | split | main | store campaigns |\n|---|---|---|---|---|---|---|\n")
+		for _, r := range rep.Real {
+			for _, g := range []struct {
+				name string
+				s    *GroupScore
+			}{{"silver", r.Silver}, {"refined", r.Refined}} {
+				m := g.s.Misses
+				fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %.1f |\n", r.Name, g.name, m.Unsigned, m.Own, m.Split, m.Main, m.Stores)
 			}
 		}
 		fmt.Fprintf(w, "\nTagged overall: ")

@@ -1,0 +1,56 @@
+package eval
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/bulkmilter/bulkmilter/signature"
+)
+
+// TestGroupMisses: each untagged message after the first T of its group is
+// put down to one cause, the group's main store campaign being the one
+// most of its messages went to.
+func TestGroupMisses(t *testing.T) {
+	key := []signature.Key{{Family: signature.FamilyCharShingle, Hash: 1}}
+	msg := func(g string, store uint32, joined, bulk bool, keys []signature.Key) realRec {
+		return realRec{silver: g, store: store, joined: joined, bulk: bulk, keys: keys}
+	}
+	recs := []realRec{
+		msg("a", 1, false, false, key), // first T = 2: never counted
+		msg("a", 1, true, false, key),
+		msg("a", 1, true, true, key),   // tagged
+		msg("a", 1, true, false, key),  // main, under the threshold
+		msg("a", 2, true, false, key),  // split
+		msg("a", 3, false, false, key), // own
+		msg("a", 0, false, false, nil), // unsigned
+		msg("", 9, false, false, key),  // in no group
+		msg("b", 4, false, false, key), // a group of 2: first T only
+		msg("b", 4, true, false, key),
+	}
+	set := &RealSet{Name: "t"}
+	for i := range recs {
+		set.Items = append(set.Items, Item{Name: "m" + itoa(i), Raw: []byte("Subject: s\r\n\r\nbody\r\n")})
+	}
+	m, missed := groupMisses(set, recs, 2, true, func(x *realRec) string {
+		if x.silver == "a" {
+			return x.silver
+		}
+		return ""
+	})
+	if m.Unsigned != 1 || m.Own != 1 || m.Split != 1 || m.Main != 1 {
+		t.Errorf("causes: got %+v, want one of each", m)
+	}
+	if m.Stores != 4 { // stores 1, 2, 3 and none (0)
+		t.Errorf("stores per group: got %v, want 4", m.Stores)
+	}
+	var got []string
+	for _, c := range missed {
+		got = append(got, c.Name+":"+c.Cause)
+	}
+	if want := "m3:main m4:split m5:own m6:unsigned"; strings.Join(got, " ") != want {
+		t.Errorf("missed: got %q, want %q", strings.Join(got, " "), want)
+	}
+	if _, missed := groupMisses(set, recs, 2, false, func(x *realRec) string { return x.silver }); missed != nil {
+		t.Errorf("missed listed without asking: %v", missed)
+	}
+}
