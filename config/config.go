@@ -112,10 +112,11 @@ type IMatch struct {
 
 // Sample sizes a min-hash sample and its bands (supershingles).
 type Sample struct {
-	Rows     int `yaml:"rows"`      // min-hash values per band key
-	MinBands int `yaml:"min_bands"` // bands of a short message
-	MaxBands int `yaml:"max_bands"` // bands of a long message (log growth)
-	MinUnits int `yaml:"min_units"` // fewest units (words, letters, tokens) to sign
+	Rows      int `yaml:"rows"`       // min-hash values per band key
+	MinBands  int `yaml:"min_bands"`  // bands of a short message
+	MaxBands  int `yaml:"max_bands"`  // bands of a long message (log growth)
+	MinUnits  int `yaml:"min_units"`  // fewest units (words, letters, tokens) to sign
+	BandUnits int `yaml:"band_units"` // length from which the bands grow (0: min_units)
 }
 
 // Shingle tunes word shingles over dictionary words and their

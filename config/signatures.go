@@ -35,11 +35,11 @@ func defaultSignatures() Signatures {
 }
 
 func sampleOf(s signature.SampleParams) Sample {
-	return Sample{Rows: s.Rows, MinBands: s.MinBands, MaxBands: s.MaxBands, MinUnits: s.MinUnits}
+	return Sample{Rows: s.Rows, MinBands: s.MinBands, MaxBands: s.MaxBands, MinUnits: s.MinUnits, BandUnits: s.BandUnits}
 }
 
 func (s Sample) params() signature.SampleParams {
-	return signature.SampleParams{Rows: s.Rows, MinBands: s.MinBands, MaxBands: s.MaxBands, MinUnits: s.MinUnits}
+	return signature.SampleParams{Rows: s.Rows, MinBands: s.MinBands, MaxBands: s.MaxBands, MinUnits: s.MinUnits, BandUnits: s.BandUnits}
 }
 
 // SetParams maps the configuration onto the signature families'

@@ -20,12 +20,18 @@ type SampleParams struct {
 	Rows int
 	// MinBands and MaxBands bound the number of bands, one key each. The
 	// sample grows with the logarithm of the document length (Yandex):
-	// bands = MinBands + ⌊log₂(n / MinUnits)⌋, clamped, where n counts
+	// bands = MinBands + ⌊log₂(n / BandUnits)⌋, clamped, where n counts
 	// the family's units (dictionary words, letters, tokens).
 	MinBands, MaxBands int
 	// MinUnits is the least number of units to sign at all: shorter
 	// documents share too much by chance ("thanks, see you tomorrow").
 	MinUnits int
+	// BandUnits is the length at which the sample starts to grow (0:
+	// MinUnits); a document shorter than it but not than MinUnits signs
+	// with MinBands. Kept apart from MinUnits so that a family can sign
+	// short mass mailings (a line and a link) without more keys for every
+	// longer message.
+	BandUnits int
 }
 
 // Validate reports every invalid parameter.
@@ -46,6 +52,9 @@ func (p SampleParams) Validate() error {
 	if p.MinUnits < 1 {
 		errs = append(errs, fmt.Errorf("min units %d must be at least 1", p.MinUnits))
 	}
+	if p.BandUnits < 0 {
+		errs = append(errs, fmt.Errorf("band units %d must not be negative", p.BandUnits))
+	}
 	return errors.Join(errs...)
 }
 
@@ -55,7 +64,11 @@ func (p SampleParams) bands(n int) int {
 	if n < p.MinUnits {
 		return 0
 	}
-	b := p.MinBands + bits.Len(uint(n/p.MinUnits)) - 1
+	grow := p.BandUnits
+	if grow == 0 {
+		grow = p.MinUnits
+	}
+	b := p.MinBands + max(0, bits.Len(uint(n/grow))-1)
 	return min(b, p.MaxBands)
 }
 

@@ -143,6 +143,51 @@ func TestGoldenFixturesSign(t *testing.T) {
 	}
 }
 
+// TestShortMailingSigns: a mass mailing of one line and a link, in a
+// language the lexicon does not cover, is too short for every family but
+// character shingles; they sign it (40 letters and up), copies that differ
+// in a number and the link share a key, and a different short text does
+// not. Before BandUnits the family declined under 80 letters and such a
+// campaign was never counted.
+func TestShortMailingSigns(t *testing.T) {
+	s := fixtureSet(t)
+	sign := func(subject, body string) map[Key]bool {
+		t.Helper()
+		d := Canonicalize(Source{Subject: subject, Parts: []string{body}})
+		keys, exps := s.Sign(d, nil, nil)
+		out := map[Key]bool{}
+		for _, k := range keys {
+			if k.Family != FamilyCharShingle {
+				t.Errorf("%s signed %q (want only charshingle)", k.Family, body)
+			}
+			out[k] = true
+		}
+		for _, e := range exps {
+			if e.Family == FamilyCharShingle && e.Keys == 0 {
+				t.Fatalf("charshingle declined %q: %s (%s)", body, e.Declined, e.Detail)
+			}
+		}
+		return out
+	}
+	a := sign("Часы и сумки со скидкой!", "Часы и сумки со скидкой 70% только сегодня на сайте http://www.example-shop.test")
+	b := sign("Часы и сумки со скидкой!", "Часы и сумки со скидкой 60% только сегодня на сайте http://shop.example.test/x")
+	c := sign("Новые книги недели", "Новые книги недели и подборка статей о путешествиях http://books.example.test")
+	shared := func(x, y map[Key]bool) bool {
+		for k := range x {
+			if y[k] {
+				return true
+			}
+		}
+		return false
+	}
+	if !shared(a, b) {
+		t.Error("two copies of the short mailing share no key")
+	}
+	if shared(a, c) {
+		t.Error("a different short text shares a key with the mailing")
+	}
+}
+
 // The version changes with every input the keys depend on, and only then.
 func TestVersionRules(t *testing.T) {
 	base := fixtureSet(t)

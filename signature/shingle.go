@@ -177,7 +177,7 @@ func DefaultCharShingleParams() CharShingleParams {
 	return CharShingleParams{
 		Enabled: true,
 		Width:   12,
-		Sample:  SampleParams{Rows: 4, MinBands: 2, MaxBands: 6, MinUnits: 80},
+		Sample:  SampleParams{Rows: 4, MinBands: 2, MaxBands: 6, MinUnits: 40, BandUnits: 80},
 	}
 }
 

@@ -58,6 +58,14 @@ func TestSampleBands(t *testing.T) {
 			t.Errorf("bands(%d) = %d, want %d", c.n, got, c.want)
 		}
 	}
+	// Short documents sign from MinUnits; the bands grow from BandUnits
+	// as before, so a longer document gets no more keys.
+	p = SampleParams{Rows: 4, MinBands: 2, MaxBands: 6, MinUnits: 40, BandUnits: 80}
+	for _, c := range []struct{ n, want int }{{39, 0}, {40, 2}, {79, 2}, {80, 2}, {159, 2}, {160, 3}, {320, 4}, {100000, 6}} {
+		if got := p.bands(c.n); got != c.want {
+			t.Errorf("band units 80: bands(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
 }
 
 func testShingle(t testing.TB, lex *Lexicon) *Shingle {
