@@ -54,3 +54,25 @@ func TestGroupMisses(t *testing.T) {
 		t.Errorf("missed listed without asking: %v", missed)
 	}
 }
+
+// TestWriteMissed: one header line, then one tab-separated line of ten
+// fields per missed message of the refined groups (silver ones are not
+// listed).
+func TestWriteMissed(t *testing.T) {
+	rep := &Report{Real: []*RealResult{{
+		Name:    "c",
+		Silver:  &GroupScore{Missed: []MissedCopy{{Name: "silver-only"}}},
+		Refined: &GroupScore{Missed: []MissedCopy{{Group: "0a39bb5f", Size: 20, Nth: 11, Name: "cur/x", Cause: "split", Store: 0x138c4770, Volume: 7, Subject: "s"}}},
+	}}}
+	var b strings.Builder
+	if err := rep.WriteMissed(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "corpus\tgroup\t") {
+		t.Fatalf("got %q, want a header and one line", b.String())
+	}
+	if want := "c\t0a39bb5f\t20\t11\tsplit\t138c4770\t7\tcur/x\ts\t"; lines[1] != want {
+		t.Errorf("got %q, want %q", lines[1], want)
+	}
+}
