@@ -22,7 +22,7 @@ import (
 
 // benchEngine is the daemon's pipeline with the bundled lexicon and the
 // default families over st (a fresh in-memory embedded store when nil).
-func benchEngine(b *testing.B, st detect.Store) *detect.Engine {
+func benchEngine(b testing.TB, st detect.Store) *detect.Engine {
 	b.Helper()
 	if st == nil {
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{})
@@ -69,7 +69,7 @@ var benchCorpus struct {
 	err  error
 }
 
-func loadBenchCorpus(b *testing.B) *sample.Corpus {
+func loadBenchCorpus(b testing.TB) *sample.Corpus {
 	b.Helper()
 	dir := testenv.Corpora(b)
 	benchCorpus.once.Do(func() {
