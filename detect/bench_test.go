@@ -24,6 +24,12 @@ import (
 // default families over st (a fresh in-memory embedded store when nil).
 func benchEngine(b testing.TB, st detect.Store) *detect.Engine {
 	b.Helper()
+	return benchEngineLimits(b, st, detect.Limits{})
+}
+
+// benchEngineLimits is benchEngine within limits (zero fields: the defaults).
+func benchEngineLimits(b testing.TB, st detect.Store, limits detect.Limits) *detect.Engine {
+	b.Helper()
 	if st == nil {
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{})
 		if err != nil {
@@ -49,7 +55,7 @@ func benchEngine(b testing.TB, st detect.Store) *detect.Engine {
 	for _, s := range set.Signers() {
 		th[s.Family()] = 10
 	}
-	e, err := detect.New(detect.Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3})
+	e, err := detect.New(detect.Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3, Limits: limits})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/bulkmilter/bulkmilter/detect"
 )
 
 // TestTail is a measuring tool, not a check; it runs only with -tail:
@@ -26,6 +28,7 @@ var (
 	tailFlag   = flag.Bool("tail", false, "measure the per-message CPU tail and the output hash of the bench corpus")
 	tailRounds = flag.Int("tail.rounds", 7, "runs per message; the least thread CPU counts")
 	tailTop    = flag.Int("tail.top", 30, "slowest messages listed")
+	tailText   = flag.Int("tail.text", 0, "analyse at most this many bytes of decoded text (limits.max_text_bytes; 0: the default) and count the messages whose keys change")
 )
 
 // threadCPU is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID,
@@ -45,6 +48,26 @@ func TestTail(t *testing.T) {
 	}
 	c := loadBenchCorpus(t)
 	e := benchEngine(t, nil)
+	if *tailText > 0 {
+		def := e
+		lim := detect.DefaultLimits
+		lim.Text.MaxTextBytes = *tailText
+		e = benchEngineLimits(t, nil, lim)
+		changed, lost := 0, 0
+		for i := range c.Messages {
+			a, b := def.Analyze(benchMessage(&c.Messages[i], i)), e.Analyze(benchMessage(&c.Messages[i], i))
+			if !slices.Equal(a.Keys, b.Keys) {
+				changed++
+				for _, k := range a.Keys {
+					if !slices.Contains(b.Keys, k) {
+						lost++
+					}
+				}
+			}
+		}
+		t.Logf("text cut at %d bytes: keys change in %d of %d messages (%d keys of the default lost)",
+			*tailText, changed, len(c.Messages), lost)
+	}
 
 	h := sha256.New()
 	for i := range c.Messages {
