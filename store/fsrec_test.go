@@ -1,0 +1,174 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRecTable checks the first-sighting table against a map through
+// puts, removals and packing.
+func TestRecTable(t *testing.T) {
+	var tb recTable
+	ref := map[uint32]fsRec{}
+	rng := uint64(1)
+	next := func() uint64 { rng = mix64(rng + 0x9e3779b97f4a7c15); return rng }
+	for i := range 30000 {
+		k := uint32(next() % 20000)
+		switch next() % 10 {
+		case 0, 1, 2, 3, 4, 5:
+			r := fsRec{key: k | recUsed, fp: uint32(i), first: uint32(i * 3), origin: uint32(i * 7), net: uint16(i), snd: uint16(i >> 3)}
+			_, had := ref[k]
+			if fresh := tb.put(r); fresh == had {
+				t.Fatalf("put(%d): new=%v, reference disagrees", k, fresh)
+			}
+			ref[k] = r
+		case 6, 7, 8:
+			_, want := ref[k]
+			if got := tb.del(k); got != want {
+				t.Fatalf("del(%d) = %v, want %v", k, got, want)
+			}
+			delete(ref, k)
+		case 9:
+			if next()%500 == 0 {
+				tb.pack()
+			}
+		}
+		if tb.size() != len(ref) {
+			t.Fatalf("op %d: size %d, reference %d", i, tb.size(), len(ref))
+		}
+	}
+	for k, r := range ref {
+		if got, ok := tb.get(k); !ok || got != r {
+			t.Fatalf("get(%d) = %+v, %v; want %+v", k, got, ok, r)
+		}
+	}
+	for k := range uint32(20000) {
+		if _, ok := ref[k]; !ok {
+			if _, found := tb.get(k); found {
+				t.Fatalf("removed or absent %d found", k)
+			}
+		}
+	}
+	n := 0
+	tb.each(func(r fsRec) {
+		n++
+		if ref[r.ref()] != r {
+			t.Fatalf("each: %+v, want %+v", r, ref[r.ref()])
+		}
+	})
+	if n != len(ref) {
+		t.Errorf("each visited %d, want %d", n, len(ref))
+	}
+}
+
+// A campaign of one message is a first sighting only; its second message
+// makes the record and the counter, and the first recipient coming back
+// does not count twice.
+func TestEmbeddedOneMessageCampaign(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, t.TempDir(), now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	obs := func(rcpt string, at time.Time) Campaign {
+		t.Helper()
+		res, err := e.Observe(ctx, Observation{Keys: []string{"s:imatch.0:a", "s:char.0:b"}, Recipients: []string{rcpt}, Time: at, Network: "192.0.2.0/24"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	c := obs("a@x", now)
+	if st := e.Stats(); st.FirstSightings != 1 || st.Counters != 0 || st.Campaigns != 1 {
+		t.Fatalf("after one message: %+v; want one first sighting and no counter", st)
+	}
+	if c2 := obs("a@x", now.Add(-time.Minute)); c2.ID != c.ID || c2.Recipients != 1 || c2.Networks != 1 || !c2.First.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("the same recipient again: %+v", c2)
+	}
+	if st := e.Stats(); st.FirstSightings != 0 || st.Counters != 1 || st.Campaigns != 1 {
+		t.Fatalf("after two messages: %+v; want the record and a counter", st)
+	}
+	if c3 := obs("b@x", now); c3.ID != c.ID || c3.Recipients != 2 {
+		t.Fatalf("a second recipient: %+v", c3)
+	}
+}
+
+// A version 3 file (every campaign's record in chunk 6, the first
+// sightings in chunk 3) is read whole: a campaign of one message counts on
+// from its recipient.
+func TestEmbeddedReadsVersion3(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := e.c.bucket(now)
+	const ref = 0x1234567
+	key := "s:imatch.0:aa"
+	var buf bytes.Buffer
+	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
+	h := []byte(fileMagic)
+	h = le32(h, 3)
+	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
+	h = le32(h, uint32(e.c.Buckets))
+	kid, _ := hex.DecodeString(e.c.keyID)
+	h = append(h, kid...)
+	h = le64(h, uint64(now.UnixMilli()))
+	h = le32(h, crc32.Checksum(h, crcTable))
+	cw.w.Write(h)
+	cw.flush(chunkVotes)
+	cw.flush(chunkVotesEnd)
+	b := le64(nil, uint64(cb))
+	b = le32(b, 1)
+	b = le64(b, campaignSig(ref))
+	cw.buf = le32(b, fingerprint(e.c.pseudonym("a@x")))
+	cw.flush(chunkFS)
+	b = le64(nil, uint64(cb))
+	b = le32(b, 1)
+	b = le64(b, sigHash(key))
+	cw.buf = le32(b, uint32(makePtr(ref, 0)))
+	cw.flush(chunkPointers)
+	b = le32(nil, ref)
+	b = le32(b, 7)
+	b = le64(b, uint64(now.Unix()-60))
+	b = le64(b, uint64(cb))
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint16(b, 0x1235)
+	cw.buf = append(b, 0)
+	cw.flush(chunkCamps)
+	cw.flush(chunkEnd)
+	if err := cw.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if err := os.WriteFile(filepath.Join(dir, "state"), buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err = newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	for _, step := range []struct {
+		rcpt string
+		want int64
+	}{{"b@x", 2}, {"a@x", 2}, {"c@x", 3}} {
+		res, err := e.Observe(ctx, Observation{Keys: []string{key}, Recipients: []string{step.rcpt}, Time: now, Network: "198.51.100.0/24"})
+		c := res.Campaign
+		if err != nil || c.ID != ref || c.Recipients != step.want || c.Networks != 2 || !c.First.Equal(now.Add(-time.Minute)) {
+			t.Fatalf("%s after the upgrade: %+v, %v; want campaign %x of %d recipients, 2 networks, first a minute ago", step.rcpt, c, err, ref, step.want)
+		}
+	}
+}
