@@ -19,6 +19,13 @@ const (
 
 const embeddedShards = 64
 
+// The open bucket's pointers are packed as they come (ptrPut) when the
+// shard's bucket before held packAheadMin, packStep at a time or more.
+const (
+	packAheadMin = 1024
+	packStep     = 256
+)
+
 // EmbeddedOptions configures OpenEmbedded.
 type EmbeddedOptions struct {
 	// Path is the state file (counts and votes). Empty: nothing persists.
@@ -270,8 +277,16 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
-		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && prev.d == nil && prev.t.n > 0 {
-			prev.t, prev.d = nil, packed(prev.t)
+		// Its size tells this bucket's: packed as it fills, in groups
+		// sized for as many pointers.
+		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && !prev.empty() {
+			if prev.t != nil && prev.t.n > 0 {
+				prev.d = packed(prev.d, prev.t)
+			}
+			prev.t = nil
+			if n := prev.size(); n >= packAheadMin {
+				slot.d = newDense(nil, nil, min(denseBits(n), 26))
+			}
 		}
 	}
 	if slot.d != nil {
@@ -285,6 +300,11 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 	}
 	if slot.t.put(sig, uint32(p)) {
 		ps.entries++
+		// Pack the new pointers once they are an eighth of the packed
+		// ones, while groups stay short (lookups scan a group).
+		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && len(d.check)+slot.t.n <= 16<<d.gbits {
+			slot.d, slot.t = packed(d, slot.t), &fsTable{}
+		}
 	}
 	// Over its share: the oldest buckets go first, the current one last.
 	for b := cb - nb + 1; b <= cb && ps.entries > e.maxShard; b++ {

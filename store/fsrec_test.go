@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -170,5 +171,75 @@ func TestEmbeddedReadsVersion3(t *testing.T) {
 		if err != nil || c.ID != ref || c.Recipients != step.want || c.Networks != 2 || !c.First.Equal(now.Add(-time.Minute)) {
 			t.Fatalf("%s after the upgrade: %+v, %v; want campaign %x of %d recipients, 2 networks, first a minute ago", step.rcpt, c, err, ref, step.want)
 		}
+	}
+}
+
+// The open bucket's pointers are packed as they come when the bucket
+// before was large; every key is still found, before and after a restart,
+// and packing goes on after it.
+func TestEmbeddedPackedAsItFills(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 2, 0, 30, 0, 0, time.UTC)
+	t1 := t0.Add(6 * time.Hour)
+	ctx := context.Background()
+	keys := func(i int) []string {
+		var ks []string
+		for k := range 8 {
+			ks = append(ks, fmt.Sprintf("s:imatch.%d:%x", k, i*10+k))
+		}
+		return ks
+	}
+	e, _ := newEmbedded(t, dir, t1, nil)
+	obs := func(at time.Time, from, to int) map[int]uint32 {
+		t.Helper()
+		ids := map[int]uint32{}
+		for i := from; i < to; i++ {
+			res, err := e.Observe(ctx, Observation{Keys: keys(i), Recipients: []string{fmt.Sprint("r", i, "@x")}, Time: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = res.Campaign.ID
+		}
+		return ids
+	}
+	check := func(when string, ids map[int]uint32, at time.Time) {
+		t.Helper()
+		for i, id := range ids {
+			res, err := e.Peek(ctx, keys(i)[i%7:i%7+1], at)
+			if err != nil || res.Campaign.ID != id {
+				t.Fatalf("%s: message %d's key: %+v, %v; want campaign %08x", when, i, res.Campaign, err, id)
+			}
+		}
+	}
+	obs(t0, 0, 12000) // about 1500 pointers a shard: the next bucket packs as it fills
+	ids := obs(t1, 20000, 32000)
+	packedOpen := func() (n int) {
+		for i := range e.ptrs {
+			if s := e.ptrs[i].tabs[mod(e.c.bucket(t1), int64(e.c.nb))]; s.d != nil {
+				n += len(s.d.check)
+			}
+		}
+		return n
+	}
+	if n := packedOpen(); n < 12000*8*3/4 {
+		t.Fatalf("%d of the open bucket's %d pointers packed, want most", n, 12000*8)
+	}
+	check("open bucket", ids, t1)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = newEmbedded(t, dir, t1, nil)
+	defer func() { e.Close() }()
+	check("after a restart", ids, t1)
+	before := packedOpen()
+	for i, id := range obs(t1, 40000, 44000) {
+		ids[i] = id
+	}
+	if packedOpen() <= before {
+		t.Errorf("no packing after the restart")
+	}
+	check("after more", ids, t1)
+	if st := e.Stats(); st.Pointers != 28000*8 {
+		t.Errorf("%d pointers, want %d", st.Pointers, 28000*8)
 	}
 }

@@ -36,9 +36,9 @@ import (
 //	           u32 first (unix s), u32 origin, u16 network, u16 sender):
 //	           the campaigns of one message (fsRec)
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
-//	packed:    u8 shard, i64 bucket, u32 n, n × (u64 the top 32+gbits bits
-//	           of the mixed hash, u32 pointer): a closed bucket's pointers
-//	           (denseTable), which keep no whole hash
+//	packed:    u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 the top
+//	           32+gbits bits of the mixed hash, u32 pointer): packed
+//	           pointers (denseTable), which keep no whole hash
 //	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
 //	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian):
 //	           the campaigns of two or more messages
@@ -48,7 +48,8 @@ import (
 // starts afresh). Version 2 files are version 3 without packed pointers.
 // Versions 2 and 3 kept every campaign's record in chunk 6 and its first
 // sighting as chunk 3 (i64 bucket, u32 n, n × (u64 campaignSig, u32
-// recipient fingerprint)); they are read whole, each first sighting as a
+// recipient fingerprint)) and had no gbits in chunk 7 (it was
+// min(denseBits(n), 26)); they are read whole, each first sighting as a
 // counter of its one recipient (what a campaign's second message makes).
 //
 // An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
@@ -304,6 +305,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 			}
 			b := append(shardBuf, byte(i))
 			b = le64(b, uint64(slot.id))
+			b = append(b, byte(slot.d.gbits))
 			b = le32(b, uint32(len(slot.d.check)))
 			slot.d.each(func(h uint64, v uint32) {
 				b = le64(b, h)
@@ -451,7 +453,7 @@ func (e *Embedded) load() error {
 			}
 		case chunkPacked:
 			if countsOK {
-				err = e.loadPacked(payload)
+				err = e.loadPacked(payload, version)
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
@@ -732,20 +734,27 @@ func (e *Embedded) loadLegacyFS(b []byte) error {
 	return nil
 }
 
-func (e *Embedded) loadPacked(b []byte) error {
+func (e *Embedded) loadPacked(b []byte, version uint32) error {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
 	for len(d.b) > 0 && !d.bad {
 		shard := int(d.u8())
 		id := int64(d.u64())
+		gbits := uint(27) // version 3: from n
+		if version >= 4 {
+			gbits = uint(d.u8())
+		}
 		n := d.count(8 + 4)
-		if d.bad || shard >= embeddedShards {
+		if version < 4 {
+			gbits = min(denseBits(n), 26)
+		}
+		if d.bad || shard >= embeddedShards || gbits > 26 {
 			d.bad = true
 			break
 		}
-		hs, vals := make([]uint64, n), make([]uint32, n)
-		for j := range n {
-			hs[j], vals[j] = d.u64(), d.u32()
+		add := make([]hv, n)
+		for j := range add {
+			add[j] = hv{d.u64(), d.u32()}
 		}
 		if d.bad || n == 0 {
 			continue
@@ -758,7 +767,7 @@ func (e *Embedded) loadPacked(b []byte) error {
 			slot.id, slot.t, slot.d = id, nil, nil
 		}
 		if slot.id == id && slot.d == nil {
-			slot.d = newDense(hs, vals)
+			slot.d = newDense(nil, add, gbits)
 			ps.entries += n
 		}
 		ps.mu.Unlock()
