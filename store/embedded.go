@@ -556,8 +556,8 @@ type entryAt struct {
 
 func mod(b, n int64) int64 { return ((b % n) + n) % n }
 
-// recPut records a first sighting in bucket cb. A newer bucket packs the
-// one before, whose records then only go.
+// recPut records a first sighting in bucket cb; a newer bucket packs the
+// one before.
 func (e *Embedded) recPut(sh *eshard, cb int64, r fsRec) {
 	nb := int64(e.c.nb)
 	slot := &sh.fs[mod(cb, nb)]
@@ -574,6 +574,9 @@ func (e *Embedded) recPut(sh *eshard, cb int64, r fsRec) {
 	}
 	if slot.put(r) {
 		sh.entries++
+		if slot.tn >= max(packStep/4, slot.pn/8) {
+			slot.pack()
+		}
 	}
 	e.evictIfNeeded(sh, cb)
 }

@@ -22,12 +22,12 @@ const recUsed = 1 << 31
 func (r fsRec) ref() uint32 { return r.key &^ recUsed }
 func (r fsRec) used() bool  { return r.key&recUsed != 0 }
 
-// recTable holds the first sightings of one time bucket in one shard: an
-// open-addressed table (linear probing) while the bucket is open, and
-// once a newer bucket is written a slice sorted by ref (packed), with a
-// small table beside it for late messages. Packed, a record costs its 20
-// bytes; removed records (a campaign's second message) stay as holes
-// until the bucket leaves the window.
+// recTable holds the first sightings of one time bucket in one shard: a
+// slice sorted by ref (packed), where a record costs its 20 bytes, and an
+// open-addressed table (linear probing) beside it for the newest, merged
+// into the slice when it holds an eighth as many (recPut) and when a newer
+// bucket is written. Removed records (a campaign's second message) stay as
+// holes until the next merge.
 type recTable struct {
 	id     int64
 	t      []fsRec // open addressing; len a power of two, or nil
@@ -127,15 +127,27 @@ func (b *recTable) del(ref uint32) bool {
 	return true
 }
 
-// pack moves the open table's records into the sorted slice.
+// pack moves the open table's records into the sorted slice, dropping
+// removed ones.
 func (b *recTable) pack() {
-	if b.tn == 0 {
-		b.t = nil
-		return
+	add := make([]fsRec, 0, b.tn)
+	for _, r := range b.t {
+		if r.used() {
+			add = append(add, r)
+		}
 	}
+	slices.SortFunc(add, func(x, y fsRec) int { return cmp.Compare(x.ref(), y.ref()) })
 	recs := make([]fsRec, 0, b.pn+b.tn)
-	b.each(func(r fsRec) { recs = append(recs, r) })
-	slices.SortFunc(recs, func(x, y fsRec) int { return cmp.Compare(x.ref(), y.ref()) })
+	for _, r := range b.packed {
+		if !r.used() {
+			continue
+		}
+		for ; len(add) > 0 && add[0].ref() < r.ref(); add = add[1:] {
+			recs = append(recs, add[0])
+		}
+		recs = append(recs, r)
+	}
+	recs = append(recs, add...)
 	b.packed, b.pn, b.t, b.tn = recs, len(recs), nil, 0
 }
 
