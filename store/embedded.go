@@ -134,17 +134,18 @@ func (sh *eshard) addSets(ref uint32, m *cmeta, net, snd uint16) {
 	}
 }
 
-// pshard holds key pointers: per time bucket, signature hash → ptr (a
-// pointer costs what a first sighting does).
+// pshard holds key pointers: per time bucket, signature hash → ptr.
 type pshard struct {
 	mu      sync.Mutex
 	tabs    []fsBucket // ring of nb buckets
 	entries int
 }
 
-// fsBucket holds the first sightings or the pointers of one time bucket
-// (t and d nil: none). A pointer bucket is packed into d once a newer
-// bucket is written; t then holds only what arrives late.
+// fsBucket holds the pointers of one time bucket (t and d nil: none):
+// packed in d, the newest in t. When the bucket before was large, t is
+// merged into d an eighth at a time as the bucket fills (ptrPut); t is
+// merged when a newer bucket is written, and then holds only what arrives
+// late.
 type fsBucket struct {
 	id int64
 	t  *fsTable

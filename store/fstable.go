@@ -6,11 +6,11 @@ import (
 	"slices"
 )
 
-// fsTable holds the embedded store's first sightings of one time bucket in
-// one shard: signature hash → 32-bit fingerprint of the one recipient seen
-// so far. Open addressing with linear probing in two flat arrays costs 12
-// bytes a slot (about 20 per entry at the average load), where a Go map
-// entry cost about 38.
+// fsTable holds the newest key pointers of one time bucket in one shard
+// (signature hash → ptr), until they are packed (denseTable). Open
+// addressing with linear probing in two flat arrays costs 12 bytes a slot
+// (about 20 per entry at the average load), where a Go map entry cost
+// about 38.
 type fsTable struct {
 	keys []uint64 // 0: empty slot (a signature hash of 0 is stored as 1)
 	fps  []uint32
