@@ -281,10 +281,9 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 		// Its size tells this bucket's: packed as it fills, in groups
 		// sized for as many pointers.
 		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && !prev.empty() {
-			if prev.t != nil && prev.t.n > 0 {
-				prev.d = packed(prev.d, prev.t)
+			if prev.t != nil && packable(prev.d, prev.t.n) {
+				prev.t, prev.d = nil, packed(prev.d, prev.t)
 			}
-			prev.t = nil
 			if n := prev.size(); n >= packAheadMin {
 				slot.d = newDense(nil, nil, min(denseBits(n), 26))
 			}
@@ -302,8 +301,8 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 	if slot.t.put(sig, uint32(p)) {
 		ps.entries++
 		// Pack the new pointers once they are an eighth of the packed
-		// ones, while groups stay short (lookups scan a group).
-		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && len(d.check)+slot.t.n <= 16<<d.gbits {
+		// ones.
+		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && packable(d, slot.t.n) {
 			slot.d, slot.t = packed(d, slot.t), &fsTable{}
 		}
 	}
@@ -315,6 +314,14 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 			old.drop()
 		}
 	}
+}
+
+// packable reports whether n more pointers can be packed into d (nil:
+// none) while its groups stay short: a lookup scans a group, and another
+// key matches it with probability about its length/2³². Past that (a
+// bucket many times the one before) they stay in the open table.
+func packable(d *denseTable, n int) bool {
+	return n > 0 && (d == nil || len(d.check)+n <= 16<<d.gbits)
 }
 
 // freeRef returns ref, or the next ref no live campaign of another origin
