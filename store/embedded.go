@@ -266,8 +266,9 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in bucket cb; the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
+// ptrPut records a key's pointer in bucket cb (here: the key has one
+// there); the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool) {
 	nb := int64(e.c.nb)
 	slot := &ps.tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
@@ -289,7 +290,7 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 			}
 		}
 	}
-	if slot.d != nil {
+	if here && slot.d != nil {
 		if i, ok := slot.d.find(sig); ok {
 			slot.d.vals[i] = uint32(p)
 			return
@@ -453,7 +454,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			if changed || at[i] != cb {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np)
+				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np, kps[i].found && at[i] == cb)
 			}
 		}
 	}
