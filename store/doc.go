@@ -191,8 +191,8 @@
 // The embedded store keeps the same pointers and tiers in memory, sharded
 // under 64 locks for pointers and 64 for campaigns (a message takes its
 // keys' pointer locks in order, then one campaign lock at a time; a closed
-// bucket's pointers are packed, about 9 bytes each, and so is the open
-// bucket's as it fills when the bucket before was large: fstable.go),
+// bucket's pointers are packed, about 9 bytes each, and so are the open
+// bucket's as it fills once it is large: fstable.go),
 // bounded by EmbeddedOptions.MaxEntries (oldest pointers and first
 // sightings, then least recently written counters are evicted, and
 // counted; the records of campaigns of two or more messages live as long

@@ -19,8 +19,8 @@ const (
 
 const embeddedShards = 64
 
-// The open bucket's pointers are packed as they come (ptrPut) when the
-// shard's bucket before held packAheadMin, packStep at a time or more.
+// A bucket's pointers are packed as they come (ptrPut) once it holds
+// packAheadMin in a shard, packStep at a time or more.
 const (
 	packAheadMin = 1024
 	packStep     = 256
@@ -142,10 +142,9 @@ type pshard struct {
 }
 
 // fsBucket holds the pointers of one time bucket (t and d nil: none):
-// packed in d, the newest in t. When the bucket before was large, t is
-// merged into d an eighth at a time as the bucket fills (ptrPut); t is
-// merged when a newer bucket is written, and then holds only what arrives
-// late.
+// packed in d, the newest in t. Once the bucket is large, t is merged
+// into d an eighth at a time as the bucket fills (ptrPut); t is merged
+// when a newer bucket is written, and then holds only what arrives late.
 type fsBucket struct {
 	id int64
 	t  *fsTable
@@ -266,9 +265,9 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in bucket cb (here: the key has one
-// there); the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool) {
+// ptrPut records a key's pointer in bucket cb for a message at t (here:
+// the key has one there); the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t time.Time) {
 	nb := int64(e.c.nb)
 	slot := &ps.tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
@@ -279,15 +278,8 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool) {
 		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
-		// Its size tells this bucket's: packed as it fills, in groups
-		// sized for as many pointers.
-		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && !prev.empty() {
-			if prev.t != nil && packable(prev.d, prev.t.n) {
-				prev.t, prev.d = nil, packed(prev.d, prev.t)
-			}
-			if n := prev.size(); n >= packAheadMin {
-				slot.d = newDense(nil, nil, min(denseBits(n), 26))
-			}
+		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
+			prev.t, prev.d = nil, packed(prev.d, prev.t)
 		}
 	}
 	if here && slot.d != nil {
@@ -301,8 +293,12 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool) {
 	}
 	if slot.t.put(sig, uint32(p)) {
 		ps.entries++
-		// Pack the new pointers once they are an eighth of the packed
-		// ones.
+		// A large bucket is packed as it fills: its groups sized for what
+		// it will hold, the new pointers packed once they are an eighth
+		// of the packed ones.
+		if slot.d == nil && slot.t.n >= packAheadMin {
+			slot.d = newDense(nil, nil, e.packBits(ps, cb, slot.t.n, t))
+		}
 		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && packable(d, slot.t.n) {
 			slot.d, slot.t = packed(d, slot.t), &fsTable{}
 		}
@@ -315,6 +311,20 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool) {
 			old.drop()
 		}
 	}
+}
+
+// packBits returns the group bits of bucket cb's packed pointers once it
+// holds n at t: about four pointers a group for as many as it will hold
+// at this rate by its end (the first 64th of the bucket counts as a 64th),
+// or as the bucket before held, whichever is more.
+func (e *Embedded) packBits(ps *pshard, cb int64, n int, t time.Time) uint {
+	l := e.c.bucketLen.Milliseconds()
+	frac := float64(t.UnixMilli()-cb*l) / float64(l)
+	want := int(float64(n) / min(max(frac, 1.0/64), 1))
+	if prev := &ps.tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
+		want = max(want, prev.size())
+	}
+	return min(denseBits(want), 26)
 }
 
 // packable reports whether n more pointers can be packed into d (nil:
@@ -454,7 +464,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			if changed || at[i] != cb {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np, kps[i].found && at[i] == cb)
+				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np, kps[i].found && at[i] == cb, t)
 			}
 		}
 	}

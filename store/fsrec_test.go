@@ -174,9 +174,8 @@ func TestEmbeddedReadsVersion3(t *testing.T) {
 	}
 }
 
-// The open bucket's pointers are packed as they come when the bucket
-// before was large; every key is still found, before and after a restart,
-// and packing goes on after it.
+// A large bucket's pointers are packed as they come; every key is still
+// found, before and after a restart, and packing goes on after it.
 func TestEmbeddedPackedAsItFills(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2026, 11, 2, 0, 30, 0, 0, time.UTC)
@@ -211,7 +210,7 @@ func TestEmbeddedPackedAsItFills(t *testing.T) {
 			}
 		}
 	}
-	obs(t0, 0, 12000) // about 1500 pointers a shard: the next bucket packs as it fills
+	obs(t0, 0, 12000) // about 1500 pointers a shard
 	ids := obs(t1, 20000, 32000)
 	packedOpen := func() (n int) {
 		for i := range e.ptrs {
