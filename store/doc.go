@@ -47,14 +47,14 @@
 // A campaign's count lives in one of three tiers, so that the many
 // campaigns of one message cost little (see docs/performance.md):
 //
-//  1. First sighting: one recipient so far. In Redis a 20-byte record (the
-//     ref, 32 bits of the recipient's pseudonym, the first time, the
-//     network's and sender's fingerprints, the origin) in a string shared
-//     by many campaigns; the embedded store keeps full hashes.
-//  2. Exact set: from the second message (Redis) or second distinct
-//     recipient (embedded) up to ExactLimit (default 100) recipients: a
-//     hash recipient → last bucket, plus per-bucket counts. Exact: a
-//     threshold of 10 or 50 is decided on the true count. In Redis the
+//  1. First sighting: one message to one recipient so far. A 20-byte
+//     record (the ref, 32 bits of the recipient's pseudonym, the first
+//     time, the network's and sender's fingerprints, the origin): in Redis
+//     in a string shared by many campaigns, in the embedded store in a
+//     table per time bucket and shard (fsrec.go).
+//  2. Exact set: from the second message up to ExactLimit (default 100)
+//     recipients: a hash recipient → last bucket, plus per-bucket counts.
+//     Exact: a threshold of 10 or 50 is decided on the true count. The
 //     first recipient enters by its 32-bit fingerprint and is matched to
 //     its full pseudonym when it shows up again.
 //  3. HyperLogLog: past ExactLimit, one HyperLogLog per bucket; the count is
@@ -191,11 +191,13 @@
 // The embedded store keeps the same pointers and tiers in memory, sharded
 // under 64 locks for pointers and 64 for campaigns (a message takes its
 // keys' pointer locks in order, then one campaign lock at a time; a closed
-// bucket's pointers are packed, about 9 bytes each: fstable.go), bounded
-// by EmbeddedOptions.MaxEntries (oldest pointers and first sightings, then
-// least recently written counters are evicted, and counted; campaign
-// records live as long as the window; votes are never evicted), and persists to a file written atomically (see
-// persist.go for the format). A damaged file is moved aside and reported
-// with a *CorruptFileError; the votes are written first and come back
-// whenever their part of the file is intact.
+// bucket's pointers are packed, about 9 bytes each, and so are the open
+// bucket's as it fills once it is large: fstable.go),
+// bounded by EmbeddedOptions.MaxEntries (oldest pointers and first
+// sightings, then least recently written counters are evicted, and
+// counted; the records of campaigns of two or more messages live as long
+// as the window; votes are never evicted), and persists to a file written
+// atomically (see persist.go for the format). A damaged file is moved
+// aside and reported with a *CorruptFileError; the votes are written
+// first and come back whenever their part of the file is intact.
 package store

@@ -611,12 +611,11 @@ func BenchmarkEmbeddedLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	cb := e.c.bucket(now)
-	rng := uint64(1)
 	for i := range n {
-		rng = mix64(rng + 0x9e3779b97f4a7c15)
-		sh := e.shard(rng)
+		ref := uint32(i)
+		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
-		e.fsPut(sh, cb-int64(i%4), rng, uint32(i))
+		e.recPut(sh, cb-int64(i%4), fsRec{key: ref | recUsed, fp: uint32(i), first: uint32(now.Unix())})
 		sh.mu.Unlock()
 	}
 	if err := e.Close(); err != nil {
