@@ -39,8 +39,8 @@ func TestRedisPointerOverflow(t *testing.T) {
 	}
 	sk := s.sigKeys(ids[0], s.c.bucket(at), 1)
 	n, err := s.client.StrLen(ctx, sk.keys[s.c.nb-1]).Result()
-	if err != nil || n != 8*FirstSightCap {
-		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 8*FirstSightCap)
+	if want := int64(pointerSections + pointerRecord*FirstSightCap); err != nil || n != want {
+		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, want)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
 	for _, id := range []string{ids[0], ids[len(ids)-1]} {
@@ -56,8 +56,9 @@ func TestRedisPointerOverflow(t *testing.T) {
 	}
 }
 
-// Damaged pointer and first-sighting strings (cut short, or not of whole
-// records) are read as far as they hold whole records: the message is
+// Damaged pointer strings (a length that disagrees with the section
+// counts) read as empty, damaged first-sighting strings (cut short, or not
+// of whole records) as far as they hold whole records: the message is
 // counted, never an error.
 func TestRedisDamagedStrings(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})

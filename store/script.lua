@@ -1,4 +1,4 @@
--- bulkmilter store script, key schema bm2 (see store/doc.go).
+-- bulkmilter store script, key schema bm3 (see store/doc.go).
 --
 -- On a cluster every key a call touches is declared in KEYS and shares one
 -- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k').
@@ -88,7 +88,6 @@ end
 -- Observe ------------------------------------------------------------------
 
 local mode = ARGV[1]
-local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = 1000000, 1, 0, 10, 4, 2
 local REFMASK = 536870911 -- 2^29 - 1
@@ -408,15 +407,47 @@ local function key_votes(vk, rs, now, hz)
 end
 
 -- Pointers: KEYS per key are its nb pointer strings (oldest first), then
--- its vote hash. ptr_read looks in buckets last down to first and
--- returns the pointer (a number, or nil) and the 1-based bucket it was
--- found in.
+-- its vote hash. A pointer string is NSEC count bytes, one per section,
+-- then the sections' 7-byte records in order: 3 bytes of the key's hash
+-- (bits 0-23) and 4 of the pointer (ref << 3 | the key's campaign
+-- switches). The section is bits 24-27 of the hash, so a record needs not
+-- keep them and a lookup compares only its section's records. field is
+-- the 4 bytes of bits 0-31. A string whose length disagrees with its
+-- counts (damaged) reads as empty and is rewritten afresh.
+local NSEC, PREC = 16, 7
+
+-- ptr_find returns the position of field's record in s (nil when absent),
+-- then the section (1-based), the position after the section, the
+-- counts and the number of records (nil when s is empty or damaged).
+local function ptr_find(s, field)
+  local sec = string.byte(field, 1) % NSEC + 1
+  if #s < NSEC then return nil, sec end
+  local cs = {string.byte(s, 1, NSEC)}
+  local total, off = 0, NSEC + 1
+  for i = 1, NSEC do
+    total = total + cs[i]
+    if i < sec then off = off + cs[i] * PREC end
+  end
+  if NSEC + total * PREC ~= #s then return nil, sec end
+  local stop = off + cs[sec] * PREC
+  local fp = string.sub(field, 2, 4)
+  local init = off
+  while true do
+    local p = string.find(s, fp, init, true)
+    if not p or p + PREC > stop then return nil, sec, stop, cs, total end
+    if (p - off) % PREC == 0 then return p, sec, stop, cs, total end
+    init = p + 1
+  end
+end
+
+-- ptr_read looks in buckets last down to first and returns the pointer
+-- (a number, or nil) and the 1-based bucket it was found in.
 local function ptr_read(kb, last, field, first)
   for i = last, first, -1 do
     local str = fs_get(KEYS[kb + i])
-    local p = fs_find(str, field, REC)
+    local p = ptr_find(str, field)
     if p then
-      local a, b, c, d = string.byte(str, p + 4, p + 7)
+      local a, b, c, d = string.byte(str, p + 3, p + 6)
       return ((a * 256 + b) * 256 + c) * 256 + d, i
     end
   end
@@ -424,19 +455,34 @@ local function ptr_read(kb, last, field, first)
 end
 
 -- ptr_write records field -> pointer in the current bucket's string k:
--- in place when the key is there already, else appended.
+-- in place when the key is there already (SETRANGE of 4 bytes), else
+-- inserted at the end of its section (SET of the whole string: APPEND or
+-- SETRANGE past the end leave spare room, see fs_put).
 local function ptr_write(k, field, v, cap, ttlms)
   local s = fs_get(k)
-  local p = fs_find(s, field, REC)
-  local rec = field .. u32(v)
+  local p, sec, stop, cs, total = ptr_find(s, field)
+  local pv = u32(v)
   if p then
-    if string.sub(s, p, p + REC - 1) ~= rec then
-      redis.call('SETRANGE', k, p - 1, rec)
-      fscache[k] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
+    if string.sub(s, p + 3, p + 6) ~= pv then
+      redis.call('SETRANGE', k, p + 2, pv)
+      fscache[k] = string.sub(s, 1, p + 2) .. pv .. string.sub(s, p + PREC)
     end
     return
   end
-  fs_put(k, rec, cap, REC, ttlms)
+  local fresh = cs == nil
+  if fresh then
+    cs, total, stop, s = {}, 0, NSEC + 1, string.rep('\0', NSEC)
+    for i = 1, NSEC do cs[i] = 0 end
+  end
+  if total >= cap or cs[sec] >= 255 then return end
+  cs[sec] = cs[sec] + 1
+  local ns = string.char(unpack(cs)) .. string.sub(s, NSEC + 1, stop - 1) .. string.sub(field, 2, 4) .. pv .. string.sub(s, stop)
+  if fresh then
+    redis.call('SET', k, ns, 'PX', ttlms)
+  else
+    redis.call('SET', k, ns, 'KEEPTTL')
+  end
+  fscache[k] = ns
 end
 
 local function repoint(found, v, ref, weak)
