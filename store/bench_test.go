@@ -226,7 +226,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	for tag := range 1 << 14 {
 		for sub := range split {
 			for bk := cb - nb + 1; bk <= cb; bk++ {
-				p.Set(ctx, fmt.Sprintf("bm%d:{%04x}:p:%d:%d", store.SchemaVersion, tag, sub, bk), pointerString(rng, records), 30*time.Hour)
+				p.Set(ctx, fmt.Sprintf("bm%d:{%04x}:k:%d:%d", store.SchemaVersion, tag, sub, bk), pointerString(rng, records), 30*time.Hour)
 			}
 		}
 		if p.Len() >= 2000 {
@@ -300,7 +300,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
 	// How many first-sighting hashes left listpack encoding (a sample).
 	var sampled, listpack int
-	it := c.Scan(ctx, 0, "bm3:{*}:p:*", 1000).Iterator()
+	it := c.Scan(ctx, 0, "bm2:{*}:k:*", 1000).Iterator()
 	for it.Next(ctx) && sampled < 300 {
 		sampled++
 		if enc, _ := c.ObjectEncoding(ctx, it.Val()).Result(); enc == "listpack" || enc == "ziplist" {
@@ -311,7 +311,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		b.ReportMetric(float64(listpack)/float64(sampled), "fs-listpack-fraction")
 	}
 	var x, cc int
-	for _, pat := range []string{"bm3:{*}:x:*", "bm3:{*}:c:*"} {
+	for _, pat := range []string{"bm2:{*}:x:*", "bm2:{*}:c:*"} {
 		it := c.Scan(ctx, 0, pat, 1000).Iterator()
 		n := 0
 		for it.Next(ctx) {
@@ -399,12 +399,12 @@ func BenchmarkRedisScriptPrimitives(b *testing.B) {
 		}
 		return k
 	}
-	keys162 := names(162, "bm3:{%04x}:p:1:49000")
+	keys162 := names(162, "bm2:{%04x}:p:1:49000")
 	args70 := make([]any, 70)
 	for i := range args70 {
 		args70[i] = "abcd"
 	}
-	small, full := names(135, "bm3:{%04x}:p:0:1"), names(135, "bm3:{%04x}:p:1:1")
+	small, full := names(135, "bm2:{%04x}:p:0:1"), names(135, "bm2:{%04x}:p:1:1")
 	for i := range small {
 		c.Set(ctx, small[i], strings.Repeat("x", 128), 0)
 		c.Set(ctx, full[i], strings.Repeat("y", 1600), 0)
@@ -418,7 +418,7 @@ func BenchmarkRedisScriptPrimitives(b *testing.B) {
 		{"empty-162keys-70args", "return 1", keys162, args70},
 		{"empty-1arg", "return 1", nil, []any{strings.Repeat("abcdefghi", 27)}},
 		{"reply-27-nested-rows", "local v = {} for s = 1, 27 do v[s] = {0, 0, {}} end return {1, v}", nil, nil},
-		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm3:{%04x}:none"), nil},
+		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm2:{%04x}:none"), nil},
 		{"MGET-135x128B", mget, small, nil},
 		{"MGET-135x1600B", mget, full, nil},
 		{"27-GET-SET-1600B", "for i = 1, 27 do local v = redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], string.sub(v, 9) .. 'abcdefgh', 'KEEPTTL') end return 1", full, nil},

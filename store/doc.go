@@ -105,21 +105,24 @@
 // Changing the secret orphans every stored vote (the pseudonyms change);
 // Redis refuses to start against a database used with another secret.
 //
-// # Redis key schema, version 3
+// # Redis key schema, version 2
 //
-// Every key starts with the optional Namespace and "bm3:" (version 2 had
-// 8-byte pointer records; its keys are left to expire, and counting starts
-// afresh; its votes are on ids of an earlier signature set version). The
-// hash tag is {tttt}, 4 hex digits: for a
+// Every key starts with the optional Namespace and "bm2:" (version 1, the
+// per-key counts, is left to expire; its votes are on ids of the previous
+// signature set version). Pointer strings are named "k:" since their
+// records became 7 bytes in 16 sections; the earlier "p:" strings of 8-byte
+// records are left to expire: a daemon of either layout ignores the other's
+// pointers (the two count apart during a rollout), while campaigns and
+// votes stay shared. The hash tag is {tttt}, 4 hex digits: for a
 // signature the top 14 bits of xxHash64(signature id), for a campaign the
 // top 14 of its 29-bit ref. All keys of one signature share a tag, as do
 // all keys of one campaign; the 16384 tags spread them over every slot.
 //
-//	bm3:meta                     hash: schema, bucket_ms, buckets, key_id (secret
+//	bm2:meta                     hash: schema, bucket_ms, buckets, key_id (secret
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm3:{tttt}:p:<s>:<bucket>    string: key pointers of bucket <bucket> and split
+//	bm2:{tttt}:k:<s>:<bucket>    string: key pointers of bucket <bucket> and split
 //	                             <s> (bits 32+ of the key's hash mod fs_split):
 //	                             16 count bytes, one per section (bits 24-27 of
 //	                             the hash), then each section's 7-byte records in
@@ -130,26 +133,26 @@
 //	                             key is not remembered in that bucket). A string
 //	                             whose length disagrees with its counts reads as
 //	                             empty.
-//	bm3:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
+//	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
 //	                             time (unix s), the network's and the sender's
 //	                             16-bit fingerprints, the origin. At most
 //	                             FirstSightCap records.
-//	bm3:{tttt}:x:<ref>           hash, per campaign of two or more messages
+//	bm2:{tttt}:x:<ref>           hash, per campaign of two or more messages
 //	                             (<ref> in hex): exact set, 6-byte pseudonym (or
 //	                             '~' and a 4-byte fingerprint) → last bucket, and
 //	                             '#' → "bucket:count …"; or, in the HyperLogLog
 //	                             tier, 'h' → "1"; always 't' (first time), 'n'
 //	                             and 's' (packed 16-bit fingerprints of networks
 //	                             and senders), 'o' (origin).
-//	bm3:{tttt}:c:<ref>:<bucket>  HyperLogLog of one bucket.
-//	bm3:{tttt}:v:<signature id>  hash: voter pseudonym → kind ('n'/'b') and unix
+//	bm2:{tttt}:c:<ref>:<bucket>  HyperLogLog of one bucket.
+//	bm2:{tttt}:v:<signature id>  hash: voter pseudonym → kind ('n'/'b') and unix
 //	                             seconds; '#' → "notbulk,bulk,oldest". The votes
 //	                             on a campaign have the id campaign:<ref, 8 hex>
 //	                             and the campaign's tag, so that the script
 //	                             counting the campaign reads them.
-//	bm3:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
+//	bm2:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
 //	                             signature id → kind and time. The index behind
 //	                             "list/remove votes by voter".
 //
@@ -164,7 +167,7 @@
 // with probability about k·(Buckets+1)·n/2²⁸. At a million messages a day
 // (37 keys, fs_split 2, 250,000 messages a 6-hour bucket: n ≈ 282) that is
 // 1.1·10⁻⁶ a lookup and 1.9·10⁻⁴ a message of 37 new keys (about 190 a day
-// if every message is new; schema 2's 4-byte records gave 1.2·10⁻⁵). At a
+// if every message is new; the 8-byte records before gave 1.2·10⁻⁵). At a
 // hundred million a day with fs_split 256 (n ≈ 220) it is 1.5·10⁻⁴ a
 // message, about 15,000 a day at worst; without raising fs_split the strings
 // fill to FirstSightCap and keys are not remembered at all. What a false

@@ -52,7 +52,7 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
-	want := []string{":p:", ":p:", ":p:", ":p:", ":p:", ":v:v1:imatch.0:00ab"}
+	want := []string{":k:", ":k:", ":k:", ":k:", ":k:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)

@@ -26,9 +26,9 @@ var scriptSrc string
 var script = redis.NewScript(scriptSrc)
 
 // SchemaVersion is the version of the Redis key schema, part of every key
-// name ("bm3:"). A change of layout or semantics bumps it, so a new daemon
+// name ("bm2:"). A change of layout or semantics bumps it, so a new daemon
 // never misreads an old one's keys.
-const SchemaVersion = 3
+const SchemaVersion = 2
 
 // Defaults for RedisOptions.
 const (
@@ -81,17 +81,17 @@ type RedisOptions struct {
 	ClientName      string
 	Protocol        int // RESP version, 2 or 3; 0: go-redis default (3)
 
-	// Namespace is prepended to every key (before "bm3:"), to keep several
+	// Namespace is prepended to every key (before "bm2:"), to keep several
 	// independent deployments apart in one database. It must not contain
 	// '{' or '}'.
 	Namespace string
 	// FirstSightSplit is the number of first-sighting strings per hash tag
 	// and time bucket, sized to the traffic (see docs/performance.md):
 	// about messages per bucket × keys per message / (16384 × 400). The
-	// first daemon to use a database records its value in bm3:meta and
+	// first daemon to use a database records its value in bm2:meta and
 	// every later daemon uses the recorded value, whatever its own
 	// (daemons must agree; Limits reports the value in effect). To change
-	// it: HSET bm3:meta fs_split N, then restart the daemons; first
+	// it: HSET bm2:meta fs_split N, then restart the daemons; first
 	// sightings recorded under the old value are missed for one window.
 	// Default 2.
 	FirstSightSplit int
@@ -152,7 +152,7 @@ type Redis struct {
 	c        counting
 	client   redis.UniversalClient
 	cluster  bool
-	prefix   string // Namespace + "bm3:"
+	prefix   string // Namespace + "bm2:"
 	split    uint64 // requested; the value in effect is fsSplit
 	timeout  time.Duration
 	observer Observer
@@ -161,7 +161,7 @@ type Redis struct {
 	prepared bool
 	fsCap    int    // records allowed in a first-sighting string
 	exact    int    // exact limit after fitting the listpack limit
-	fsSplit  uint64 // first-sighting split recorded in bm3:meta
+	fsSplit  uint64 // first-sighting split recorded in bm2:meta
 }
 
 // NewRedis connects to Redis. It succeeds while Redis is unreachable (mail
@@ -280,7 +280,7 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // Client returns the underlying go-redis client, for pool metrics
-// (PoolStats) and hooks. Do not write bm3 keys through it.
+// (PoolStats) and hooks. Do not write bm2 keys through it.
 func (r *Redis) Client() redis.UniversalClient { return r.client }
 
 // prepare runs once per store when Redis first answers: it checks (or
@@ -347,7 +347,7 @@ func (r *Redis) prepare(ctx context.Context) error {
 type Limits struct {
 	FirstSightCap   int // records per first-sighting string
 	ExactLimit      int // distinct recipients counted exactly (fits hash-max-listpack-entries)
-	FirstSightSplit int // as recorded in bm3:meta
+	FirstSightSplit int // as recorded in bm2:meta
 }
 
 // Limits returns the sizes in effect, and whether they were read from the
@@ -409,7 +409,7 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
 		b = append(b, pre...)
-		b = append(b, 'p', ':')
+		b = append(b, 'k', ':')
 		b = append(b, sub...)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, oldest+int64(i), 10)

@@ -340,13 +340,13 @@ func TestRedisKeysExpire(t *testing.T) {
 		}
 	}
 	keys := cli(t, r, "keys", "*")
-	for _, want := range []string{":p:", ":f:", ":x:", ":c:", "bm3:meta"} {
+	for _, want := range []string{":k:", ":f:", ":x:", ":c:", "bm2:meta"} {
 		if !strings.Contains(keys, want) {
 			t.Errorf("keys %q: no %q key", keys, want)
 		}
 	}
 	for _, k := range strings.Fields(keys) {
-		if k == "bm3:meta" {
+		if k == "bm2:meta" {
 			continue
 		}
 		ttl, _ := strconv.Atoi(cli(t, r, "pttl", k))
@@ -355,8 +355,8 @@ func TestRedisKeysExpire(t *testing.T) {
 		}
 	}
 	time.Sleep(3600 * time.Millisecond)
-	if got := cli(t, r, "keys", "*"); got != "bm3:meta" {
-		t.Errorf("after the window: keys %q, want only bm3:meta", got)
+	if got := cli(t, r, "keys", "*"); got != "bm2:meta" {
+		t.Errorf("after the window: keys %q, want only bm2:meta", got)
 	}
 }
 
@@ -448,7 +448,7 @@ func TestRedisSplitFromMeta(t *testing.T) {
 	if err != nil || res.Volumes[0] != 1 {
 		t.Errorf("same recipient through the second daemon: %v, %v; want 1", res.Volumes, err)
 	}
-	cli(t, r, "hset", "bm3:meta", "fs_split", "0")
+	cli(t, r, "hset", "bm2:meta", "fs_split", "0")
 	if _, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr()}}); err == nil || !strings.Contains(err.Error(), "fs_split") {
 		t.Errorf("invalid fs_split in meta: got %v", err)
 	}

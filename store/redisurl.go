@@ -37,7 +37,7 @@ import (
 //	client_name=S          CLIENT SETNAME
 //	protocol=2|3           RESP version
 //	disable_identity=true  skip CLIENT SETINFO
-//	namespace=S            key prefix before "bm3:"
+//	namespace=S            key prefix before "bm2:"
 //	first_sight_split=N    first-sighting hashes per tag and bucket
 //	sentinel_username=S, sentinel_password=S   the sentinels' own credentials
 //	tls_ca_file=F, tls_cert_file=F, tls_key_file=F, tls_server_name=S,

@@ -1,4 +1,4 @@
--- bulkmilter store script, key schema bm3 (see store/doc.go).
+-- bulkmilter store script, key schema bm2 (see store/doc.go).
 --
 -- On a cluster every key a call touches is declared in KEYS and shares one
 -- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k').

@@ -19,7 +19,7 @@ func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 	keys := make([]string, 0, nb+1)
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
-		keys = append(keys, base+"p:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
+		keys = append(keys, base+"k:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
 	}
 	keys = append(keys, base+"v:"+id)
 	var f [4]byte
@@ -28,7 +28,7 @@ func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 }
 
 func TestSigKeysUnchanged(t *testing.T) {
-	for _, ns := range []string{"bm3:", "tenant-a:bm3:"} {
+	for _, ns := range []string{"bm2:", "tenant-a:bm2:"} {
 		for _, buckets := range []int{1, 4, 12} {
 			r := &Redis{prefix: ns}
 			var err error
@@ -54,7 +54,7 @@ func TestSigKeysUnchanged(t *testing.T) {
 // BenchmarkSigKeys: naming the keys of one signature, on the Redis path of
 // every message (about thirty times a message).
 func BenchmarkSigKeys(b *testing.B) {
-	r := &Redis{prefix: "bm3:"}
+	r := &Redis{prefix: "bm2:"}
 	r.c, _ = (Params{}).resolve()
 	ids := make([]string, 64)
 	for i := range ids {
