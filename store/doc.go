@@ -131,8 +131,9 @@
 //	                             switches, saturating at 7). At most
 //	                             FirstSightCap records, 255 a section (past it a
 //	                             key is not remembered in that bucket). A string
-//	                             whose length disagrees with its counts reads as
-//	                             empty.
+//	                             whose length disagrees with its counts is never
+//	                             read past its end and is rewritten afresh by the
+//	                             next write.
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first

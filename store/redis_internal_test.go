@@ -57,7 +57,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 }
 
 // Damaged pointer strings (a length that disagrees with the section
-// counts) read as empty, damaged first-sighting strings (cut short, or not
+// counts) are never read past their end, damaged first-sighting strings (cut short, or not
 // of whole records) as far as they hold whole records: the message is
 // counted, never an error.
 func TestRedisDamagedStrings(t *testing.T) {

@@ -412,30 +412,32 @@ end
 -- (bits 0-23) and 4 of the pointer (ref << 3 | the key's campaign
 -- switches). The section is bits 24-27 of the hash, so a record needs not
 -- keep them and a lookup compares only its section's records. field is
--- the 4 bytes of bits 0-31. A string whose length disagrees with its
--- counts (damaged) reads as empty and is rewritten afresh.
+-- the 4 bytes of bits 0-31. A damaged string (its length disagrees with
+-- its counts) never yields a record beyond its end, and the next write
+-- rewrites it afresh.
 local NSEC, PREC = 16, 7
 
 -- ptr_find returns the position of field's record in s (nil when absent),
--- then the section (1-based), the position after the section, the
--- counts and the number of records (nil when s is empty or damaged).
+-- its section (1-based) and the position after the section (nil when the
+-- string is too short for its counts: damaged). A lookup reads only the
+-- counts up to its section and compares only that section's records.
 local function ptr_find(s, field)
   local sec = string.byte(field, 1) % NSEC + 1
   if #s < NSEC then return nil, sec end
-  local cs = {string.byte(s, 1, NSEC)}
-  local total, off = 0, NSEC + 1
-  for i = 1, NSEC do
-    total = total + cs[i]
-    if i < sec then off = off + cs[i] * PREC end
-  end
-  if NSEC + total * PREC ~= #s then return nil, sec end
-  local stop = off + cs[sec] * PREC
+  local cs = {string.byte(s, 1, sec)}
+  local off = NSEC + 1
+  for i = 1, sec - 1 do off = off + cs[i] * PREC end
+  local n = cs[sec]
+  local stop = off + n * PREC
+  if stop > #s + 1 then return nil, sec end
+  if n == 0 then return nil, sec, stop end
+  local part = string.sub(s, off, stop - 1)
   local fp = string.sub(field, 2, 4)
-  local init = off
+  local init = 1
   while true do
-    local p = string.find(s, fp, init, true)
-    if not p or p + PREC > stop then return nil, sec, stop, cs, total end
-    if (p - off) % PREC == 0 then return p, sec, stop, cs, total end
+    local p = string.find(part, fp, init, true)
+    if not p then return nil, sec, stop end
+    if (p - 1) % PREC == 0 then return off + p - 1, sec, stop end
     init = p + 1
   end
 end
@@ -460,7 +462,7 @@ end
 -- SETRANGE past the end leave spare room, see fs_put).
 local function ptr_write(k, field, v, cap, ttlms)
   local s = fs_get(k)
-  local p, sec, stop, cs, total = ptr_find(s, field)
+  local p, sec, stop = ptr_find(s, field)
   local pv = u32(v)
   if p then
     if string.sub(s, p + 3, p + 6) ~= pv then
@@ -469,7 +471,12 @@ local function ptr_write(k, field, v, cap, ttlms)
     end
     return
   end
-  local fresh = cs == nil
+  local cs, total = {}, 0
+  if #s >= NSEC then
+    cs = {string.byte(s, 1, NSEC)}
+    for i = 1, NSEC do total = total + cs[i] end
+  end
+  local fresh = stop == nil or NSEC + total * PREC ~= #s
   if fresh then
     cs, total, stop, s = {}, 0, NSEC + 1, string.rep('\0', NSEC)
     for i = 1, NSEC do cs[i] = 0 end
