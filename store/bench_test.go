@@ -17,6 +17,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -241,7 +242,8 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 }
 
 // pointerString is a pointer string of n random records in the script's
-// layout: a count byte per section, then the sections' 7-byte records.
+// layout: 2-byte cumulative counts per section, then the sections' 7-byte
+// records.
 func pointerString(rng *rand.Rand, n int) string {
 	const nsec, rec = 16, 7
 	var secs [nsec][]byte
@@ -251,9 +253,11 @@ func pointerString(rng *rand.Rand, n int) string {
 			secs[s] = append(secs[s], byte(rng.Uint32()))
 		}
 	}
-	out := make([]byte, nsec, nsec+n*rec)
+	out := make([]byte, 0, 2*nsec+n*rec)
+	end := 0
 	for i := range secs {
-		out[i] = byte(len(secs[i]) / rec)
+		end += len(secs[i]) / rec
+		out = binary.BigEndian.AppendUint16(out, uint16(end))
 	}
 	for i := range secs {
 		out = append(out, secs[i]...)

@@ -124,18 +124,21 @@
 //	                             adopted). No TTL.
 //	bm2:{tttt}:k:<s>:<bucket>    string: key pointers of bucket <bucket> and split
 //	                             <s> (bits 32+ of the key's hash mod fs_split):
-//	                             16 count bytes, one per section (bits 24-27 of
-//	                             the hash), then each section's 7-byte records in
-//	                             turn: 3 bytes of the key's hash (bits 0-23) and 4
-//	                             of the pointer (ref << 3 | the key's campaign
-//	                             switches, saturating at 7). At most
-//	                             FirstSightCap records, 255 a section (past it a
-//	                             key is not remembered in that bucket). A string
-//	                             whose length disagrees with its counts is never
-//	                             read past its end and is rewritten afresh by the
-//	                             next write.
+//	                             16 2-byte counts, the records up to the end of
+//	                             each section (bits 24-27 of the hash), then
+//	                             each section's 7-byte records in turn: 3 bytes
+//	                             of the key's hash (bits 0-23) and 4 of the
+//	                             pointer (ref << 3 | the key's campaign switches,
+//	                             saturating at 7). At most FirstSightCap records
+//	                             (past it a key is not remembered in that
+//	                             bucket). A string whose length disagrees with
+//	                             its counts is never read past its end and is
+//	                             rewritten afresh by the next write.
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
-//	                             the ref mod fs_split): 20-byte records, the ref,
+//	                             the ref mod ⌈fs_split/8⌉: a message has one
+//	                             first sighting but some thirty pointers, and a
+//	                             string costs some 100 bytes of its own):
+//	                             20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
 //	                             time (unix s), the network's and the sender's
 //	                             16-bit fingerprints, the origin. At most
