@@ -426,11 +426,11 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	sig := campaignSig(d.ref)
 	sh := e.shard(sig)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	vol := e.observeKey(sh, sig, rc.ids, cb)
 	m, ok := sh.camps[d.ref]
 	if !ok || m.last < oldest {
 		if !write {
+			sh.mu.Unlock()
 			return Campaign{}, d
 		}
 		m = cmeta{first: t.Unix(), last: cb, origin: origin}
@@ -443,8 +443,51 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		sh.camps[d.ref] = m
 	}
 	nets, snds := sh.setCounts(d.ref, m)
+	var u union
+	if len(d.union) > 0 {
+		u.add(e.members(sh, d.ref, cb))
+	}
+	sh.mu.Unlock()
+	// One campaign lock at a time (campaign's doc).
+	for _, ref := range d.union {
+		csh := e.shard(campaignSig(ref))
+		csh.mu.Lock()
+		u.add(e.members(csh, ref, cb))
+		csh.mu.Unlock()
+	}
+	if len(d.union) > 0 {
+		vol = u.count()
+	}
 	out := campaignOutcome{d: d, known: true, count: vol, nets: nets, snds: snds, first: m.first}
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
+}
+
+// members returns the 32-bit fingerprints of campaign ref's recipients
+// live at cb, or, when it counts them by HyperLogLog, their count (hll,
+// else -1): what the union rule (model.go) needs. The caller holds sh.mu.
+func (e *Embedded) members(sh *eshard, ref uint32, cb int64) (fps []uint32, hll int64) {
+	oldest := cb - int64(e.c.nb) + 1
+	sig := campaignSig(ref)
+	if ctr := sh.ctr[sig]; ctr != nil && ctr.last >= oldest {
+		if ctr.exact == nil {
+			return nil, e.hllCount(sh, ctr, oldest)
+		}
+		for p, b := range ctr.exact {
+			if b >= oldest {
+				fps = append(fps, uint32(p)) // a placeholder's low bits are its fingerprint
+			}
+		}
+		return fps, -1
+	}
+	for b := cb; b >= oldest; b-- {
+		slot := &sh.fs[mod(b, int64(e.c.nb))]
+		if slot.id == b && slot.t != nil {
+			if v, ok := slot.t.get(sig); ok {
+				return []uint32{v}, -1
+			}
+		}
+	}
+	return nil, -1
 }
 
 // observeKey is the embedded twin of the Redis script's observe path; the
