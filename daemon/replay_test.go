@@ -2,26 +2,15 @@ package daemon
 
 import (
 	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/bulkmilter/bulkmilter/config"
 )
 
 // A raw message is taken in as the milter session takes it: the verdict
 // and feedback headers never reach the pipeline, the body is what follows
 // the header (CRLF, as the MTA sends it), an mbox postmark is dropped.
 func TestReplayMessage(t *testing.T) {
-	c := config.Default()
-	c.DataDir = t.TempDir()
-	c.SecretKeyFile = filepath.Join(c.DataDir, "secret.key")
-	rt, err := NewRuntime(&c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt, _ := embeddedRuntime(t)
 	for _, tc := range []struct {
 		raw     string
 		subject string

@@ -18,14 +18,7 @@ import (
 // call (a host too busy to schedule it) still gets the store's verdict and
 // records the vote, where it used to be "store unavailable".
 func TestEmbeddedStoreIgnoresDeadline(t *testing.T) {
-	c := config.Default()
-	c.DataDir = t.TempDir()
-	c.SecretKeyFile = filepath.Join(c.DataDir, "secret.key")
-	rt, err := NewRuntime(&c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt, _ := embeddedRuntime(t)
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	raw := []byte("Subject: the spring planting guide\r\n\r\n" +
@@ -50,14 +43,7 @@ func TestEmbeddedStoreIgnoresDeadline(t *testing.T) {
 // save: a daemon killed then (SIGKILL) keeps it. The file is read while the
 // daemon still runs, as a restarted daemon would find it.
 func TestVoteSavedSoon(t *testing.T) {
-	c := config.Default()
-	c.DataDir = t.TempDir()
-	c.SecretKeyFile = filepath.Join(c.DataDir, "secret.key")
-	rt, err := NewRuntime(&c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt, c := embeddedRuntime(t)
 	raw := []byte("Subject: the spring planting guide\r\n\r\napple river mountain letter window garden silver motor planet history\r\n")
 	v := rt.Check(context.Background(), raw, []string{"ann@example.test"}, time.Time{})
 	if v.Err != nil || len(v.IDs) == 0 {
@@ -95,4 +81,20 @@ func TestVoteSavedSoon(t *testing.T) {
 	if err != nil || len(votes) != len(v.IDs)+1 || !slices.ContainsFunc(votes, func(e store.VoteEntry) bool { return e.Key == store.CampaignVoteKey(v.Campaign.ID) }) {
 		t.Errorf("the saved file holds %d votes of ann (err %v), want %d with her campaign vote", len(votes), err, len(v.IDs)+1)
 	}
+}
+
+// embeddedRuntime is the daemon with its defaults (embedded store, bundled
+// lexicon) in a temporary data directory, closed when the test ends, and
+// the configuration it runs with.
+func embeddedRuntime(t *testing.T) (*Runtime, config.Config) {
+	t.Helper()
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.SecretKeyFile = filepath.Join(c.DataDir, "secret.key")
+	rt, err := NewRuntime(&c, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt, c
 }

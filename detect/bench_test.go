@@ -22,7 +22,13 @@ import (
 
 // benchEngine is the daemon's pipeline with the bundled lexicon and the
 // default families over st (a fresh in-memory embedded store when nil).
-func benchEngine(b *testing.B, st detect.Store) *detect.Engine {
+func benchEngine(b testing.TB, st detect.Store) *detect.Engine {
+	b.Helper()
+	return benchEngineLimits(b, st, detect.Limits{})
+}
+
+// benchEngineLimits is benchEngine within limits (zero fields: the defaults).
+func benchEngineLimits(b testing.TB, st detect.Store, limits detect.Limits) *detect.Engine {
 	b.Helper()
 	if st == nil {
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{})
@@ -49,7 +55,7 @@ func benchEngine(b *testing.B, st detect.Store) *detect.Engine {
 	for _, s := range set.Signers() {
 		th[s.Family()] = 10
 	}
-	e, err := detect.New(detect.Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3})
+	e, err := detect.New(detect.Options{Set: set, Store: st, Thresholds: th, StripRecipient: true, GlobalVoters: 3, Limits: limits})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +75,7 @@ var benchCorpus struct {
 	err  error
 }
 
-func loadBenchCorpus(b *testing.B) *sample.Corpus {
+func loadBenchCorpus(b testing.TB) *sample.Corpus {
 	b.Helper()
 	dir := testenv.Corpora(b)
 	benchCorpus.once.Do(func() {

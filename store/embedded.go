@@ -19,6 +19,13 @@ const (
 
 const embeddedShards = 64
 
+// A bucket's pointers are packed as they come (ptrPut) once it holds
+// packAheadMin in a shard, packStep at a time or more.
+const (
+	packAheadMin = 1024
+	packStep     = 256
+)
+
 // EmbeddedOptions configures OpenEmbedded.
 type EmbeddedOptions struct {
 	// Path is the state file (counts and votes). Empty: nothing persists.
@@ -61,21 +68,20 @@ type Embedded struct {
 	done      chan struct{}
 }
 
-// eshard holds the counters of campaigns (by campaignSig) and what the
-// campaigns know besides their recipients.
+// eshard holds the campaigns: those of one message as first sightings
+// (fsRec), the others as a record (cmeta) and a counter (by campaignSig).
 type eshard struct {
 	mu      sync.Mutex
-	fs      []fsBucket // ring of nb buckets, indexed by bucket mod nb
+	fs      []recTable // ring of nb buckets, indexed by bucket mod nb
 	ctr     map[uint64]*ecounter
-	camps   map[uint32]cmeta
+	camps   map[uint32]cmeta  // campaigns of two or more messages
 	sets    map[uint32]*csets // of the campaigns with several networks or senders
 	entries int
 	scratch *hll
 }
 
-// cmeta is a campaign's record beside its recipient counter, held by
-// value (24 bytes): most campaigns are one message, and a pointer to a
-// record with two strings cost about 100 bytes a campaign. Its first
+// cmeta is the record of a campaign of two or more messages beside its
+// recipient counter, held by value (24 bytes). Its first
 // network and sender are inline; the sets of the few campaigns with more
 // are in eshard.sets.
 type cmeta struct {
@@ -128,17 +134,17 @@ func (sh *eshard) addSets(ref uint32, m *cmeta, net, snd uint16) {
 	}
 }
 
-// pshard holds key pointers: per time bucket, signature hash → ptr (a
-// pointer costs what a first sighting does).
+// pshard holds key pointers: per time bucket, signature hash → ptr.
 type pshard struct {
 	mu      sync.Mutex
 	tabs    []fsBucket // ring of nb buckets
 	entries int
 }
 
-// fsBucket holds the first sightings or the pointers of one time bucket
-// (t and d nil: none). A pointer bucket is packed into d once a newer
-// bucket is written; t then holds only what arrives late.
+// fsBucket holds the pointers of one time bucket (t and d nil: none):
+// packed in d, the newest in t. Once the bucket is large, t is merged
+// into d an eighth at a time as the bucket fills (ptrPut); t is merged
+// when a newer bucket is written, and then holds only what arrives late.
 type fsBucket struct {
 	id int64
 	t  *fsTable
@@ -232,7 +238,7 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		done:     make(chan struct{}),
 	}
 	for i := range e.shards {
-		e.shards[i].fs = make([]fsBucket, c.nb)
+		e.shards[i].fs = make([]recTable, c.nb)
 		e.shards[i].ctr = map[uint64]*ecounter{}
 		e.shards[i].camps = map[uint32]cmeta{}
 		e.shards[i].sets = map[uint32]*csets{}
@@ -259,8 +265,9 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in bucket cb; the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
+// ptrPut records a key's pointer in bucket cb for a message at t (here:
+// the key has one there); the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t time.Time) {
 	nb := int64(e.c.nb)
 	slot := &ps.tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
@@ -271,11 +278,11 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
-		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && prev.d == nil && prev.t.n > 0 {
-			prev.t, prev.d = nil, packed(prev.t)
+		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
+			prev.t, prev.d = nil, packed(prev.d, prev.t)
 		}
 	}
-	if slot.d != nil {
+	if here && slot.d != nil {
 		if i, ok := slot.d.find(sig); ok {
 			slot.d.vals[i] = uint32(p)
 			return
@@ -286,6 +293,15 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 	}
 	if slot.t.put(sig, uint32(p)) {
 		ps.entries++
+		// A large bucket is packed as it fills: its groups sized for what
+		// it will hold, the new pointers packed once they are an eighth
+		// of the packed ones.
+		if slot.d == nil && slot.t.n >= packAheadMin {
+			slot.d = newDense(nil, nil, e.packBits(ps, cb, slot.t.n, t))
+		}
+		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && packable(d, slot.t.n) {
+			slot.d, slot.t = packed(d, slot.t), &fsTable{}
+		}
 	}
 	// Over its share: the oldest buckets go first, the current one last.
 	for b := cb - nb + 1; b <= cb && ps.entries > e.maxShard; b++ {
@@ -297,16 +313,45 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr) {
 	}
 }
 
+// packBits returns the group bits of bucket cb's packed pointers once it
+// holds n at t: about four pointers a group for as many as it will hold
+// at this rate by its end (the first 64th of the bucket counts as a 64th),
+// or as the bucket before held, whichever is more.
+func (e *Embedded) packBits(ps *pshard, cb int64, n int, t time.Time) uint {
+	l := e.c.bucketLen.Milliseconds()
+	frac := float64(t.UnixMilli()-cb*l) / float64(l)
+	want := int(float64(n) / min(max(frac, 1.0/64), 1))
+	if prev := &ps.tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
+		want = max(want, prev.size())
+	}
+	return min(denseBits(want), 26)
+}
+
+// packable reports whether n more pointers can be packed into d (nil:
+// none) while its groups stay short: a lookup scans a group, and another
+// key matches it with probability about its length/2³². Past that (a
+// bucket many times the one before) they stay in the open table.
+func packable(d *denseTable, n int) bool {
+	return n > 0 && (d == nil || len(d.check)+n <= 16<<d.gbits)
+}
+
 // freeRef returns ref, or the next ref no live campaign of another origin
 // holds (at most refProbes tries), so that a new campaign never counts
 // into another.
-func (e *Embedded) freeRef(ref, origin uint32, oldest int64) uint32 {
+func (e *Embedded) freeRef(ref, origin uint32, cb int64) uint32 {
+	oldest := cb - int64(e.c.nb) + 1
 	for range refProbes {
 		sh := e.shard(campaignSig(ref))
 		sh.mu.Lock()
 		m, ok := sh.camps[ref]
+		ok = ok && m.last >= oldest
+		if !ok {
+			var r fsRec
+			r, _, ok = sh.firstSighting(ref, cb, oldest)
+			m.origin = r.origin
+		}
 		sh.mu.Unlock()
-		if !ok || m.last < oldest || m.origin == origin {
+		if !ok || m.origin == origin {
 			return ref
 		}
 		ref = (ref + 1) & refMask
@@ -413,42 +458,29 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		if !write {
 			return Campaign{}, d
 		}
-		d.ref = e.freeRef(fresh, origin, oldest)
+		d.ref = e.freeRef(fresh, origin, cb)
 	}
 	if write {
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			if changed || at[i] != cb {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np)
+				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np, kps[i].found && at[i] == cb, t)
 			}
 		}
 	}
-	sig := campaignSig(d.ref)
-	sh := e.shard(sig)
+	sh := e.shard(campaignSig(d.ref))
 	sh.mu.Lock()
-	vol := e.observeKey(sh, sig, rc.ids, cb)
-	m, ok := sh.camps[d.ref]
-	if !ok || m.last < oldest {
-		if !write {
-			sh.mu.Unlock()
-			return Campaign{}, d
-		}
-		m = cmeta{first: t.Unix(), last: cb, origin: origin}
-		delete(sh.sets, d.ref)
+	out, ok := e.count(sh, d.ref, origin, o, rc.ids, t, cb)
+	if !ok {
+		sh.mu.Unlock()
+		return Campaign{}, d
 	}
-	if write {
-		m.last = max(m.last, cb)
-		m.first = min(m.first, t.Unix())
-		sh.addSets(d.ref, &m, fp16(o.Network), fp16(o.Sender))
-		sh.camps[d.ref] = m
-	}
-	nets, snds := sh.setCounts(d.ref, m)
 	var u union
 	if len(d.union) > 0 {
 		u.add(e.members(sh, d.ref, cb))
 	}
 	sh.mu.Unlock()
-	// One campaign lock at a time (campaign's doc).
+	// One campaign lock at a time (see above).
 	for _, ref := range d.union {
 		csh := e.shard(campaignSig(ref))
 		csh.mu.Lock()
@@ -456,9 +488,9 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		csh.mu.Unlock()
 	}
 	if len(d.union) > 0 {
-		vol = u.count()
+		out.count = u.count()
 	}
-	out := campaignOutcome{d: d, known: true, count: vol, nets: nets, snds: snds, first: m.first}
+	out.d = d
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
 }
 
@@ -467,8 +499,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 // else -1): what the union rule (model.go) needs. The caller holds sh.mu.
 func (e *Embedded) members(sh *eshard, ref uint32, cb int64) (fps []uint32, hll int64) {
 	oldest := cb - int64(e.c.nb) + 1
-	sig := campaignSig(ref)
-	if ctr := sh.ctr[sig]; ctr != nil && ctr.last >= oldest {
+	if ctr := sh.ctr[campaignSig(ref)]; ctr != nil && ctr.last >= oldest {
 		if ctr.exact == nil {
 			return nil, e.hllCount(sh, ctr, oldest)
 		}
@@ -479,84 +510,99 @@ func (e *Embedded) members(sh *eshard, ref uint32, cb int64) (fps []uint32, hll 
 		}
 		return fps, -1
 	}
-	for b := cb; b >= oldest; b-- {
-		slot := &sh.fs[mod(b, int64(e.c.nb))]
-		if slot.id == b && slot.t != nil {
-			if v, ok := slot.t.get(sig); ok {
-				return []uint32{v}, -1
-			}
-		}
+	if rec, _, ok := sh.firstSighting(ref, cb, oldest); ok {
+		return []uint32{rec.fp}, -1
 	}
 	return nil, -1
 }
 
-// observeKey is the embedded twin of the Redis script's observe path; the
-// caller holds sh.mu.
-func (e *Embedded) observeKey(sh *eshard, sig uint64, rs []pseudonym, cb int64) int64 {
-	nb := int64(e.c.nb)
-	oldest := cb - nb + 1
-	if ctr := sh.ctr[sig]; ctr != nil {
-		if ctr.last < oldest {
-			sh.entries -= ctr.weight()
-			delete(sh.ctr, sig)
-		} else {
-			return e.counterAdd(sh, sig, ctr, nil, rs, cb)
-		}
+// count is the embedded twin of the Redis script's count path: it adds
+// recipients rs (none: a read) seen at t to campaign ref and returns what
+// the campaign knows; ok is false when a read finds no campaign. A new
+// campaign of one recipient is only a first sighting (fsRec); its second
+// message makes the full record (cmeta) and a counter. The caller holds
+// sh.mu.
+func (e *Embedded) count(sh *eshard, ref, origin uint32, o Observation, rs []pseudonym, t time.Time, cb int64) (campaignOutcome, bool) {
+	oldest := cb - int64(e.c.nb) + 1
+	sig := campaignSig(ref)
+	ctr := sh.ctr[sig]
+	if ctr != nil && ctr.last < oldest {
+		sh.entries -= ctr.weight()
+		delete(sh.ctr, sig)
+		ctr = nil
 	}
-	var first uint32 // the first recipient's fingerprint
-	var fbk int64
-	found := false
-	for b := cb; b >= oldest; b-- {
-		slot := &sh.fs[mod(b, nb)]
-		if slot.id != b || slot.t == nil {
-			continue
-		}
-		if v, ok := slot.t.get(sig); ok {
-			first, fbk, found = v, b, true
-			break
-		}
+	m, multi := sh.camps[ref]
+	multi = multi && m.last >= oldest
+	var rec fsRec
+	var rb int64
+	single := false
+	if !multi {
+		rec, rb, single = sh.firstSighting(ref, cb, oldest)
 	}
-	if len(rs) == 0 {
-		if found {
+	one := func(fp uint16) int64 {
+		if fp != 0 {
 			return 1
 		}
 		return 0
 	}
-	same := found
-	for _, r := range rs {
-		if fingerprint(r) != first {
-			same = false
-			break
+	if len(rs) == 0 { // a read
+		switch {
+		case multi:
+			var n int64
+			if ctr != nil {
+				n = e.counterAdd(sh, ctr, nil, nil, cb)
+			}
+			nets, snds := sh.setCounts(ref, m)
+			return campaignOutcome{known: true, count: n, nets: nets, snds: snds, first: m.first}, true
+		case single:
+			return campaignOutcome{known: true, count: 1, nets: one(rec.net), snds: one(rec.snd), first: int64(rec.first)}, true
 		}
+		return campaignOutcome{}, false
 	}
-	switch {
-	case !found && len(rs) == 1:
-		e.fsPut(sh, cb, sig, fingerprint(rs[0]))
-		return 1
-	case same:
-		if fbk != cb {
-			e.fsPut(sh, cb, sig, first)
-		}
-		return 1
+	net, snd := fp16(o.Network), fp16(o.Sender)
+	if !multi && !single && ctr == nil && len(rs) == 1 {
+		e.recPut(sh, cb, fsRec{key: ref | recUsed, fp: fingerprint(rs[0]), first: uint32(t.Unix()), origin: origin, net: net, snd: snd})
+		return campaignOutcome{known: true, count: 1, nets: one(net), snds: one(snd), first: t.Unix()}, true
 	}
-	// A second distinct recipient: promote to a counter.
 	var seed []entryAt
-	if found {
-		for b := oldest; b <= cb; b++ {
-			slot := &sh.fs[mod(b, nb)]
-			if slot.id == b && slot.t != nil && slot.t.del(sig) {
-				sh.entries--
+	switch {
+	case single:
+		// Its second message. The first recipient is known by its
+		// fingerprint only; it is matched to its pseudonym if it comes back.
+		e.recDel(sh, ref, cb, oldest)
+		m = cmeta{first: int64(rec.first), last: rb, origin: rec.origin, net: rec.net, snd: rec.snd}
+		delete(sh.sets, ref)
+		seed = []entryAt{{placeholder(rec.fp), rb}}
+	case !multi:
+		m = cmeta{first: t.Unix(), last: cb, origin: origin}
+		delete(sh.sets, ref)
+	}
+	m.last = max(m.last, cb)
+	m.first = min(m.first, t.Unix())
+	sh.addSets(ref, &m, net, snd)
+	sh.camps[ref] = m
+	if ctr == nil {
+		ctr = &ecounter{exact: map[pseudonym]int64{}, last: cb}
+		sh.ctr[sig] = ctr
+	}
+	n := e.counterAdd(sh, ctr, seed, rs, cb)
+	e.evictIfNeeded(sh, cb)
+	nets, snds := sh.setCounts(ref, m)
+	return campaignOutcome{known: true, count: n, nets: nets, snds: snds, first: m.first}, true
+}
+
+// firstSighting returns campaign ref's first sighting and its bucket, the
+// newest from cb back to oldest; the caller holds sh.mu.
+func (sh *eshard) firstSighting(ref uint32, cb, oldest int64) (fsRec, int64, bool) {
+	nb := int64(len(sh.fs))
+	for b := cb; b >= oldest; b-- {
+		if slot := &sh.fs[mod(b, nb)]; slot.id == b {
+			if r, ok := slot.get(ref); ok {
+				return r, b, true
 			}
 		}
-		// The first recipient is known by its fingerprint only; it is
-		// matched to its pseudonym if it comes back.
-		seed = []entryAt{{placeholder(first), fbk}}
 	}
-	ctr := &ecounter{exact: map[pseudonym]int64{}, last: cb}
-	sh.ctr[sig] = ctr
-	n := e.counterAdd(sh, sig, ctr, seed, rs, cb)
-	e.evictIfNeeded(sh, cb)
-	return n
+	return fsRec{}, 0, false
 }
 
 type entryAt struct {
@@ -566,25 +612,43 @@ type entryAt struct {
 
 func mod(b, n int64) int64 { return ((b % n) + n) % n }
 
-// fsPut records a first sighting in bucket cb.
-func (e *Embedded) fsPut(sh *eshard, cb int64, sig uint64, fp uint32) {
-	slot := &sh.fs[mod(cb, int64(e.c.nb))]
-	if slot.id != cb || slot.t == nil {
-		if slot.t != nil && slot.id > cb {
+// recPut records a first sighting in bucket cb; a newer bucket packs the
+// one before.
+func (e *Embedded) recPut(sh *eshard, cb int64, r fsRec) {
+	nb := int64(e.c.nb)
+	slot := &sh.fs[mod(cb, nb)]
+	if slot.id != cb || slot.empty() {
+		if !slot.empty() && slot.id > cb {
 			return // an observation older than the window held here: count it, keep nothing
 		}
 		sh.entries -= slot.size()
-		slot.id, slot.t = cb, &fsTable{}
+		slot.drop()
+		slot.id = cb
+		if prev := &sh.fs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil {
+			prev.pack()
+		}
 	}
-	if slot.t.put(sig, fp) {
+	if slot.put(r) {
 		sh.entries++
+		if slot.tn >= max(packStep/4, slot.pn/8) {
+			slot.pack()
+		}
 	}
 	e.evictIfNeeded(sh, cb)
 }
 
+// recDel removes campaign ref's first sightings.
+func (e *Embedded) recDel(sh *eshard, ref uint32, cb, oldest int64) {
+	for b := oldest; b <= cb; b++ {
+		if slot := &sh.fs[mod(b, int64(e.c.nb))]; slot.id == b && slot.del(ref) {
+			sh.entries--
+		}
+	}
+}
+
 // counterAdd adds seed entries and recipients rs (seen in bucket cb) to a
 // counter and returns its count over the window.
-func (e *Embedded) counterAdd(sh *eshard, sig uint64, ctr *ecounter, seed []entryAt, rs []pseudonym, cb int64) int64 {
+func (e *Embedded) counterAdd(sh *eshard, ctr *ecounter, seed []entryAt, rs []pseudonym, cb int64) int64 {
 	oldest := cb - int64(e.c.nb) + 1
 	if len(rs) > 0 || len(seed) > 0 {
 		ctr.last = max(ctr.last, cb)
@@ -724,13 +788,13 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 		return
 	}
 	nb := int64(e.c.nb)
-	drop := func(slot *fsBucket) {
+	drop := func(slot *recTable) {
 		e.evicted.Add(int64(slot.size()))
 		sh.entries -= slot.size()
-		slot.t = nil
+		slot.drop()
 	}
 	for b := cb - nb + 1; b < cb && sh.entries > e.maxShard; b++ {
-		if slot := &sh.fs[mod(b, nb)]; slot.t != nil && slot.id <= b {
+		if slot := &sh.fs[mod(b, nb)]; !slot.empty() && slot.id <= b {
 			drop(slot)
 		}
 	}
@@ -749,7 +813,7 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 		}
 	}
 	if sh.entries > e.maxShard {
-		if slot := &sh.fs[mod(cb, nb)]; slot.t != nil {
+		if slot := &sh.fs[mod(cb, nb)]; !slot.empty() {
 			drop(slot)
 		}
 	}
@@ -764,9 +828,9 @@ func (e *Embedded) sweep(now time.Time) {
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		for j := range sh.fs {
-			if slot := &sh.fs[j]; slot.t != nil && slot.id < oldest {
+			if slot := &sh.fs[j]; !slot.empty() && slot.id < oldest {
 				sh.entries -= slot.size()
-				slot.t = nil
+				slot.drop()
 			}
 		}
 		for sig, c := range sh.ctr {
@@ -853,11 +917,13 @@ func (e *Embedded) Stats() Stats {
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
+		fs := 0
 		for i := range sh.fs {
-			s.FirstSightings += sh.fs[i].size()
+			fs += sh.fs[i].size()
 		}
+		s.FirstSightings += fs
 		s.Counters += len(sh.ctr)
-		s.Campaigns += len(sh.camps)
+		s.Campaigns += len(sh.camps) + fs
 		s.Entries += sh.entries
 		sh.mu.Unlock()
 		ps := &e.ptrs[i]

@@ -6,11 +6,11 @@ import (
 	"slices"
 )
 
-// fsTable holds the embedded store's first sightings of one time bucket in
-// one shard: signature hash → 32-bit fingerprint of the one recipient seen
-// so far. Open addressing with linear probing in two flat arrays costs 12
-// bytes a slot (about 20 per entry at the average load), where a Go map
-// entry cost about 38.
+// fsTable holds the newest key pointers of one time bucket in one shard
+// (signature hash → ptr), until they are packed (denseTable). Open
+// addressing with linear probing in two flat arrays costs 12 bytes a slot
+// (about 20 per entry at the average load), where a Go map entry cost
+// about 38.
 type fsTable struct {
 	keys []uint64 // 0: empty slot (a signature hash of 0 is stored as 1)
 	fps  []uint32
@@ -164,36 +164,57 @@ func (d *denseTable) parts(h uint64) (g uint64, check uint32) {
 	return h >> (64 - d.gbits), uint32(h >> (32 - d.gbits))
 }
 
-// newDense builds a dense table from hashes (denseHash, or their top
-// 32+gbits bits as saved) and values, sorting both.
-func newDense(hs []uint64, vals []uint32) *denseTable {
-	n := len(hs)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(hs[a], hs[b]) })
-	d := &denseTable{gbits: min(denseBits(n), 26), check: make([]uint32, n), vals: make([]uint32, n)}
-	d.idx = make([]uint32, 1<<d.gbits+1)
-	for j, i := range order {
-		g, c := d.parts(hs[i])
-		d.check[j], d.vals[j] = c, vals[i]
-		d.idx[g+1]++
-	}
-	for g := 1; g < len(d.idx); g++ {
-		d.idx[g] += d.idx[g-1]
-	}
-	return d
+// hv is a hash (denseHash, or its top 32+gbits bits as saved) and its
+// value.
+type hv struct {
+	h uint64
+	v uint32
 }
 
-// packed returns t's entries as a dense table.
-func packed(t *fsTable) *denseTable {
-	hs, vals := make([]uint64, 0, t.n), make([]uint32, 0, t.n)
-	t.each(func(sig uint64, v uint32) {
-		hs = append(hs, denseHash(sig))
-		vals = append(vals, v)
-	})
-	return newDense(hs, vals)
+// newDense builds a dense table of gbits group bits (≤ 26) from the
+// entries of d (nil: none; a packed table keeps no more of its hashes than
+// its group bits allow, so they stay) and add, whose order it changes.
+func newDense(d *denseTable, add []hv, gbits uint) *denseTable {
+	slices.SortFunc(add, func(a, b hv) int { return cmp.Compare(a.h, b.h) })
+	n := len(add)
+	if d != nil {
+		n += len(d.check)
+	}
+	out := &denseTable{gbits: gbits, check: make([]uint32, n), vals: make([]uint32, n), idx: make([]uint32, 1<<gbits+1)}
+	k := 0
+	emit := func(h uint64, v uint32) {
+		g, c := out.parts(h)
+		out.check[k], out.vals[k] = c, v
+		out.idx[g+1]++
+		k++
+	}
+	j := 0
+	if d != nil {
+		// Both in hash order: merge.
+		d.each(func(h uint64, v uint32) {
+			for ; j < len(add) && add[j].h < h; j++ {
+				emit(add[j].h, add[j].v)
+			}
+			emit(h, v)
+		})
+	}
+	for ; j < len(add); j++ {
+		emit(add[j].h, add[j].v)
+	}
+	for g := 1; g < len(out.idx); g++ {
+		out.idx[g] += out.idx[g-1]
+	}
+	return out
+}
+
+// packed returns d (nil: none) with t's entries added, in d's group bits.
+func packed(d *denseTable, t *fsTable) *denseTable {
+	add := make([]hv, 0, t.n)
+	t.each(func(sig uint64, v uint32) { add = append(add, hv{denseHash(sig), v}) })
+	if d == nil {
+		return newDense(nil, add, min(denseBits(t.n), 26))
+	}
+	return newDense(d, add, d.gbits)
 }
 
 // find returns the index of sig's entry.

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The embedded store's file, version 3, little-endian:
+// The embedded store's file, version 4, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -24,7 +24,7 @@ import (
 //
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
-// 2 counters, 3 first sightings, 5 pointers, 7 packed pointers, 6
+// 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 6
 // campaigns, 255 end (empty).
 // A chunk holds whole records:
 //
@@ -32,33 +32,41 @@ import (
 //	counters:  u64 signature hash, i64 last bucket, u8 mode,
 //	           mode 1 (exact): u32 n, n × (u64 member, i64 bucket)
 //	           mode 2 (HLL):   u8 k, k × (i64 bucket, 16384 registers)
-//	sightings: i64 bucket, u32 n, n × (u64 signature hash, u32 recipient fingerprint)
+//	sightings: i64 bucket, u32 n, n × (u32 ref, u32 recipient fingerprint,
+//	           u32 first (unix s), u32 origin, u16 network, u16 sender):
+//	           the campaigns of one message (fsRec)
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
-//	packed:    u8 shard, i64 bucket, u32 n, n × (u64 the top 32+gbits bits
-//	           of the mixed hash, u32 pointer): a closed bucket's pointers
-//	           (denseTable), which keep no whole hash
+//	packed:    u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 the top
+//	           32+gbits bits of the mixed hash, u32 pointer): packed
+//	           pointers (denseTable), which keep no whole hash
 //	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
-//	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian)
+//	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian):
+//	           the campaigns of two or more messages
 //
-// Counters and first sightings count campaigns (by campaignSig), not keys.
-// Version 1 files counted keys: their votes are read, their counts are
-// not (counting starts afresh). Version 2 files are version 3 without
-// packed pointers, and read whole.
+// Counters count campaigns (by campaignSig), not keys. Version 1 files
+// counted keys: their votes are read, their counts are not (counting
+// starts afresh). Version 2 files are version 3 without packed pointers.
+// Versions 2 and 3 kept every campaign's record in chunk 6 and its first
+// sighting as chunk 3 (i64 bucket, u32 n, n × (u64 campaignSig, u32
+// recipient fingerprint)) and had no gbits in chunk 7 (it was
+// min(denseBits(n), 26)); they are read whole, each first sighting as a
+// counter of its one recipient (what a campaign's second message makes).
 //
 // An exact-set member is a 48-bit pseudonym, or a placeholder (bit 63 set,
 // a fingerprint in the low 32 bits) for a first recipient known only by its
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 3
+	fileVersion = 4
 
 	chunkVotes    = 1
 	chunkCounters = 2
-	chunkFS       = 3
+	chunkFS       = 3 // versions 2 and 3
 	chunkVotesEnd = 4
 	chunkPointers = 5
 	chunkCamps    = 6
 	chunkPacked   = 7
+	chunkRecs     = 8
 	chunkEnd      = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
@@ -254,12 +262,27 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		sh := &e.shards[i]
 		shardBuf = shardBuf[:0]
 		sh.mu.Lock()
-		shardBuf = appendTables(shardBuf, sh.fs, oldest)
+		for _, slot := range sh.fs {
+			if slot.size() == 0 || slot.id < oldest {
+				continue
+			}
+			b := le64(shardBuf, uint64(slot.id))
+			b = le32(b, uint32(slot.size()))
+			slot.each(func(r fsRec) {
+				b = le32(b, r.ref())
+				b = le32(b, r.fp)
+				b = le32(b, r.first)
+				b = le32(b, r.origin)
+				b = binary.LittleEndian.AppendUint16(b, r.net)
+				b = binary.LittleEndian.AppendUint16(b, r.snd)
+			})
+			shardBuf = b
+		}
 		sh.mu.Unlock()
 		cw.buf = append(cw.buf, shardBuf...)
-		cw.maybeFlush(chunkFS)
+		cw.maybeFlush(chunkRecs)
 	}
-	cw.flush(chunkFS)
+	cw.flush(chunkRecs)
 
 	for i := range e.ptrs {
 		ps := &e.ptrs[i]
@@ -282,6 +305,7 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 			}
 			b := append(shardBuf, byte(i))
 			b = le64(b, uint64(slot.id))
+			b = append(b, byte(slot.d.gbits))
 			b = le32(b, uint32(len(slot.d.check)))
 			slot.d.each(func(h uint64, v uint32) {
 				b = le64(b, h)
@@ -410,10 +434,11 @@ func (e *Embedded) load() error {
 			}
 		case chunkFS:
 			if countsOK {
-				err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
-					sh := e.shard(sig)
-					return &sh.mu, sh.fs, &sh.entries
-				})
+				err = e.loadLegacyFS(payload)
+			}
+		case chunkRecs:
+			if countsOK {
+				err = e.loadRecs(payload)
 			}
 		case chunkPointers:
 			if countsOK {
@@ -428,7 +453,7 @@ func (e *Embedded) load() error {
 			}
 		case chunkPacked:
 			if countsOK {
-				err = e.loadPacked(payload)
+				err = e.loadPacked(payload, version)
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
@@ -642,20 +667,94 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 	return nil
 }
 
-func (e *Embedded) loadPacked(b []byte) error {
+// loadRecs reads first sightings.
+func (e *Embedded) loadRecs(b []byte) error {
+	d := &decoder{b: b}
+	nb := int64(e.c.nb)
+	for len(d.b) > 0 && !d.bad {
+		id := int64(d.u64())
+		n := d.count(20)
+		for range n {
+			r := fsRec{key: d.u32() | recUsed, fp: d.u32(), first: d.u32(), origin: d.u32(), net: d.u16(), snd: d.u16()}
+			if r.ref() > refMask {
+				d.bad = true
+			}
+			if d.bad {
+				break
+			}
+			sh := e.shard(campaignSig(r.ref()))
+			sh.mu.Lock()
+			slot := &sh.fs[mod(id, nb)]
+			if slot.empty() || slot.id < id {
+				sh.entries -= slot.size()
+				slot.drop()
+				slot.id = id
+			}
+			if slot.id == id && slot.put(r) {
+				sh.entries++
+			}
+			sh.mu.Unlock()
+		}
+	}
+	if d.bad {
+		return fmt.Errorf("first sightings: %w", errRecord)
+	}
+	return nil
+}
+
+// loadLegacyFS reads the first sightings of a version 2 or 3 file, each
+// as a counter of its one recipient beside the campaign's record (chunk
+// 6): what the campaign's second message makes.
+func (e *Embedded) loadLegacyFS(b []byte) error {
+	d := &decoder{b: b}
+	for len(d.b) > 0 && !d.bad {
+		id := int64(d.u64())
+		n := d.count(8 + 4)
+		for range n {
+			sig, fp := d.u64(), d.u32()
+			if d.bad {
+				break
+			}
+			sh := e.shard(sig)
+			sh.mu.Lock()
+			if c := sh.ctr[sig]; c == nil || c.last < id {
+				if c != nil {
+					sh.entries -= c.weight()
+				}
+				c = &ecounter{exact: map[pseudonym]int64{placeholder(fp): id}, counts: []bucketCount{{id, 1}}, last: id}
+				sh.ctr[sig] = c
+				sh.entries++
+			}
+			sh.mu.Unlock()
+		}
+	}
+	if d.bad {
+		return fmt.Errorf("first sightings: %w", errRecord)
+	}
+	return nil
+}
+
+func (e *Embedded) loadPacked(b []byte, version uint32) error {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
 	for len(d.b) > 0 && !d.bad {
 		shard := int(d.u8())
 		id := int64(d.u64())
+		gbits := uint(27) // version 3: from n
+		if version >= 4 {
+			gbits = uint(d.u8())
+		}
 		n := d.count(8 + 4)
-		if d.bad || shard >= embeddedShards {
+		if version < 4 {
+			gbits = min(denseBits(n), 26)
+		}
+		if d.bad || shard >= embeddedShards || gbits > 26 {
 			d.bad = true
 			break
 		}
-		hs, vals := make([]uint64, n), make([]uint32, n)
-		for j := range n {
-			hs[j], vals[j] = d.u64(), d.u32()
+		add := make([]hv, n)
+		for j := range add {
+			add[j] = hv{d.u64(), d.u32()}
 		}
 		if d.bad || n == 0 {
 			continue
@@ -668,7 +767,7 @@ func (e *Embedded) loadPacked(b []byte) error {
 			slot.id, slot.t, slot.d = id, nil, nil
 		}
 		if slot.id == id && slot.d == nil {
-			slot.d = newDense(hs, vals)
+			slot.d = newDense(nil, add, gbits)
 			ps.entries += n
 		}
 		ps.mu.Unlock()
