@@ -484,6 +484,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	for _, ref := range d.union {
 		csh := e.shard(campaignSig(ref))
 		csh.mu.Lock()
+		e.count(csh, ref, origin, o, rc.ids, t, cb)
 		u.add(e.members(csh, ref, cb))
 		csh.mu.Unlock()
 	}

@@ -800,10 +800,12 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	cmds = make([]*redis.Cmd, len(wgs)+1+len(m.d.union))
 	err = r.run(ctx, len(cmds), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		keys, args := ck, kargs
-		if i > len(wgs) { // a campaign counted with this one: its members
+		if i > len(wgs) { // a campaign counted with this one: counted too, its members
 			ref := m.d.union[i-len(wgs)-1]
 			ks, field := r.campKeys(ref, ob.cb, split)
-			keys, args = ks, []any{"m", nb, ob.cb, field}
+			keys = append(ks, r.voteKey(CampaignVoteKey(ref)))
+			args = slices.Clone(kargs)
+			args[len(args)-8], args[len(args)-3] = field, "0" // its field; its votes untouched
 		} else if i < len(wgs) {
 			g := wgs[i]
 			n := len(g.keys)
@@ -837,7 +839,17 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			// The union rule (model.go), in Go: the members come from
 			// several slots.
 			var u union
-			for _, reply := range append([]any{f[5:]}, cmdVals(cmds[len(wgs)+1:])...) {
+			replies := []any{f[5:]}
+			for _, c := range cmds[len(wgs)+1:] {
+				uf, ok := c.Val().([]any)
+				switch {
+				case ok && len(uf) == 7:
+					replies = append(replies, uf[5:])
+				case !ok || len(uf) != 5: // 5: a read found no campaign
+					return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", c.Val())
+				}
+			}
+			for _, reply := range replies {
 				fps, h, err := membersOf(reply)
 				if err != nil {
 					return campaignOutcome{}, err
@@ -848,14 +860,6 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	return m, nil
-}
-
-func cmdVals(cmds []*redis.Cmd) []any {
-	out := make([]any, len(cmds))
-	for i, c := range cmds {
-		out[i] = c.Val()
-	}
-	return out
 }
 
 // membersOf reads a campaign's members as the script returns them:

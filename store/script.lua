@@ -12,7 +12,7 @@
 --
 -- ARGV[1] is the mode: 'c' observe on one server; on a cluster 'r' read
 -- pointers and votes, 'q' find a free campaign ref, 'w' write pointers,
--- 'k' count a campaign, 'm' read a campaign's members (a union); 'v' vote.
+-- 'k' count a campaign; 'v' vote.
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
 
@@ -720,7 +720,9 @@ if mode == 'c' or mode == 'r' then
     add(camp_members(ck))
     for _, r in ipairs(union) do
       local uk = camp_keys(prefix, split, r, nb, cb)
-      uk.cb = cb
+      uk.nb, uk.cb, uk.ttl, uk.blen, uk.cap, uk.elim, uk.now = nb, cb, ttl, blen, cap, elim, now
+      uk.origin = origin
+      camp_count(uk, rs, write, net, snd)
       add(camp_members(uk))
     end
     count = math.max(n, h)
@@ -790,18 +792,5 @@ if mode == 'k' then
   return {count, nets, snds, first, cv}
 end
 
-if mode == 'm' then
-  -- KEYS: a campaign's nb first-sighting strings, exact set, nb
-  -- HyperLogLogs. ARGV: 'm', nb, cb, field. Returns {HyperLogLog count
-  -- or -1, fingerprints}: camp_members, for a union on a cluster.
-  local nb = tonumber(ARGV[2])
-  local ck = {nb = nb, cb = tonumber(ARGV[3]), field = ARGV[4], x = KEYS[nb + 1], f = {}, c = {}}
-  for i = 1, nb do
-    ck.f[i] = KEYS[i]
-    ck.c[i] = KEYS[nb + 1 + i]
-  end
-  local fps, h = camp_members(ck)
-  return {h, fps}
-end
 
 return redis.error_reply('unknown mode ' .. tostring(mode))
