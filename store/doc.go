@@ -25,11 +25,12 @@
 // copies share too little to find each other and start campaigns of their
 // own. So a strong join also counts the other campaigns that UnionKeys or
 // more of the message's voting keys still name (UnionShare, at most
-// UnionMax): the message's volume is the distinct recipients of them all
-// (by 32-bit fingerprint while every one is exact; past that the largest
-// count), read, not kept: the keys then point to the joined campaign, so
-// later copies converge on it, and a retried call finds the keys moved
-// and counts the joined campaign alone (never a recipient twice); it also knows its sending
+// UnionMax): the message's recipients are counted in each, and its volume
+// is the distinct recipients of them all (by 32-bit fingerprint while
+// every one is exact; past that the largest count). The union itself is
+// not kept: the keys then point to the joined campaign, so later copies
+// converge on it, and a retried call finds the keys moved and counts the
+// joined campaign alone (never a recipient twice). A campaign also knows its sending
 // networks and envelope senders (exact up to CampaignSetCap, then
 // saturating) and when it was first seen (Result.Campaign). A new
 // campaign's ref is a hash of the message's keys (29 bits); when a live
@@ -218,8 +219,8 @@
 // two round trips: one pipeline reads the pointers and votes (one script
 // call per slot) and probes the new ref; Go decides; a second pipeline
 // writes the pointers that change (one call per slot) and counts the
-// campaign, reading the members of the campaigns counted with it (a
-// union, model.go) in the same pipeline. Two copies with different keys arriving at the same moment on
+// campaign, and the campaigns counted with it (a union, model.go), whose
+// members it returns, in the same pipeline. Two copies with different keys arriving at the same moment on
 // two daemons may then start two campaigns. Scripts are plain Lua, declare
 // every key on a cluster, and are re-sent with EVAL when a server answers
 // NOSCRIPT (script cache flushed, restart, failover, new node): go-redis's

@@ -71,9 +71,9 @@ const (
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
 	// evidence, from UnionKeys voting keys or more, is counted with it
-	// (decision.union, a read-time union): the message's volume is the
-	// distinct recipients of both, while its keys go on pointing to the
-	// joined campaign, so later copies converge on it. A campaign that
+	// (decision.union): the message's recipients are counted in each and
+	// its volume is the distinct recipients of them all, while its keys
+	// point to the joined campaign, so later copies converge on it. A campaign that
 	// split (its first copies shared too little to find each other) so
 	// counts together wherever a copy names its parts; one shared key (a
 	// footer) never unions, nor a weak join, nor keys that stopped
