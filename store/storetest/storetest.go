@@ -345,6 +345,13 @@ func (s *suite) campaignUnion(t *testing.T) {
 	if got := observe(t, st, t0.Add(3*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 3 {
 		t.Errorf("retry: campaign %+v, want %08x with its own 3 recipients", got, a.ID)
 	}
+	// u was counted in B too: a copy naming B alone finds b1, b2, a1, u
+	// and its own z.
+	res = observe(t, st, t0.Add(4*time.Minute), []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0x20), k("shingle", 2, 0x21)}, "z@x")
+	if got := res.Campaign; got.ID != b.ID || got.Recipients != 5 {
+		t.Errorf("a copy naming B alone: %+v, want %08x with 5 recipients", got, b.ID)
+	}
 	// One key naming C is no union: A alone, now a1, a2, u and w.
 	res = observe(t, st, t0.Add(4*time.Minute), []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
 		k("shingle", 0, 0xf0), k("shingle", 1, 0x10), k("shingle", 2, 0x11)}, "w@x")
