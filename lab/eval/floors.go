@@ -146,7 +146,7 @@ var ciFloors = Floors{
 		"display-name-short":             0.94, // measured 0.998 (campaign counting; 0.958 before)
 		"display-name-cc":                0.95, // measured 1.000
 	},
-	MeanRecall:           0.97, // measured 0.990 with the union of split campaigns (0.987 before it), minus 0.02
+	MeanRecall:           0.97, // measured 0.991 with the union of split campaigns (0.987 before it), minus 0.02
 	MaxHamTagged:         5,    // measured 0
 	MaxPersonalOneWindow: 2,    // measured 0
 	RealRecall: map[string]float64{
