@@ -21,7 +21,16 @@
 // a list template shared by unrelated mail) a key that voted in a weak
 // join (less than WeakShare of the message's evidence) or moved between
 // campaigns counts a weak event, and stops voting after WeakCap. The campaign's volume is
-// its distinct recipients in the window; it also knows its sending
+// its distinct recipients in the window. A campaign can split: its first
+// copies share too little to find each other and start campaigns of their
+// own. So a strong join also counts the other campaigns that UnionKeys or
+// more of the message's voting keys still name (UnionShare, at most
+// UnionMax): the message's recipients are counted in each, and its volume
+// is the distinct recipients of them all (by 32-bit fingerprint while
+// every one is exact; past that the largest count). The union itself is
+// not kept: the keys then point to the joined campaign, so later copies
+// converge on it, and a retried call finds the keys moved and counts the
+// joined campaign alone (never a recipient twice). A campaign also knows its sending
 // networks and envelope senders (exact up to CampaignSetCap, then
 // saturating) and when it was first seen (Result.Campaign). A new
 // campaign's ref is a hash of the message's keys (29 bits); when a live
@@ -204,12 +213,14 @@
 // pointers (the newest bucket's strings of every key first, the older
 // buckets only of the keys not found there), decides the campaign (the same integer arithmetic as
 // model.go's decide), writes the pointers and counts the campaign, naming
-// the campaign's keys itself (a single server allows undeclared keys). On
+// the campaign's keys itself, and those of the campaigns counted with it
+// (a single server allows undeclared keys). On
 // a cluster the keys of one message hash to many slots, so Observe takes
 // two round trips: one pipeline reads the pointers and votes (one script
 // call per slot) and probes the new ref; Go decides; a second pipeline
 // writes the pointers that change (one call per slot) and counts the
-// campaign. Two copies with different keys arriving at the same moment on
+// campaign, and the campaigns counted with it (a union, model.go), whose
+// members it returns, in the same pipeline. Two copies with different keys arriving at the same moment on
 // two daemons may then start two campaigns. Scripts are plain Lua, declare
 // every key on a cluster, and are re-sent with EVAL when a server answers
 // NOSCRIPT (script cache flushed, restart, failover, new node): go-redis's

@@ -470,13 +470,51 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}
 	sh := e.shard(campaignSig(d.ref))
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	out, ok := e.count(sh, d.ref, origin, o, rc.ids, t, cb)
 	if !ok {
+		sh.mu.Unlock()
 		return Campaign{}, d
+	}
+	var u union
+	if len(d.union) > 0 {
+		u.add(e.members(sh, d.ref, cb))
+	}
+	sh.mu.Unlock()
+	// One campaign lock at a time (see above).
+	for _, ref := range d.union {
+		csh := e.shard(campaignSig(ref))
+		csh.mu.Lock()
+		e.count(csh, ref, origin, o, rc.ids, t, cb)
+		u.add(e.members(csh, ref, cb))
+		csh.mu.Unlock()
+	}
+	if len(d.union) > 0 {
+		out.count = u.count()
 	}
 	out.d = d
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
+}
+
+// members returns the 32-bit fingerprints of campaign ref's recipients
+// live at cb, or, when it counts them by HyperLogLog, their count (hll,
+// else -1): what the union rule (model.go) needs. The caller holds sh.mu.
+func (e *Embedded) members(sh *eshard, ref uint32, cb int64) (fps []uint32, hll int64) {
+	oldest := cb - int64(e.c.nb) + 1
+	if ctr := sh.ctr[campaignSig(ref)]; ctr != nil && ctr.last >= oldest {
+		if ctr.exact == nil {
+			return nil, e.hllCount(sh, ctr, oldest)
+		}
+		for p, b := range ctr.exact {
+			if b >= oldest {
+				fps = append(fps, uint32(p)) // a placeholder's low bits are its fingerprint
+			}
+		}
+		return fps, -1
+	}
+	if rec, _, ok := sh.firstSighting(ref, cb, oldest); ok {
+		return []uint32{rec.fp}, -1
+	}
+	return nil, -1
 }
 
 // count is the embedded twin of the Redis script's count path: it adds

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -647,6 +648,9 @@ func TestScriptConstants(t *testing.T) {
 	if !strings.Contains(scriptSrc, want) {
 		t.Errorf("script.lua does not hold %q", want)
 	}
+	if u := fmt.Sprintf("local USHARE, UKEYS, UMAX = %d, %d, %d", UnionShare, UnionKeys, UnionMax); !strings.Contains(scriptSrc, u) {
+		t.Errorf("script.lua does not hold %q", u)
+	}
 	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
 		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
 		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
@@ -810,5 +814,60 @@ func TestEmbeddedPackedPointers(t *testing.T) {
 	res, err := e.Peek(ctx, []string{"s:imatch.9:late"}, t1)
 	if err != nil || res.Campaign.ID != ids[7] {
 		t.Errorf("the late key after a restart: %+v, %v; want %08x", res.Campaign, err, ids[7])
+	}
+}
+
+// TestDecideUnion: a strong join counts with it the campaigns that hold
+// UnionKeys keys or more of the message's evidence; one key, a weak join
+// or keys that stopped voting union nothing.
+func TestDecideUnion(t *testing.T) {
+	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
+	capped := keyPtr{found: true, p: makePtr(7, WeakCap)}
+	none := keyPtr{}
+	im := []string{"imatch", "imatch", "imatch", "shingle", "shingle", "shingle"}
+	for _, c := range []struct {
+		name  string
+		fams  []string
+		ptrs  []keyPtr
+		union string
+	}{
+		{"two keys name another campaign", im, []keyPtr{at(5), at(5), at(5), at(5), at(7), at(7)}, "[7]"},
+		{"one key", im, []keyPtr{at(5), at(5), at(5), at(5), at(7), none}, "[]"},
+		{"keys that stopped voting", im, []keyPtr{at(5), at(5), at(5), at(5), at(7), capped}, "[]"},
+		{"several, ascending", im, []keyPtr{at(9), at(9), at(5), at(5), at(7), at(7)}, "[7 9]"},
+		{"at most UnionMax", []string{"imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch"},
+			[]keyPtr{at(1), at(1), at(1), at(2), at(2), at(3), at(3), at(4), at(4), at(6)}, "[2 3 4]"},
+		{"a weak join", []string{"imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "imatch", "shingle", "sift", "charshingle"},
+			[]keyPtr{at(1), at(1), at(2), at(2)}, "[]"},
+	} {
+		ptrs := c.ptrs
+		for len(ptrs) < len(c.fams) {
+			ptrs = append(ptrs, none)
+		}
+		d := decide(c.fams, ptrs, 99)
+		if got := fmt.Sprint(d.union); !d.join || got != c.union {
+			t.Errorf("%s: join %v, union %s; want a join, union %s", c.name, d.join, got, c.union)
+		}
+		for i, kp := range ptrs {
+			want := kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == d.ref || slices.Contains(d.union, kp.p.ref()))
+			if d.voters[i] != want {
+				t.Errorf("%s: key %d voter %v, want %v", c.name, i, d.voters[i], want)
+			}
+		}
+	}
+}
+
+// TestUnionCount: the union counts a recipient of several campaigns once;
+// past an exact tier, the largest HyperLogLog count.
+func TestUnionCount(t *testing.T) {
+	var u union
+	u.add([]uint32{1, 2, 3}, -1)
+	u.add([]uint32{3, 4}, -1)
+	if got := u.count(); got != 4 {
+		t.Errorf("exact: %d, want 4", got)
+	}
+	u.add(nil, 250)
+	if got := u.count(); got != 250 {
+		t.Errorf("with a HyperLogLog: %d, want 250", got)
 	}
 }

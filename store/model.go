@@ -68,6 +68,20 @@ const (
 	// campaign no other family names for their evidence to count
 	// (measured in docs/evaluation.md: 3 lost most of the family's gain).
 	SupportAlone = 2
+	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
+	// than the joined one that holds UnionShare of a strong join's whole
+	// evidence, from UnionKeys voting keys or more, is counted with it
+	// (decision.union): the message's recipients are counted in each and
+	// its volume is the distinct recipients of them all, while its keys
+	// point to the joined campaign, so later copies converge on it. A campaign that
+	// split (its first copies shared too little to find each other) so
+	// counts together wherever a copy names its parts; one shared key (a
+	// footer) never unions, nor a weak join, nor keys that stopped
+	// voting. Measured in docs/evaluation.md (a share of 10 % or a single
+	// key: half the gain; two keys are what keeps list mail out).
+	UnionShare = 1
+	UnionKeys  = 2
+	UnionMax   = 3
 	// campaignSetCap bounds the exact sets of a campaign's networks and
 	// senders; past it the count saturates (CampaignSetCap means "at
 	// least").
@@ -139,8 +153,9 @@ type keyPtr struct {
 type decision struct {
 	ref    uint32
 	join   bool
-	weak   bool   // a weak join (WeakShare)
-	voters []bool // per distinct key: its pointer named ref and voted
+	weak   bool     // a weak join (WeakShare)
+	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
+	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
 }
 
 // supportFamily reports a family whose keys only support a join (the
@@ -158,8 +173,8 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 		}
 		n[f]++
 	}
-	ev := map[uint32]int{}
-	sup, supUnit := map[uint32]int{}, 0 // support keys naming each campaign
+	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
+	sup, supUnit := map[uint32]int{}, 0            // support keys naming each campaign
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
 			continue
@@ -170,10 +185,12 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 			continue
 		}
 		ev[kp.p.ref()] += evidenceUnit / n[fams[i]]
+		keys[kp.p.ref()]++
 	}
 	for ref, k := range sup {
 		if _, named := ev[ref]; named || k >= SupportAlone {
 			ev[ref] += k * supUnit
+			keys[ref] += k
 		}
 	}
 	best, bestEv := uint32(0), -1
@@ -186,11 +203,65 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		d.ref, d.join = best, true
 		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole
+		if !d.weak {
+			d.union = unionOf(ev, keys, best, whole)
+		}
 		for i, kp := range ptrs {
-			d.voters[i] = kp.found && kp.p.switches() < WeakCap && kp.p.ref() == best
+			d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
 		}
 	}
 	return d
+}
+
+// unionOf returns the campaigns besides best that a message's evidence
+// names strongly enough to be counted with it: UnionShare of the whole
+// evidence from UnionKeys keys or more; at most UnionMax, the most
+// evidence first (ties: the lower ref), returned in ascending order.
+func unionOf(ev, keys map[uint32]int, best uint32, whole int) []uint32 {
+	var out []uint32
+	for ref, e := range ev {
+		if ref != best && keys[ref] >= UnionKeys && 100*e >= UnionShare*evidenceUnit*whole {
+			out = append(out, ref)
+		}
+	}
+	slices.SortFunc(out, func(a, b uint32) int {
+		if ev[a] != ev[b] {
+			return ev[b] - ev[a]
+		}
+		return int(a) - int(b)
+	})
+	out = out[:min(len(out), UnionMax)]
+	slices.Sort(out)
+	return out
+}
+
+// union counts the distinct recipients of campaigns counted together
+// (decision.union): exactly, by the recipients' 32-bit fingerprints
+// (what a first sighting keeps), while every campaign is in an exact
+// tier; once one counts by HyperLogLog, the largest count (a lower bound:
+// past ExactLimit a campaign is above any threshold that matters).
+type union struct {
+	fps map[uint32]bool
+	hll int64 // the largest HyperLogLog count, -1: none
+}
+
+// add adds one campaign's live recipients: fingerprints, or a
+// HyperLogLog count (hll >= 0).
+func (u *union) add(fps []uint32, hll int64) {
+	if u.fps == nil {
+		u.fps, u.hll = map[uint32]bool{}, -1
+	}
+	u.hll = max(u.hll, hll)
+	for _, fp := range fps {
+		u.fps[fp] = true
+	}
+}
+
+func (u *union) count() int64 {
+	if u.hll >= 0 {
+		return max(u.hll, int64(len(u.fps)))
+	}
+	return int64(len(u.fps))
 }
 
 // repoint returns the pointer a key gets once its message went to ref

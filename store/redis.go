@@ -792,11 +792,21 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		cv = "d"
 	}
 	ck = append(ck, r.voteKey(CampaignVoteKey(m.d.ref)))
-	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, cv, int64(r.c.VoteHorizon.Seconds()))
-	cmds = make([]*redis.Cmd, len(wgs)+1)
-	err = r.run(ctx, len(wgs)+1, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+	withUnion := 0
+	if len(m.d.union) > 0 {
+		withUnion = 1
+	}
+	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, cv, int64(r.c.VoteHorizon.Seconds()), withUnion)
+	cmds = make([]*redis.Cmd, len(wgs)+1+len(m.d.union))
+	err = r.run(ctx, len(cmds), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		keys, args := ck, kargs
-		if i < len(wgs) {
+		if i > len(wgs) { // a campaign counted with this one: counted too, its members
+			ref := m.d.union[i-len(wgs)-1]
+			ks, field := r.campKeys(ref, ob.cb, split)
+			keys = append(ks, r.voteKey(CampaignVoteKey(ref)))
+			args = slices.Clone(kargs)
+			args[len(args)-8], args[len(args)-3] = field, "0" // its field; its votes untouched
+		} else if i < len(wgs) {
 			g := wgs[i]
 			n := len(g.keys)
 			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n}
@@ -819,14 +829,56 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		return campaignOutcome{}, err
 	}
 	f, ok := cmds[len(wgs)].Val().([]any)
-	if !ok || len(f) != 5 {
+	if !ok || len(f) < 5 {
 		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[len(wgs)].Val())
 	}
 	m.cvotes = f[4]
 	if c := asInt(f[0]); c >= 0 {
 		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[1]), asInt(f[2]), asInt(f[3])
+		if withUnion == 1 {
+			// The union rule (model.go), in Go: the members come from
+			// several slots.
+			var u union
+			replies := []any{f[5:]}
+			for _, c := range cmds[len(wgs)+1:] {
+				uf, ok := c.Val().([]any)
+				switch {
+				case ok && len(uf) == 7:
+					replies = append(replies, uf[5:])
+				case !ok || len(uf) != 5: // 5: a read found no campaign
+					return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", c.Val())
+				}
+			}
+			for _, reply := range replies {
+				fps, h, err := membersOf(reply)
+				if err != nil {
+					return campaignOutcome{}, err
+				}
+				u.add(fps, h)
+			}
+			m.count = u.count()
+		}
 	}
 	return m, nil
+}
+
+// membersOf reads a campaign's members as the script returns them:
+// {HyperLogLog count or -1, {4-byte fingerprints}}.
+func membersOf(reply any) ([]uint32, int64, error) {
+	f, ok := reply.([]any)
+	if !ok || len(f) != 2 {
+		return nil, 0, fmt.Errorf("unexpected members reply %v", reply)
+	}
+	list, _ := f[1].([]any)
+	fps := make([]uint32, 0, len(list))
+	for _, v := range list {
+		s, ok := v.(string)
+		if !ok || len(s) != 4 {
+			return nil, 0, fmt.Errorf("unexpected member %v", v)
+		}
+		fps = append(fps, binary.BigEndian.Uint32([]byte(s)))
+	}
+	return fps, asInt(f[0]), nil
 }
 
 // names returns the family of each distinct key as decide takes them.

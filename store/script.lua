@@ -90,6 +90,7 @@ end
 local mode = ARGV[1]
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = 1000000, 1, 0, 10, 4, 2
+local USHARE, UKEYS, UMAX = 1, 2, 3
 local REFMASK = 536870911 -- 2^29 - 1
 
 local fscache = {}
@@ -363,6 +364,33 @@ local function camp_count(ck, rs, write, net, snd)
   return count, #nets / 2, #snds / 2, first
 end
 
+-- camp_members returns the 4-byte fingerprints of campaign ck's
+-- recipients live in the window, or, when it counts them by HyperLogLog,
+-- their count (else -1): the union rule (model.go's union).
+local function camp_members(ck)
+  local oldest = ck.cb - ck.nb + 1
+  local fps = {}
+  if redis.call('HEXISTS', ck.x, 'h') == 1 then
+    local ks = {}
+    for i = 1, ck.nb do ks[i] = ck.c[i] end
+    return fps, redis.call('PFCOUNT', unpack(ks))
+  end
+  local all = redis.call('HGETALL', ck.x)
+  if #all > 0 then
+    for i = 1, #all, 2 do
+      if member(all[i]) and tonumber(all[i + 1]) >= oldest then fps[#fps + 1] = string.sub(all[i], -4) end
+    end
+    return fps, -1
+  end
+  fs_mget(ck.f)
+  for i = ck.nb, 1, -1 do
+    local str = fs_get(ck.f[i])
+    local p = fs_find(str, ck.field, CREC)
+    if p then return {string.sub(str, p + 4, p + 7)}, -1 end
+  end
+  return fps, -1
+end
+
 -- camp_live tells whether a campaign of another origin holds ck's ref in
 -- the window.
 local function camp_live(ck, origin)
@@ -605,7 +633,7 @@ if mode == 'c' or mode == 'r' then
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   -- decide (model.go)
   -- a negative family number is a support family's (supportFamily)
-  local ev, sup, supunit = {}, {}, 0
+  local ev, nk, sup, supunit = {}, {}, {}, 0
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = math.floor(ptrs[s] / 8)
@@ -614,11 +642,15 @@ if mode == 'c' or mode == 'r' then
         supunit = math.floor(UNIT / nfam[fams[s]])
       else
         ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[fams[s]])
+        nk[r] = (nk[r] or 0) + 1
       end
     end
   end
   for r, k in pairs(sup) do
-    if ev[r] or k >= SUPALONE then ev[r] = (ev[r] or 0) + k * supunit end
+    if ev[r] or k >= SUPALONE then
+      ev[r] = (ev[r] or 0) + k * supunit
+      nk[r] = (nk[r] or 0) + k
+    end
   end
   local best, bestEv = 0, -1
   for r, e in pairs(ev) do
@@ -626,12 +658,26 @@ if mode == 'c' or mode == 'r' then
   end
   local ref, join, weak = fresh, false, false
   local voters = {}
+  -- the campaigns counted with the joined one (model.go's unionOf)
+  local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
     weak = 100 * bestEv < WEAKSHARE * UNIT * nf
+    if not weak then
+      for r, e in pairs(ev) do
+        if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
+      end
+      table.sort(union, function(a, b)
+        if ev[a] ~= ev[b] then return ev[a] > ev[b] end
+        return a < b
+      end)
+      for i = #union, UMAX + 1, -1 do union[i] = nil end
+      for _, r in ipairs(union) do inu[r] = true end
+    end
   end
+  inu[best] = true
   for s = 1, nsig do
-    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == best) and 1 or 0
+    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[math.floor(ptrs[s] / 8)]) and 1 or 0
   end
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
@@ -661,6 +707,26 @@ if mode == 'c' or mode == 'r' then
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
   ck.origin = origin
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
+  if count and #union > 0 then
+    -- distinct fingerprints over the campaigns; past an exact tier the
+    -- largest HyperLogLog count (model.go's union)
+    local seen, n, h = {}, 0, -1
+    local function add(fps, hc)
+      if hc > h then h = hc end
+      for _, fp in ipairs(fps) do
+        if not seen[fp] then seen[fp], n = true, n + 1 end
+      end
+    end
+    add(camp_members(ck))
+    for _, r in ipairs(union) do
+      local uk = camp_keys(prefix, split, r, nb, cb)
+      uk.nb, uk.cb, uk.ttl, uk.blen, uk.cap, uk.elim, uk.now = nb, cb, ttl, blen, cap, elim, now
+      uk.origin = origin
+      camp_count(uk, rs, write, net, snd)
+      add(camp_members(uk))
+    end
+    count = math.max(n, h)
+  end
   if count then
     out[3], out[4], out[5], out[6] = count, nets, snds, first
   end
@@ -697,7 +763,8 @@ if mode == 'k' then
   -- HyperLogLogs, vote hash. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now,
   -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
   -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
-  -- campaign), horizon.
+  -- campaign), horizon, members ('1': a union, the reply adds
+  -- camp_members' HyperLogLog count and fingerprints).
   -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
   local nb = tonumber(ARGV[2])
   local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
@@ -717,7 +784,13 @@ if mode == 'k' then
   local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
   local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
   if not count then return {-1, 0, 0, 0, cv} end
+  if ARGV[a + 8] == '1' then
+    -- a union (model.go): the campaign's members too, after this message
+    local fps, h = camp_members(ck)
+    return {count, nets, snds, first, cv, h, fps}
+  end
   return {count, nets, snds, first, cv}
 end
+
 
 return redis.error_reply('unknown mode ' .. tostring(mode))

@@ -37,8 +37,8 @@ const clusterOKTimeout = 20 * time.Second
 // own t.TempDir() with its own nodes.conf, joins them with
 // `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and
 // waits until every node reports cluster_state:ok. extraConfig directives go
-// into every node's redis.conf (cluster-node-timeout is 1000 unless
-// overridden). All nodes stop in t.Cleanup.
+// into every node's redis.conf (cluster-node-timeout is 15000 without
+// replicas, 1000 with them, unless overridden). All nodes stop in t.Cleanup.
 func StartRedisCluster(t testing.TB, masters int, extraConfig ...string) *RedisCluster {
 	t.Helper()
 	return StartRedisClusterReplicas(t, masters, 0, extraConfig...)
@@ -52,6 +52,13 @@ func StartRedisClusterReplicas(t testing.TB, masters, replicas int, extraConfig 
 	t.Helper()
 	if masters < 3 {
 		t.Fatalf("testenv: redis cluster needs at least 3 masters, got %d", masters)
+	}
+	if replicas == 0 {
+		// No replica, no failover to hasten: a short node timeout would
+		// only take a busy machine's stall for a failed master and answer
+		// CLUSTERDOWN (seen at load 18). Redis's own default; extraConfig
+		// comes later and wins.
+		extraConfig = append([]string{"cluster-node-timeout 15000"}, extraConfig...)
 	}
 	cli := Program(t, "redis-cli")
 	c := &RedisCluster{t: t}

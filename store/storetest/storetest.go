@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeysAndDuplicates", s.keysAndDuplicates},
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
+		{"CampaignUnion", s.campaignUnion},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
 		{"Window", s.window},
@@ -307,6 +308,55 @@ func (s *suite) campaignNoChaining(t *testing.T) {
 	res := observe(t, st, t0.Add(time.Hour), footer, "v@x")
 	if len(res.Campaign.Joined) != 0 || res.Volumes[0] != 1 {
 		t.Errorf("footer alone: campaign %+v volume %d, want a new campaign of 1", res.Campaign, res.Volumes[0])
+	}
+}
+
+// campaignUnion: a copy whose keys name two campaigns strongly (a
+// campaign that split) counts their distinct recipients together, a
+// recipient of both once; one key naming another campaign unions nothing.
+func (s *suite) campaignUnion(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	// Two parts of one campaign that shared nothing: A and B.
+	a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
+	b := observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2)}, "b1@x", "b2@x", "a1@x").Campaign
+	c := observe(t, st, t0.Add(2*time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0xe2),
+		k("shingle", 0, 0xf0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}, rcpts("d", 4)...).Campaign
+	if a.ID == b.ID || b.ID == c.ID || a.Recipients != 2 || b.Recipients != 3 || c.Recipients != 4 {
+		t.Fatalf("campaigns %+v, %+v, %+v: want three, of 2, 3 and 4 recipients", a, b, c)
+	}
+	// A copy naming A by every I-Match key and one shingle, B by two
+	// shingles: A ∪ B ∪ {u} is a1, a2, b1, b2, u.
+	keys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2)}
+	res := observe(t, st, t0.Add(3*time.Minute), keys, "u@x")
+	if got := res.Campaign; got.ID != a.ID || got.Recipients != 5 || len(got.Joined) != len(keys) {
+		t.Errorf("campaign %+v, want %08x with 5 recipients joined through every key", got, a.ID)
+	}
+	for i, v := range res.Volumes {
+		if v != 5 {
+			t.Errorf("key %d: volume %d, want 5", i, v)
+		}
+	}
+	// The copy's keys now point to A, so a retry finds no union: A's own
+	// a1, a2 and u, never a recipient twice (the union is read, not kept).
+	if got := observe(t, st, t0.Add(3*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 3 {
+		t.Errorf("retry: campaign %+v, want %08x with its own 3 recipients", got, a.ID)
+	}
+	// u was counted in B too: a copy naming B alone finds b1, b2, a1, u
+	// and its own z.
+	res = observe(t, st, t0.Add(4*time.Minute), []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0x20), k("shingle", 2, 0x21)}, "z@x")
+	if got := res.Campaign; got.ID != b.ID || got.Recipients != 5 {
+		t.Errorf("a copy naming B alone: %+v, want %08x with 5 recipients", got, b.ID)
+	}
+	// One key naming C is no union: A alone, now a1, a2, u and w.
+	res = observe(t, st, t0.Add(4*time.Minute), []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xf0), k("shingle", 1, 0x10), k("shingle", 2, 0x11)}, "w@x")
+	if got := res.Campaign; got.ID != a.ID || got.Recipients != 4 {
+		t.Errorf("one key naming another campaign: %+v, want %08x with its own 4 recipients", got, a.ID)
 	}
 }
 
