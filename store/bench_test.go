@@ -17,7 +17,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -212,8 +211,7 @@ func BenchmarkRedisObserve(b *testing.B) {
 // database at full density holds them (at a million messages a day, 27
 // keys and the default split of 2, a string holds about 206 records):
 // without it the benchmark's strings hold a few records each and hide
-// what a lookup costs at density. A workload key matches a record with
-// probability about records/2^28 a lookup (store/doc.go).
+// what a lookup costs at density. The records never match a workload key.
 func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records int) {
 	if records <= 0 {
 		return
@@ -222,12 +220,16 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	cb := at.UnixMilli() / bucketMs
 	split := envInt("BULKMILTER_BENCH_SPLIT", store.DefaultFirstSightSplit)
 	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 8*records)
 	ctx := context.Background()
 	p := c.Pipeline()
 	for tag := range 1 << 14 {
 		for sub := range split {
 			for bk := cb - nb + 1; bk <= cb; bk++ {
-				p.Set(ctx, fmt.Sprintf("bm%d:{%04x}:k:%d:%d", store.SchemaVersion, tag, sub, bk), pointerString(rng, records), 30*time.Hour)
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+				p.Set(ctx, fmt.Sprintf("bm%d:{%04x}:p:%d:%d", store.SchemaVersion, tag, sub, bk), string(buf), 30*time.Hour)
 			}
 		}
 		if p.Len() >= 2000 {
@@ -239,30 +241,6 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	if _, err := p.Exec(ctx); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// pointerString is a pointer string of n random records in the script's
-// layout: 2-byte cumulative counts per section, then the sections' 7-byte
-// records.
-func pointerString(rng *rand.Rand, n int) string {
-	const nsec, rec = 16, 7
-	var secs [nsec][]byte
-	for range n {
-		s := rng.IntN(nsec)
-		for range rec {
-			secs[s] = append(secs[s], byte(rng.Uint32()))
-		}
-	}
-	out := make([]byte, 0, 2*nsec+n*rec)
-	end := 0
-	for i := range secs {
-		end += len(secs[i]) / rec
-		out = binary.BigEndian.AppendUint16(out, uint16(end))
-	}
-	for i := range secs {
-		out = append(out, secs[i]...)
-	}
-	return string(out)
 }
 
 // BenchmarkRedisClusterObserve: the same on a 3-master cluster; a message
@@ -304,7 +282,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
 	// How many first-sighting hashes left listpack encoding (a sample).
 	var sampled, listpack int
-	it := c.Scan(ctx, 0, "bm2:{*}:k:*", 1000).Iterator()
+	it := c.Scan(ctx, 0, "bm2:{*}:p:*", 1000).Iterator()
 	for it.Next(ctx) && sampled < 300 {
 		sampled++
 		if enc, _ := c.ObjectEncoding(ctx, it.Val()).Result(); enc == "listpack" || enc == "ziplist" {

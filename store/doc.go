@@ -76,9 +76,9 @@
 // distinct recipients of one campaign share a 48-bit pseudonym with
 // probability about n²/2⁴⁹ (n = 10⁵: 2·10⁻⁵); in Redis, a second recipient
 // is taken for the first one when their 32-bit fingerprints match (2⁻³²
-// per message). A key can match another key's pointer record and a new
-// campaign can find its ref held: "False matches and ref collisions"
-// below has the rates, which are not negligible. A retried call counts nothing twice:
+// per message), and a key matches another key's pointer with probability
+// about (records per string)/2³² per lookup (about 5·10⁻⁸; the key then
+// votes for a campaign it never saw). A retried call counts nothing twice:
 // every write is idempotent (rewriting the same record or hash value,
 // PFADD), and a retried message that started a campaign finds its keys
 // pointing to it (Campaign.Joined is then set where the first call left it
@@ -118,11 +118,7 @@
 //
 // Every key starts with the optional Namespace and "bm2:" (version 1, the
 // per-key counts, is left to expire; its votes are on ids of the previous
-// signature set version). Pointer strings are named "k:" since their
-// records became 7 bytes in 16 sections; the earlier "p:" strings of 8-byte
-// records are left to expire: a daemon of either layout ignores the other's
-// pointers (the two count apart during a rollout), while campaigns and
-// votes stay shared. The hash tag is {tttt}, 4 hex digits: for a
+// signature set version). The hash tag is {tttt}, 4 hex digits: for a
 // signature the top 14 bits of xxHash64(signature id), for a campaign the
 // top 14 of its 29-bit ref. All keys of one signature share a tag, as do
 // all keys of one campaign; the 16384 tags spread them over every slot.
@@ -131,23 +127,15 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:k:<s>:<bucket>    string: key pointers of bucket <bucket> and split
+//	bm2:{tttt}:p:<s>:<bucket>    string: key pointers of bucket <bucket> and split
 //	                             <s> (bits 32+ of the key's hash mod fs_split):
-//	                             16 2-byte counts, the records up to the end of
-//	                             each section (bits 24-27 of the hash), then
-//	                             each section's 7-byte records in turn: 3 bytes
-//	                             of the key's hash (bits 0-23) and 4 of the
-//	                             pointer (ref << 3 | the key's campaign switches,
-//	                             saturating at 7). At most FirstSightCap records
-//	                             (past it a key is not remembered in that
-//	                             bucket). A string whose length disagrees with
-//	                             its counts is never read past its end and is
-//	                             rewritten afresh by the next write.
+//	                             8-byte records, 4 bytes of the key's hash (low
+//	                             32 bits) and 4 of the pointer (ref << 3 | the
+//	                             key's campaign switches, saturating at 7). At
+//	                             most FirstSightCap records (past it a key is
+//	                             not remembered in that bucket).
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
-//	                             the ref mod ⌈fs_split/8⌉: a message has one
-//	                             first sighting but some thirty pointers, and a
-//	                             string costs some 100 bytes of its own):
-//	                             20-byte records, the ref,
+//	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
 //	                             time (unix s), the network's and the sender's
 //	                             16-bit fingerprints, the origin. At most
@@ -168,40 +156,6 @@
 //	bm2:{uuuu}:u:<voter>         hash, per voter (tag from the voter's pseudonym):
 //	                             signature id → kind and time. The index behind
 //	                             "list/remove votes by voter".
-//
-// # False matches and ref collisions
-//
-// A pointer lookup compares the 24 stored bits of the records in the key's
-// section of each string it reads; the string's name and the section
-// imply 14 + log2(fs_split) + 4 more bits. With n records a string, a key
-// not in the string matches one with probability about n/2²⁸ (n/16 records
-// compared, 2⁻²⁴ each). A message's new keys read every bucket
-// (Buckets+1 strings each), so a message of k new keys has a false match
-// with probability about k·(Buckets+1)·n/2²⁸. At a million messages a day
-// (37 keys, fs_split 2, 250,000 messages a 6-hour bucket: n ≈ 282) that is
-// 1.1·10⁻⁶ a lookup and 1.9·10⁻⁴ a message of 37 new keys (about 190 a day
-// if every message is new; the 8-byte records before gave 1.2·10⁻⁵). At a
-// hundred million a day with fs_split 256 (n ≈ 220) it is 1.5·10⁻⁴ a
-// message, about 15,000 a day at worst; without raising fs_split the strings
-// fill to FirstSightCap and keys are not remembered at all. What a false
-// match costs: the matched key votes for a campaign it never saw. With
-// JoinEvidence at one unit that one key is enough for a join: the message
-// joins that campaign (weakly when the key weighs less than WeakShare of
-// the message's evidence, as one key of a family of three or more does),
-// its recipients count in that campaign, its keys then point there, and
-// the key's family reports that campaign's volume, so a message joined to
-// a campaign over the threshold is tagged bulk. A join rule that needs
-// two keys' evidence would make a false match alone harmless.
-//
-// A new campaign's ref is 29 bits; up to 1.25 times the messages of a day
-// are live campaigns in the window when every message starts its own. At
-// a million a day 0.23 % of new campaigns find their ref held and take
-// the next free one (up to refProbes); at a hundred million a day 23 % do,
-// and all eight probes are held with probability 0.23⁸ ≈ 8·10⁻⁶ (about 800
-// messages a day at worst), when the ninth ref is taken although live and
-// two unrelated campaigns count together. The 8-hex campaign id shown is
-// the ref; refs cannot be narrower inside the record without running out
-// at a hundred million a day.
 //
 // Counting keys expire with their bucket: a bucket's keys live until the
 // end of the last window that includes it, plus min(bucket/8, 5 min) of

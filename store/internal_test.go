@@ -53,7 +53,7 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
-	want := []string{":k:", ":k:", ":k:", ":k:", ":k:", ":v:v1:imatch.0:00ab"}
+	want := []string{":p:", ":p:", ":p:", ":p:", ":p:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
@@ -62,12 +62,8 @@ func TestKeySchema(t *testing.T) {
 	if !strings.HasSuffix(sk.keys[0], ":119") || !strings.HasSuffix(sk.keys[4], ":123") {
 		t.Errorf("pointer buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
 	}
-	// A campaign's keys share the tag of its ref, whatever the bucket; its
-	// first sightings are split an eighth as finely as pointers (16 → 2).
-	if ck, _ := r.campKeys(0x1abcdef, 123, 2); ck[0] != "bm2:{0357}:f:0:119" {
-		t.Errorf("campaign key 0 at split 2: %q, want bm2:{0357}:f:0:119", ck[0])
-	}
-	ck, field := r.campKeys(0x1abcdef, 123, 16)
+	// A campaign's keys share the tag of its ref, whatever the bucket.
+	ck, field := r.campKeys(0x1abcdef, 123, 2)
 	wantC := []string{"bm2:{0357}:f:1:119", "bm2:{0357}:f:1:123", "bm2:{0357}:x:1abcdef", "bm2:{0357}:c:1abcdef:119", "bm2:{0357}:c:1abcdef:123"}
 	for i, w := range wantC {
 		if j := []int{0, 4, 5, 6, 10}[i]; ck[j] != w {

@@ -34,17 +34,9 @@ const SchemaVersion = 2
 const (
 	DefaultRedisTimeout    = time.Second
 	DefaultFirstSightSplit = 2
-	// FirstSightCap is the number of records a pointer or first-sighting
+	// FirstSightCap is the number of 8-byte records a first-sighting
 	// string holds before new keys skip it (and get an exact set at once).
 	FirstSightCap = 1024
-)
-
-// The pointer string layout of script.lua (store/doc.go): a header of
-// 2-byte cumulative counts, one per section, then the sections' records.
-const (
-	pointerSections = 16
-	pointerHeader   = 2 * pointerSections
-	pointerRecord   = 7
 )
 
 // RedisOptions configures NewRedis. One struct covers a single server,
@@ -410,7 +402,7 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
 		b = append(b, pre...)
-		b = append(b, 'k', ':')
+		b = append(b, 'p', ':')
 		b = append(b, sub...)
 		b = append(b, ':')
 		b = strconv.AppendInt(b, oldest+int64(i), 10)
@@ -432,12 +424,6 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	return sigKeys{tag: tag, slot: slotOf(tag), field: all[start:], keys: keys}
 }
 
-// campSplit is the number of a campaign tag's first-sighting strings a
-// bucket for a pointer split: an eighth, as a message has one first
-// sighting against some thirty 7-byte pointers, and each string costs
-// some 100 bytes of its own (script.lua's camp_keys repeats it).
-func campSplit(split uint64) uint64 { return (split + 7) / 8 }
-
 // campTag is a campaign's hash tag: the top 14 of its ref's 29 bits.
 func campTag(ref uint32) string { return fmt.Sprintf("%04x", ref>>15) }
 
@@ -451,7 +437,7 @@ func (r *Redis) campKeys(ref uint32, cb int64, split uint64) (keys []string, fie
 	keys = make([]string, 0, 2*nb+1)
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
-		keys = append(keys, base+"f:"+strconv.FormatUint(uint64(ref)%campSplit(split), 10)+":"+strconv.FormatInt(oldest+int64(i), 10))
+		keys = append(keys, base+"f:"+strconv.FormatUint(uint64(ref)%split, 10)+":"+strconv.FormatInt(oldest+int64(i), 10))
 	}
 	keys = append(keys, base+"x:"+h)
 	for i := range nb {

@@ -88,6 +88,7 @@ end
 -- Observe ------------------------------------------------------------------
 
 local mode = ARGV[1]
+local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = 1000000, 1, 0, 10, 4, 2
 local USHARE, UKEYS, UMAX = 1, 2, 3
@@ -435,53 +436,15 @@ local function key_votes(vk, rs, now, hz)
 end
 
 -- Pointers: KEYS per key are its nb pointer strings (oldest first), then
--- its vote hash. A pointer string is a header of NSEC 2-byte counts, the
--- records up to the end of each section, then the sections' 7-byte records
--- in order: 3 bytes of the key's hash (bits 0-23, fp) and 4 of the pointer
--- (ref << 3 | the key's campaign switches). The section is bits 24-27 of
--- the hash, so a record needs not keep them and a lookup compares only
--- its section's records. field is the 4 bytes of bits 0-31. Cumulative
--- counts let a lookup read its section's bounds with one string.byte: the
--- Lua around each lookup costs as much as the bytes the narrower records
--- save (docs/performance.md). A damaged string (its length disagrees with
--- its counts) is never read past its end, and the next write rewrites it
--- afresh.
-local NSEC, PREC = 16, 7
-local PHDR = 2 * NSEC
-
--- ptr_find returns the position of fp's record in s (nil when absent),
--- its section (0-based) and the position after the section (nil when
--- the string is too short for its counts: damaged).
-local function ptr_find(s, sec, fp)
-  if #s < PHDR then return nil end
-  local lo, hi
-  if sec == 0 then
-    local a, b = string.byte(s, 1, 2)
-    lo, hi = 0, a * 256 + b
-  else
-    local a, b, c, d = string.byte(s, 2 * sec - 1, 2 * sec + 2)
-    lo, hi = a * 256 + b, c * 256 + d
-  end
-  local off, stop = PHDR + 1 + lo * PREC, PHDR + 1 + hi * PREC
-  if hi < lo or stop > #s + 1 then return nil end
-  local init = off
-  while true do
-    local p = string.find(s, fp, init, true)
-    if not p or p + PREC > stop then return nil, stop end
-    if (p - off) % PREC == 0 then return p, stop end
-    init = p + 1
-  end
-end
-
--- ptr_read looks in buckets last down to first and returns the pointer
--- (a number, or nil) and the 1-based bucket it was found in.
+-- its vote hash. ptr_read looks in buckets last down to first and
+-- returns the pointer (a number, or nil) and the 1-based bucket it was
+-- found in.
 local function ptr_read(kb, last, field, first)
-  local sec, fp = string.byte(field, 1) % NSEC, string.sub(field, 2, 4)
   for i = last, first, -1 do
     local str = fs_get(KEYS[kb + i])
-    local p = ptr_find(str, sec, fp)
+    local p = fs_find(str, field, REC)
     if p then
-      local a, b, c, d = string.byte(str, p + 3, p + 6)
+      local a, b, c, d = string.byte(str, p + 4, p + 7)
       return ((a * 256 + b) * 256 + c) * 256 + d, i
     end
   end
@@ -489,40 +452,19 @@ local function ptr_read(kb, last, field, first)
 end
 
 -- ptr_write records field -> pointer in the current bucket's string k:
--- in place when the key is there already (SETRANGE of 4 bytes), else
--- inserted at the end of its section (SET of the whole string: APPEND or
--- SETRANGE past the end leave spare room, see fs_put).
+-- in place when the key is there already, else appended.
 local function ptr_write(k, field, v, cap, ttlms)
   local s = fs_get(k)
-  local sec, fp = string.byte(field, 1) % NSEC, string.sub(field, 2, 4)
-  local p, stop = ptr_find(s, sec, fp)
-  local pv = u32(v)
+  local p = fs_find(s, field, REC)
+  local rec = field .. u32(v)
   if p then
-    if string.sub(s, p + 3, p + 6) ~= pv then
-      redis.call('SETRANGE', k, p + 2, pv)
-      fscache[k] = string.sub(s, 1, p + 2) .. pv .. string.sub(s, p + PREC)
+    if string.sub(s, p, p + REC - 1) ~= rec then
+      redis.call('SETRANGE', k, p - 1, rec)
+      fscache[k] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
     end
     return
   end
-  local hd = {}
-  if stop then hd = {string.byte(s, 1, PHDR)} end
-  local fresh = not stop or PHDR + (hd[PHDR - 1] * 256 + hd[PHDR]) * PREC ~= #s
-  if fresh then
-    stop, s = PHDR + 1, string.rep('\0', PHDR)
-    for i = 1, PHDR do hd[i] = 0 end
-  end
-  if hd[PHDR - 1] * 256 + hd[PHDR] >= cap then return end
-  for i = sec + 1, NSEC do
-    local e = hd[2 * i - 1] * 256 + hd[2 * i] + 1
-    hd[2 * i - 1], hd[2 * i] = math.floor(e / 256), e % 256
-  end
-  local ns = string.char(unpack(hd)) .. string.sub(s, PHDR + 1, stop - 1) .. fp .. pv .. string.sub(s, stop)
-  if fresh then
-    redis.call('SET', k, ns, 'PX', ttlms)
-  else
-    redis.call('SET', k, ns, 'KEEPTTL')
-  end
-  fscache[k] = ns
+  fs_put(k, rec, cap, REC, ttlms)
 end
 
 local function repoint(found, v, ref, weak)
@@ -556,7 +498,7 @@ local function camp_keys(prefix, split, ref, nb, cb)
     return k
   end})
   local ck = {f = {}, c = c, x = base .. 'x:' .. h, field = u32(ref), nb = nb}
-  local fs = base .. 'f:' .. (ref % math.floor((split + 7) / 8)) .. ':'  -- redis.go's campSplit
+  local fs = base .. 'f:' .. (ref % split) .. ':'
   for i = 1, nb do ck.f[i] = fs .. (oldest + i - 1) end
   return ck
 end

@@ -19,7 +19,7 @@ func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 	keys := make([]string, 0, nb+1)
 	oldest := cb - int64(nb) + 1
 	for i := range nb {
-		keys = append(keys, base+"k:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
+		keys = append(keys, base+"p:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
 	}
 	keys = append(keys, base+"v:"+id)
 	var f [4]byte
