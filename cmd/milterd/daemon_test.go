@@ -93,8 +93,24 @@ func (d *daemonProc) Logs() string {
 
 // startDaemon starts milterd on free loopback ports with its own data
 // directory, waits until /readyz answers, and stops it at cleanup,
-// failing the test unless it exits cleanly on SIGTERM.
+// failing the test unless it exits cleanly on SIGTERM. A port that was
+// free can be taken before milterd binds it (other test binaries run
+// beside this one), so a start that fails on "address already in use"
+// is made again on new ports, as testenv's servers are.
 func startDaemon(t testing.TB, extra ...string) *daemonProc {
+	t.Helper()
+	for range 3 {
+		if d := tryStartDaemon(t, extra); d != nil {
+			return d
+		}
+	}
+	t.Fatal("milterd found its ports taken in 3 starts")
+	return nil
+}
+
+// tryStartDaemon makes one start: the running daemon, or nil when a port
+// was taken (any other failure fails the test).
+func tryStartDaemon(t testing.TB, extra []string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{
 		t:          t,
@@ -117,7 +133,6 @@ func startDaemon(t testing.TB, extra ...string) *daemonProc {
 		d.exitErr = d.cmd.Wait()
 		close(d.exited)
 	}()
-	t.Cleanup(func() { d.stop(t) })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get("http://" + d.httpAddr + "/readyz")
@@ -125,15 +140,22 @@ func startDaemon(t testing.TB, extra ...string) *daemonProc {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				t.Cleanup(func() { d.stop(t) })
 				return d
 			}
 		}
 		select {
 		case <-d.exited:
+			if strings.Contains(d.Logs(), "address already in use") {
+				t.Logf("milterd could not bind a port that was free a moment ago; new ports:\n%s", d.Logs())
+				return nil
+			}
 			t.Fatalf("milterd exited before it was ready: %v\n%s", d.exitErr, d.Logs())
 		default:
 		}
 		if time.Now().After(deadline) {
+			d.cmd.Process.Kill()
+			<-d.exited
 			t.Fatalf("milterd not ready after 20s\n%s", d.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)

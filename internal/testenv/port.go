@@ -8,10 +8,13 @@ import (
 	"testing"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. The
-// kernel picks it from the ephemeral range, so it is unlikely to be handed
-// out again soon, but another process can still take it before the caller
-// binds it; helpers that start servers retry on "address in use".
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// It is drawn from 10000-19999, below the kernel's ephemeral range
+// (32768-60999 on Linux), because a port handed out there can be taken
+// by any outgoing connection before the caller binds it: the load and
+// bench tests open thousands a second (a milterd test once found its
+// ephemeral port taken). Another test can still draw the same port;
+// helpers that start servers retry on "address in use".
 func FreePort(t testing.TB) int {
 	t.Helper()
 	p, err := freePort()
@@ -28,12 +31,12 @@ func FreeAddr(t testing.TB) string {
 }
 
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("listen on 127.0.0.1:0: %w", err)
+	for range 200 {
+		if p := 10000 + rand.IntN(10000); portFree(p) {
+			return p, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port in 10000-19999 after 200 tries")
 }
 
 // portFree reports whether 127.0.0.1:port can be bound right now.
