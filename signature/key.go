@@ -116,6 +116,9 @@ func (k sipKey) words(ws ...uint64) uint64 {
 	return sipFinal(v0, v1, v2, v3)
 }
 
+// sipBlock and sipFinal write the SipRound out each, not through a shared
+// sipRound function: with one, neither fits the inliner's budget any more
+// and every hash of word and words makes three calls (go build -gcflags=-m).
 func sipBlock(v0, v1, v2, v3, m uint64) (uint64, uint64, uint64, uint64) {
 	v3 ^= m
 	for range 2 {
