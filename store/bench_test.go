@@ -17,6 +17,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -368,7 +369,9 @@ func BenchmarkEmbeddedMemory(b *testing.B) {
 // cost inside one EVALSHA on this server, Redis CPU per call (the floor in
 // docs/performance.md): the call itself with the script's key and argument
 // count, a reply of nested rows, one nested command, reading 135 strings
-// of a near-empty and of a full database, and 27 whole-string rewrites.
+// of a near-empty and of a full database, 27 whole-string rewrites, and
+// the primitives of a lookup in tables of fixed-size slots (BITFIELD_RO
+// and BITFIELD SET with many fields, GETRANGE of a key's probe window).
 func BenchmarkRedisScriptPrimitives(b *testing.B) {
 	r := startRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
@@ -392,6 +395,75 @@ func BenchmarkRedisScriptPrimitives(b *testing.B) {
 		c.Set(ctx, full[i], strings.Repeat("y", 1600), 0)
 	}
 	const mget = "local v = redis.call('MGET', unpack(KEYS)) return #v"
+	// Pointer tables of fixed-size slots (the lookup docs/performance.md
+	// weighs): strings of 4 Mi 8-byte slots (32 MiB, a single server's
+	// table at about a million messages a day), probed at random slots
+	// with BITFIELD_RO GETs whose offsets the client formats (building
+	// them in Lua costs more than the command: ~1 µs a field).
+	tables := names(5, "bm2:t:%d")
+	for _, k := range tables {
+		c.SetRange(ctx, k, 32<<20-1, "\x00")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	gets := func(n int, typ string) []any {
+		var a []any
+		for range n {
+			a = append(a, "GET", typ, "#"+strconv.Itoa(rng.IntN(4<<20)))
+		}
+		return a
+	}
+	sets := func(n int) []any {
+		var a []any
+		for range n {
+			a = append(a, "SET", "u32", "#"+strconv.Itoa(rng.IntN(8<<20)), rng.IntN(1<<31))
+		}
+		return a
+	}
+	const bitfield = `local n = 0
+for b = 1, #KEYS do n = n + #redis.call(ARGV[1], KEYS[b], unpack(ARGV, 2)) end
+return n`
+	bf := func(cmd string, a []any) []any { return append([]any{cmd}, a...) }
+	// A whole lookup and write of 27 keys in one window-wide table (or in
+	// each of five bucket tables): each key's 8 slots from its home slot
+	// (computed in Lua from its hash, as a script would), its 4-byte
+	// check searched among them, then its 8-byte record written at the
+	// home slot of the first table.
+	probeArgs := make([]any, 0, 54)
+	for range 27 {
+		probeArgs = append(probeArgs, rng.IntN(1<<31))
+	}
+	for range 27 {
+		probeArgs = append(probeArgs, string(binary.BigEndian.AppendUint32(nil, rng.Uint32())))
+	}
+	const windowGetrange = `local slots, n, hit = 4194296, #ARGV / 2, 0
+for b = 1, #KEYS do
+  for k = 1, n do
+    local o = (tonumber(ARGV[k]) % slots) * 8
+    local w = redis.call('GETRANGE', KEYS[b], o, o + 63)
+    local p = string.find(w, ARGV[n + k], 1, true)
+    if p and (p - 1) % 8 == 0 then hit = hit + 1 end
+  end
+end
+for k = 1, n do
+  redis.call('SETRANGE', KEYS[1], (tonumber(ARGV[k]) % slots) * 8, ARGV[n + k] .. 'abcd')
+end
+return hit`
+	const windowBitfield = `local slots, n, hit = 4194296, #ARGV / 2, 0
+local cmd = {'BITFIELD_RO', KEYS[1]}
+for k = 1, n do
+  local o = (tonumber(ARGV[k]) % slots) * 64
+  for j = 0, 7 do cmd[#cmd + 1] = 'GET'; cmd[#cmd + 1] = 'u32'; cmd[#cmd + 1] = o + 64 * j end
+end
+local r = redis.call(unpack(cmd))
+for i = 1, #r do if r[i] == 305419896 then hit = hit + 1 end end
+cmd = {'BITFIELD', KEYS[1]}
+for k = 1, n do
+  local o = (tonumber(ARGV[k]) % slots) * 64
+  cmd[#cmd + 1] = 'SET'; cmd[#cmd + 1] = 'u32'; cmd[#cmd + 1] = o; cmd[#cmd + 1] = 305419896
+  cmd[#cmd + 1] = 'SET'; cmd[#cmd + 1] = 'u32'; cmd[#cmd + 1] = o + 32; cmd[#cmd + 1] = k
+end
+redis.call(unpack(cmd))
+return hit`
 	for _, p := range []struct {
 		name, src string
 		keys      []string
@@ -403,6 +475,15 @@ func BenchmarkRedisScriptPrimitives(b *testing.B) {
 		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm2:{%04x}:none"), nil},
 		{"MGET-135x128B", mget, small, nil},
 		{"MGET-135x1600B", mget, full, nil},
+		{"1-BITFIELD_RO-27x4-u53", bitfield, tables[:1], bf("BITFIELD_RO", gets(108, "u53"))},
+		{"1-BITFIELD_RO-27x8-u32", bitfield, tables[:1], bf("BITFIELD_RO", gets(216, "u32"))},
+		{"5-BITFIELD_RO-27x4-u53", bitfield, tables, bf("BITFIELD_RO", gets(108, "u53"))},
+		{"5-BITFIELD_RO-27x8-u32", bitfield, tables, bf("BITFIELD_RO", gets(216, "u32"))},
+		{"27-BITFIELD_RO-4-u53", bitfield, slices.Repeat(tables[:1], 27), bf("BITFIELD_RO", gets(4, "u53"))},
+		{"1-BITFIELD-SET-54-u32", bitfield, tables[:1], bf("BITFIELD", sets(54))},
+		{"lookup-write-27-GETRANGE-64B", windowGetrange, tables[:1], probeArgs},
+		{"lookup-5buckets-write-27-GETRANGE-64B", windowGetrange, tables, probeArgs},
+		{"lookup-write-27-BITFIELD-8slots", windowBitfield, tables[:1], probeArgs},
 		{"27-GET-SET-1600B", "for i = 1, 27 do local v = redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], string.sub(v, 9) .. 'abcdefgh', 'KEEPTTL') end return 1", full, nil},
 	} {
 		b.Run(p.name, func(b *testing.B) {

@@ -611,11 +611,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit)
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
-		if eval {
-			cmd = script.Eval(ctx, p, keys, args...)
-		} else {
-			cmd = script.EvalSha(ctx, p, keys, args...)
-		}
+		cmd = callScript(ctx, p, eval, keys, args)
 		return cmd
 	})
 	if err != nil {
@@ -693,11 +689,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				args = append(args, field)
 			}
 		}
-		if eval {
-			cmds[i] = script.Eval(ctx, p, keys, args...)
-		} else {
-			cmds[i] = script.EvalSha(ctx, p, keys, args...)
-		}
+		cmds[i] = callScript(ctx, p, eval, keys, args)
 		return cmds[i]
 	})
 	if err != nil {
@@ -760,16 +752,6 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			g.args = append(g.args, sk.field, int64(np))
 		}
 	}
-	ck, field := r.campKeys(m.d.ref, ob.cb, split)
-	kargs := []any{"k", nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
-		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), len(ob.rc.ids)}
-	for _, p := range ob.rc.ids {
-		kargs = append(kargs, p.bytes())
-	}
-	w := 0
-	if write {
-		w = 1
-	}
 	cv := "0"
 	switch {
 	case m.d.join && !m.d.weak:
@@ -777,22 +759,13 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	case !m.d.join && write:
 		cv = "d"
 	}
-	ck = append(ck, r.voteKey(CampaignVoteKey(m.d.ref)))
-	withUnion := 0
-	if len(m.d.union) > 0 {
-		withUnion = 1
-	}
-	kargs = append(kargs, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, origin, cv, int64(r.c.VoteHorizon.Seconds()), withUnion)
+	withUnion := len(m.d.union) > 0
 	cmds = make([]*redis.Cmd, len(wgs)+1+len(m.d.union))
 	err = r.run(ctx, len(cmds), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-		keys, args := ck, kargs
-		if i > len(wgs) { // a campaign counted with this one: counted too, its members
-			ref := m.d.union[i-len(wgs)-1]
-			ks, field := r.campKeys(ref, ob.cb, split)
-			keys = append(ks, r.voteKey(CampaignVoteKey(ref)))
-			args = slices.Clone(kargs)
-			args[len(args)-8], args[len(args)-3] = field, "0" // its field; its votes untouched
-		} else if i < len(wgs) {
+		var keys []string
+		var args []any
+		switch {
+		case i < len(wgs):
 			g := wgs[i]
 			n := len(g.keys)
 			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n}
@@ -803,12 +776,12 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				args = append(args, g.args[2*j+1])
 			}
 			keys = g.keys
+		case i == len(wgs): // the joined (or new) campaign
+			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
+		default: // a campaign counted with it: counted too, its members, its votes untouched
+			keys, args = ob.countCall(campCall{ref: m.d.union[i-len(wgs)-1], write: write, origin: origin, votes: "0", members: true})
 		}
-		if eval {
-			cmds[i] = script.Eval(ctx, p, keys, args...)
-		} else {
-			cmds[i] = script.EvalSha(ctx, p, keys, args...)
-		}
+		cmds[i] = callScript(ctx, p, eval, keys, args)
 		return cmds[i]
 	})
 	if err != nil {
@@ -821,7 +794,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	m.cvotes = f[4]
 	if c := asInt(f[0]); c >= 0 {
 		m.known, m.count, m.nets, m.snds, m.first = true, c, asInt(f[1]), asInt(f[2]), asInt(f[3])
-		if withUnion == 1 {
+		if withUnion {
 			// The union rule (model.go), in Go: the members come from
 			// several slots.
 			var u union
@@ -846,6 +819,48 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	return m, nil
+}
+
+// campCall names the values of one campaign count call (mode 'k').
+type campCall struct {
+	ref     uint32
+	write   bool   // record this message's recipients
+	origin  uint32 // the message's own origin (newRef)
+	votes   string // "0" untouched, "r" read (a strong join), "d" drop (a new campaign)
+	members bool   // a union: the reply adds the campaign's members
+}
+
+// countCall builds the keys and arguments of a campaign count call, in
+// the order script.lua's mode 'k' reads them.
+func (ob *redisObs) countCall(c campCall) ([]string, []any) {
+	r := ob.r
+	keys, field := r.campKeys(c.ref, ob.cb, uint64(ob.lim.FirstSightSplit))
+	keys = append(keys, r.voteKey(CampaignVoteKey(c.ref)))
+	args := make([]any, 0, 18+len(ob.rc.ids))
+	args = append(args, "k", r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
+		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), len(ob.rc.ids))
+	for _, p := range ob.rc.ids {
+		args = append(args, p.bytes())
+	}
+	w, mem := 0, 0
+	if c.write {
+		w = 1
+	}
+	if c.members {
+		mem = 1
+	}
+	args = append(args, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, c.origin, c.votes,
+		int64(r.c.VoteHorizon.Seconds()), mem)
+	return keys, args
+}
+
+// callScript adds one call of the store script to p: EVALSHA, or EVAL
+// (which loads the script) when run retries a NOSCRIPT.
+func callScript(ctx context.Context, p redis.Pipeliner, eval bool, keys []string, args []any) *redis.Cmd {
+	if eval {
+		return script.Eval(ctx, p, keys, args...)
+	}
+	return script.EvalSha(ctx, p, keys, args...)
 }
 
 // membersOf reads a campaign's members as the script returns them:
@@ -1078,11 +1093,7 @@ func (r *Redis) setVotes(ctx context.Context, voter pseudonym, keys []string, co
 			return redis.NewCmd(ctx) // not a script: nothing to retry
 		}
 		args := []any{"v", voter.bytes(), kind, t.Unix(), hz, ttl.Milliseconds()}
-		if eval {
-			cmds[i] = script.Eval(ctx, p, []string{r.voteKey(keys[i])}, args...)
-		} else {
-			cmds[i] = script.EvalSha(ctx, p, []string{r.voteKey(keys[i])}, args...)
-		}
+		cmds[i] = callScript(ctx, p, eval, []string{r.voteKey(keys[i])}, args)
 		return cmds[i]
 	})
 	return err
