@@ -97,6 +97,7 @@ type Signatures struct {
 	CharShingle CharShingle `yaml:"charshingle"`
 	Sift        Sift        `yaml:"sift"`
 	TermSet     TermSet     `yaml:"terms"`
+	Contain     Contain     `yaml:"contain"`
 }
 
 // IMatch tunes the I-Match family (Chowdhury et al. 2002; Kolcz &
@@ -148,6 +149,15 @@ type Sift struct {
 type TermSet struct {
 	Enabled bool   `yaml:"enabled"`
 	Sample  Sample `yaml:"sample"`
+}
+
+// Contain tunes single min-hashes of word shingles (containment of a
+// padded copy's shared part).
+type Contain struct {
+	Enabled     bool `yaml:"enabled"`
+	Width       int  `yaml:"width"`        // dictionary words per shingle
+	Bins        int  `yaml:"bins"`         // single min-hashes, one key each
+	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
 }
 
 // Store chooses and tunes the volume store.

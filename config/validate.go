@@ -301,7 +301,7 @@ func (c *Config) checkFiles(lines lineIndex) Problems {
 	return v.probs
 }
 
-var familyNames = []string{"imatch", "shingle", "charshingle", "sift", "terms"}
+var familyNames = []string{"imatch", "shingle", "charshingle", "sift", "terms", "contain"}
 
 func isFamily(name string) bool {
 	for _, f := range familyNames {

@@ -46,7 +46,7 @@ func emptyStore(t *testing.T) Store {
 // newFixtureWith signs with the four families the vote and campaign
 // tests were written for ("two of four families is no majority", an
 // edited copy sharing keys in two of them); newFixtureAll keeps the
-// default set, the term-set family included.
+// default set, the term-set and containment families included.
 func newFixtureWith(t *testing.T, st Store) *fixture {
 	t.Helper()
 	return newFixtureSet(t, st, false)
@@ -57,7 +57,7 @@ func newFixtureAll(t *testing.T) *fixture {
 	return newFixtureSet(t, emptyStore(t), true)
 }
 
-func newFixtureSet(t *testing.T, st Store, terms bool) *fixture {
+func newFixtureSet(t *testing.T, st Store, support bool) *fixture {
 	t.Helper()
 	lex, err := bundled.Lexicon()
 	if err != nil {
@@ -65,7 +65,7 @@ func newFixtureSet(t *testing.T, st Store, terms bool) *fixture {
 	}
 	p := signature.DefaultSetParams()
 	p.Lexicon = lex
-	p.TermSet.Enabled = terms
+	p.TermSet.Enabled, p.Contain.Enabled = support, support
 	if p.Secret, err = signature.NewSecret([]byte("detect test secret, not for production")); err != nil {
 		t.Fatal(err)
 	}
@@ -614,20 +614,21 @@ func TestRecipientFloodCounted(t *testing.T) {
 	}
 }
 
-// With the default set's five families (the term-set family included) a
-// copy is still one that shares voted keys in more than half of them:
-// three voters' marks on one key of three families clear it, on two do not.
-func TestGlobalVotesFiveFamilies(t *testing.T) {
+// With the default set's six families (the term-set and containment
+// families included) a copy is still one that shares voted keys in more
+// than half of them: three voters' marks on one key of four families clear
+// it, on three do not.
+func TestGlobalVotesSixFamilies(t *testing.T) {
 	garden := func() *Message { return newsletter("garden") }
 	for _, tc := range []struct {
 		families int
 		bulk     bool
-	}{{5, false}, {3, false}, {2, true}} {
-		t.Run(fmt.Sprint(tc.families, " of 5 families"), func(t *testing.T) {
+	}{{6, false}, {4, false}, {3, true}} {
+		t.Run(fmt.Sprint(tc.families, " of 6 families"), func(t *testing.T) {
 			f := newFixtureAll(t)
 			one := f.onePerFamily(garden)
-			if len(one) != 5 {
-				t.Fatalf("%d families signed, want 5", len(one))
+			if len(one) != 6 {
+				t.Fatalf("%d families signed, want 6", len(one))
 			}
 			for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 				f.vote(v, store.VoteNotBulk, one[len(one)-tc.families:])

@@ -57,5 +57,6 @@ func ExampleSet() {
 	// charshingle: 5 keys
 	// sift: 4 keys
 	// terms: 10 keys
+	// contain: 16 keys
 	// true
 }

@@ -16,8 +16,9 @@ import (
 // did; it marks the campaign counting of issue 15, so that no id counted
 // or voted on per key is read as a campaign's (docs/operations.md, upgrade
 // notes). Version 3 adds the term-set family (issue 15), which the
-// campaign model weighs as a support family.
-const AlgorithmVersion = 3
+// campaign model weighs as a support family; version 4 the containment
+// family (issue 15, padded copies), another support family.
+const AlgorithmVersion = 4
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -28,6 +29,7 @@ type SetParams struct {
 	CharShingle CharShingleParams
 	Sift        SiftParams
 	TermSet     TermSetParams
+	Contain     ContainParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -39,6 +41,7 @@ func DefaultSetParams() SetParams {
 		CharShingle: DefaultCharShingleParams(),
 		Sift:        DefaultSiftParams(),
 		TermSet:     DefaultTermSetParams(),
+		Contain:     DefaultContainParams(),
 	}
 }
 
@@ -53,6 +56,7 @@ type Set struct {
 	chars   *CharShingle
 	sift    *Sift
 	terms   *TermSet
+	contain *Shingle
 	signers []Signer
 	version string
 	descr   string
@@ -64,9 +68,9 @@ func NewSet(p SetParams) (*Set, error) {
 		return nil, errors.New("signature set: no secret")
 	}
 	var errs []error
-	needLex := p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled
+	needLex := p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled || p.Contain.Enabled
 	if needLex && p.Lexicon == nil {
-		errs = append(errs, errors.New("signature set: imatch, shingle and terms need a lexicon"))
+		errs = append(errs, errors.New("signature set: imatch, shingle, terms and contain need a lexicon"))
 	}
 	s := &Set{th: newTokenHasher(p.Secret)}
 	var err error
@@ -110,6 +114,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.terms)
 		}
 	}
+	if p.Contain.Enabled && s.kl != nil {
+		if s.contain, err = newContain(p.Secret, s.th, s.kl, p.Contain); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.contain)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -126,7 +137,7 @@ func NewSet(p SetParams) (*Set, error) {
 func describe(p SetParams) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "algorithm=%d canon=%d key=%s", AlgorithmVersion, CanonVersion, p.Secret.ID())
-	if (p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled) && p.Lexicon != nil {
+	if (p.IMatch.Enabled || p.Shingle.Enabled || p.TermSet.Enabled || p.Contain.Enabled) && p.Lexicon != nil {
 		fmt.Fprintf(&b, " lexicon=%s", p.Lexicon.Hash()[:16])
 	}
 	if p.IMatch.Enabled {
@@ -143,6 +154,9 @@ func describe(p SetParams) string {
 	}
 	if p.TermSet.Enabled {
 		fmt.Fprintf(&b, " terms=%+v", p.TermSet)
+	}
+	if p.Contain.Enabled {
+		fmt.Fprintf(&b, " contain=%+v", p.Contain)
 	}
 	return b.String()
 }
@@ -221,6 +235,11 @@ func (s *Set) signLast(p *prepared, keys []Key, exps []Explain) ([]Key, []Explai
 	if s.terms != nil {
 		var e Explain
 		keys, e = s.terms.sign(p, keys)
+		exps = append(exps, e)
+	}
+	if s.contain != nil {
+		var e Explain
+		keys, e = s.contain.sign(p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps

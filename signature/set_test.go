@@ -258,6 +258,7 @@ func TestSetMatchesFamilies(t *testing.T) {
 	ch, _ := NewCharShingle(sec, DefaultCharShingleParams())
 	sf, _ := NewSift(sec, DefaultSiftParams())
 	ts, _ := NewTermSet(sec, lex, DefaultTermSetParams())
+	ct, _ := NewContain(sec, lex, DefaultContainParams())
 	p := DefaultSetParams()
 	p.Secret, p.Lexicon = secretN(t, 77), lex
 	otherKey, err := NewSet(p)
@@ -277,14 +278,14 @@ func TestSetMatchesFamilies(t *testing.T) {
 		}
 		got, exps := s.Sign(d, nil, nil)
 		var want []Key
-		for _, f := range []Signer{im, sh, ch, sf, ts} {
+		for _, f := range []Signer{im, sh, ch, sf, ts, ct} {
 			want, _ = f.Sign(d, want)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: Set keys differ from the families' keys", m.Name)
 		}
-		if len(exps) != 5 {
-			t.Fatalf("got %d explanations, want 5", len(exps))
+		if len(exps) != 6 {
+			t.Fatalf("got %d explanations, want 6", len(exps))
 		}
 		other, _ := otherKey.Sign(d, nil, nil)
 		for _, k := range other {
@@ -344,7 +345,7 @@ func TestNewSetErrors(t *testing.T) {
 	}
 	p = DefaultSetParams()
 	p.Secret = testSecret(t)
-	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled = false, false, false, false, false
+	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled, p.Contain.Enabled = false, false, false, false, false, false
 	if _, err := NewSet(p); err == nil {
 		t.Error("a set with no family was accepted")
 	}

@@ -48,6 +48,7 @@ func (p ShingleParams) Validate() error {
 // read as a ring (Yandex's wrap-around), so every word belongs to Width
 // shingles and short texts still yield a full sample.
 type Shingle struct {
+	fam  Family // FamilyShingle, or FamilyContain (contain.go)
 	p    ShingleParams
 	th   tokenHasher
 	kl   *keyedLexicon
@@ -72,13 +73,13 @@ func newShingle(s Secret, th tokenHasher, kl *keyedLexicon, p ShingleParams) (*S
 	}
 	k := s.derive("shingle/word")
 	return &Shingle{
-		p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1,
+		fam: FamilyShingle, p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1,
 		smp: newSampler(s, FamilyShingle, p.Sample),
 	}, nil
 }
 
-// Family returns FamilyShingle.
-func (s *Shingle) Family() Family { return FamilyShingle }
+// Family returns FamilyShingle (FamilyContain for a containment signer).
+func (s *Shingle) Family() Family { return s.fam }
 
 // Sign appends the document's supershingle keys to dst.
 func (s *Shingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
@@ -113,7 +114,7 @@ type wordScratch struct {
 var wordPool = sync.Pool{New: func() any { return new(wordScratch) }}
 
 func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
-	e := Explain{Family: FamilyShingle}
+	e := Explain{Family: s.fam}
 	sc := wordPool.Get().(*wordScratch)
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]

@@ -57,6 +57,7 @@ const (
 	FamilyCharShingle Family = 3 // supershingles over letter shingles
 	FamilySift        Family = 4 // keyed text sifting
 	FamilyTermSet     Family = 5 // min-hash bands over the set of lexicon terms
+	FamilyContain     Family = 6 // single min-hashes of word shingles (containment)
 )
 
 var familyNames = map[Family]string{
@@ -65,6 +66,7 @@ var familyNames = map[Family]string{
 	FamilyCharShingle: "charshingle",
 	FamilySift:        "sift",
 	FamilyTermSet:     "terms",
+	FamilyContain:     "contain",
 }
 
 // String returns the family's name as used in config, headers and metrics.
@@ -87,7 +89,7 @@ func ParseFamily(name string) (Family, error) {
 
 // Families returns all families in numeric order.
 func Families() []Family {
-	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet}
+	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet, FamilyContain}
 }
 
 // Key is one near-duplicate signature: two messages are near duplicates for

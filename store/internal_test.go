@@ -639,8 +639,10 @@ func BenchmarkEmbeddedLoad(b *testing.B) {
 
 // The script repeats model.go's constants: they must agree.
 func TestScriptConstants(t *testing.T) {
-	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = %d, %d, %d, %d, %d, %d",
-		evidenceUnit, JoinEvidence, JoinShare, WeakShare, WeakCap, SupportAlone)
+	// SupportAlone and ContainAlone reach the script with each family's
+	// number (redis.go, prepare); TestStoresAgree holds the two to them.
+	want := fmt.Sprintf("local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = %d, %d, %d, %d, %d",
+		evidenceUnit, JoinEvidence, JoinShare, WeakShare, WeakCap)
 	if !strings.Contains(scriptSrc, want) {
 		t.Errorf("script.lua does not hold %q", want)
 	}
@@ -655,10 +657,19 @@ func TestScriptConstants(t *testing.T) {
 
 // TestDecideSupportFamily: a term-set key tips the choice between
 // campaigns other families name, but names a campaign alone only with
-// SupportAlone keys.
+// SupportAlone keys; containment keys with ContainAlone, counted per family.
 func TestDecideSupportFamily(t *testing.T) {
 	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
 	none := keyPtr{}
+	contain := func(n int) []string { return slices.Repeat([]string{"contain"}, n) }
+	// repeat returns n keys, the first k pointing as p, the rest to nothing.
+	repeat := func(p keyPtr, k, n int) []keyPtr {
+		out := make([]keyPtr, n)
+		for i := range k {
+			out[i] = p
+		}
+		return out
+	}
 	for _, c := range []struct {
 		name string
 		fams []string
@@ -672,6 +683,10 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"a tie of shingles goes to the lower ref", []string{"shingle", "shingle", "terms"}, []keyPtr{at(3), at(9), none}, true, 3},
 		{"one terms key tips the tie", []string{"shingle", "shingle", "terms"}, []keyPtr{at(3), at(9), at(9)}, true, 9},
 		{"one terms key beside another family's", []string{"sift", "terms", "terms"}, []keyPtr{at(4), at(4), none}, true, 4},
+		{"contain keys alone, one short", contain(ContainAlone + 2), repeat(at(7), ContainAlone-1, ContainAlone+2), false, 99},
+		{"contain keys alone, enough", contain(ContainAlone + 2), repeat(at(7), ContainAlone, ContainAlone+2), true, 7},
+		{"one contain key beside another family's", append([]string{"shingle"}, contain(ContainAlone)...), append([]keyPtr{at(4)}, repeat(at(4), 1, ContainAlone)...), true, 4},
+		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
 		d := decide(c.fams, c.ptrs, 99)
 		if d.join != c.join || d.ref != c.ref {

@@ -28,11 +28,13 @@ import (
 // recipients in the window, counted by the tiers of the package doc.
 //
 // A support family (supportFamily: the term set, whose keys survive word
-// substitutions but are also shared by issues of one newsletter) weighs
+// substitutions but are also shared by issues of one newsletter; the
+// containment family, whose single min-hashes survive padding) weighs
 // like any other among the campaigns the other families name, but names a
-// campaign alone only with SupportAlone of its keys: one chance band of a
-// tolerant family does not start a join (measured: a single term-set band
-// joining alone tagged 64 ham messages in one window instead of 27).
+// campaign alone only with SupportAlone (ContainAlone) of its keys: one
+// chance band of a tolerant family does not start a join (measured: a
+// single term-set band joining alone tagged 64 ham messages in one window
+// instead of 27).
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
@@ -68,6 +70,10 @@ const (
 	// campaign no other family names for their evidence to count
 	// (measured in docs/evaluation.md: 3 lost most of the family's gain).
 	SupportAlone = 2
+	// ContainAlone is SupportAlone for the containment family, whose
+	// keys are single min-hashes, each shared by chance more often than
+	// a term-set band (measured in docs/evaluation.md, "Padded copies").
+	ContainAlone = 6
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
 	// evidence, from UnionKeys voting keys or more, is counted with it
@@ -158,9 +164,23 @@ type decision struct {
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
 }
 
-// supportFamily reports a family whose keys only support a join (the
-// package doc above): the term set.
-func supportFamily(f string) bool { return f == "terms" }
+// supportAlone returns, for a support family (the package doc above),
+// the number of its keys that must name a campaign no other family names
+// for their evidence to count; 0 for a family that names campaigns alone.
+// The term set (10 bands of 4 min-hashes) takes SupportAlone keys, the
+// containment family (single min-hashes) ContainAlone.
+func supportAlone(f string) int {
+	switch f {
+	case "terms":
+		return SupportAlone
+	case "contain":
+		return ContainAlone
+	}
+	return 0
+}
+
+// supportFamily reports a family whose keys only support a join.
+func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
 // decide chooses the campaign of a message from its distinct keys'
 // families and pointers. fresh is the ref a new campaign takes.
@@ -174,23 +194,30 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 		n[f]++
 	}
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
-	sup, supUnit := map[uint32]int{}, 0            // support keys naming each campaign
+	type famRef struct {
+		f   string
+		ref uint32
+	}
+	sup := map[famRef]int{} // a support family's keys naming each campaign
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
 			continue
 		}
 		if supportFamily(fams[i]) {
-			sup[kp.p.ref()]++
-			supUnit = evidenceUnit / n[fams[i]]
+			sup[famRef{fams[i], kp.p.ref()}]++
 			continue
 		}
 		ev[kp.p.ref()] += evidenceUnit / n[fams[i]]
 		keys[kp.p.ref()]++
 	}
-	for ref, k := range sup {
-		if _, named := ev[ref]; named || k >= SupportAlone {
-			ev[ref] += k * supUnit
-			keys[ref] += k
+	named := map[uint32]bool{} // the campaigns the other families name
+	for ref := range ev {
+		named[ref] = true
+	}
+	for fr, k := range sup {
+		if named[fr.ref] || k >= supportAlone(fr.f) {
+			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
+			keys[fr.ref] += k
 		}
 	}
 	best, bestEv := uint32(0), -1

@@ -539,8 +539,10 @@ func (ob *redisObs) prepare() {
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
-			if supportFamily(f) {
-				n = -1 - n // the script tells a support family by the sign
+			if a := supportAlone(f); a > 0 {
+				// the script tells a support family by the sign, and
+				// reads the keys it needs alone from the number
+				n = -1 - n - 256*a
 			}
 			names[f] = n
 		}

@@ -90,7 +90,7 @@ end
 local mode = ARGV[1]
 local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
-local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP, SUPALONE = 1000000, 1, 0, 10, 4, 2
+local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
 local USHARE, UKEYS, UMAX = 1, 2, 3
 local REFMASK = 536870911 -- 2^29 - 1
 
@@ -574,24 +574,31 @@ if mode == 'c' or mode == 'r' then
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   -- decide (model.go)
-  -- a negative family number is a support family's (supportFamily)
-  local ev, nk, sup, supunit = {}, {}, {}, 0
+  -- a negative family number f is a support family's (supportAlone):
+  -- -1 - n - 256 * (the keys it needs to name a campaign alone)
+  local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = math.floor(ptrs[s] / 8)
-      if fams[s] < 0 then
-        sup[r] = (sup[r] or 0) + 1
-        supunit = math.floor(UNIT / nfam[fams[s]])
+      local f = fams[s]
+      if f < 0 then
+        sup[f] = sup[f] or {}
+        sup[f][r] = (sup[f][r] or 0) + 1
       else
-        ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[fams[s]])
+        ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[f])
         nk[r] = (nk[r] or 0) + 1
       end
     end
   end
-  for r, k in pairs(sup) do
-    if ev[r] or k >= SUPALONE then
-      ev[r] = (ev[r] or 0) + k * supunit
-      nk[r] = (nk[r] or 0) + k
+  local named = {}
+  for r in pairs(ev) do named[r] = true end
+  for f, refs in pairs(sup) do
+    local alone, unit = math.floor((-1 - f) / 256), math.floor(UNIT / nfam[f])
+    for r, k in pairs(refs) do
+      if named[r] or k >= alone then
+        ev[r] = (ev[r] or 0) + k * unit
+        nk[r] = (nk[r] or 0) + k
+      end
     end
   end
   local best, bestEv = 0, -1

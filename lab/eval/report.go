@@ -203,7 +203,7 @@ func familyNames(cfg *Config) []string {
 // families returns the family names present in the report, in order.
 func (rep *Report) families() []string {
 	var out []string
-	for _, f := range []string{"imatch", "shingle", "charshingle", "sift", "terms"} {
+	for _, f := range []string{"imatch", "shingle", "charshingle", "sift", "terms", "contain"} {
 		if _, ok := rep.Thresholds[f]; ok {
 			out = append(out, f)
 		}
