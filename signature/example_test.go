@@ -52,7 +52,7 @@ func ExampleSet() {
 	}
 	fmt.Println(strings.HasPrefix(set.StoreID(keys[0]), set.Version()+":imatch.0:"))
 	// Output:
-	// imatch: 16 keys
+	// imatch: 9 keys
 	// shingle: 5 keys
 	// charshingle: 5 keys
 	// sift: 4 keys

@@ -60,7 +60,7 @@ func DefaultIMatchParams() IMatchParams {
 		Enabled:        true,
 		MinTerms:       5,
 		MinRatio:       0.1,
-		Randomized:     10,
+		Randomized:     5,
 		RemoveFraction: 0.33,
 		Hardening:      HardeningAlso,
 	}

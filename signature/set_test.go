@@ -220,7 +220,7 @@ func TestVersionRules(t *testing.T) {
 	changes := map[string]func(*SetParams){
 		"secret":       func(p *SetParams) { p.Secret = secretN(t, 9) },
 		"lexicon":      func(p *SetParams) { p.Lexicon = otherLex },
-		"imatch K":     func(p *SetParams) { p.IMatch.Randomized = 5 },
+		"imatch K":     func(p *SetParams) { p.IMatch.Randomized = 10 },
 		"hardening":    func(p *SetParams) { p.IMatch.Hardening = HardeningOff },
 		"shingle rows": func(p *SetParams) { p.Shingle.Sample.Rows = 2 },
 		"char width":   func(p *SetParams) { p.CharShingle.Width = 10 },
