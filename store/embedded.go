@@ -429,9 +429,17 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	for i := range locked {
 		if locked[i] {
 			e.ptrs[i].mu.Lock()
-			defer e.ptrs[i].mu.Unlock()
 		}
 	}
+	// One defer for all of them: a defer inside the loop was a heap
+	// allocated record for each shard locked.
+	defer func() {
+		for i := range locked {
+			if locked[i] {
+				e.ptrs[i].mu.Unlock()
+			}
+		}
+	}()
 	nb := int64(e.c.nb)
 	oldest := cb - nb + 1
 	kps := make([]keyPtr, len(ids))
