@@ -372,21 +372,31 @@ func (e *Embedded) load() error {
 		return e.moveAside(err, "nothing was read")
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	if lost, cause := e.decodeState(bufio.NewReaderSize(f, 1<<20)); cause != nil {
+		return e.moveAside(cause, lost)
+	}
+	return nil
+}
+
+// decodeState reads a state file's content from r into e: the loader's
+// decoder, apart from the file so that FuzzDecodeState runs it on bytes in
+// memory. On damage it returns the cause and what was lost; what was read
+// before the damage stays loaded.
+func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 	hdr := make([]byte, len(fileMagic)+4+8+4+8+8+4)
 	if _, err := io.ReadFull(r, hdr); err != nil {
-		return e.moveAside(fmt.Errorf("header: %w", err), "nothing was read")
+		return "nothing was read", fmt.Errorf("header: %w", err)
 	}
 	if string(hdr[:8]) != fileMagic {
-		return e.moveAside(errors.New("not a bulkmilter store file"), "nothing was read")
+		return "nothing was read", errors.New("not a bulkmilter store file")
 	}
 	version := binary.LittleEndian.Uint32(hdr[8:])
 	if version > fileVersion || version < 1 {
-		return e.moveAside(fmt.Errorf("file version %d, this build reads %d", version, fileVersion), "nothing was read")
+		return "nothing was read", fmt.Errorf("file version %d, this build reads %d", version, fileVersion)
 	}
 	body := hdr[:len(hdr)-4]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(hdr[len(hdr)-4:]) {
-		return e.moveAside(errors.New("header checksum mismatch"), "nothing was read")
+		return "nothing was read", errors.New("header checksum mismatch")
 	}
 	bucketMs := int64(binary.LittleEndian.Uint64(hdr[12:]))
 	buckets := int(binary.LittleEndian.Uint32(hdr[20:]))
@@ -397,15 +407,16 @@ func (e *Embedded) load() error {
 		version >= 2
 
 	var payload []byte
+	var err error
 	seen := map[byte]bool{}
 	for {
 		var h [5]byte
 		if _, err := io.ReadFull(r, h[:]); err != nil {
-			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+			return lostAfter(seen), fmt.Errorf("truncated: %w", err)
 		}
 		n := binary.LittleEndian.Uint32(h[1:])
 		if n > chunkMax {
-			return e.moveAside(fmt.Errorf("chunk of %d bytes", n), lostAfter(seen))
+			return lostAfter(seen), fmt.Errorf("chunk of %d bytes", n)
 		}
 		if cap(payload) < int(n) {
 			payload = make([]byte, n)
@@ -413,15 +424,15 @@ func (e *Embedded) load() error {
 		payload = payload[:n]
 		var c [4]byte
 		if _, err := io.ReadFull(r, payload); err != nil {
-			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+			return lostAfter(seen), fmt.Errorf("truncated: %w", err)
 		}
 		if _, err := io.ReadFull(r, c[:]); err != nil {
-			return e.moveAside(fmt.Errorf("truncated: %w", err), lostAfter(seen))
+			return lostAfter(seen), fmt.Errorf("truncated: %w", err)
 		}
 		crc := crc32.Update(0, crcTable, h[:])
 		crc = crc32.Update(crc, crcTable, payload)
 		if crc != binary.LittleEndian.Uint32(c[:]) {
-			return e.moveAside(fmt.Errorf("chunk checksum mismatch (kind %d)", h[0]), lostAfter(seen))
+			return lostAfter(seen), fmt.Errorf("chunk checksum mismatch (kind %d)", h[0])
 		}
 		seen[h[0]] = true
 		switch h[0] {
@@ -457,12 +468,12 @@ func (e *Embedded) load() error {
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
-			return nil
+			return "", nil
 		default:
 			err = fmt.Errorf("unknown chunk kind %d", h[0])
 		}
 		if err != nil {
-			return e.moveAside(err, lostAfter(seen))
+			return lostAfter(seen), err
 		}
 	}
 }
