@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -57,11 +56,6 @@ type Embedded struct {
 	shards [embeddedShards]eshard // campaign counters
 	ptrs   [embeddedShards]pshard // key pointers
 	votes  voteBook
-
-	// C15 prototype (experiment only): stored merge by alias.
-	aliasMu sync.Mutex
-	alias   map[uint32]uint32   // merged ref -> root
-	parts   map[uint32][]uint32 // root -> merged refs
 
 	evicted atomic.Int64
 	saveMu  sync.Mutex // one save at a time
@@ -457,28 +451,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
-	mergeOn := os.Getenv("C15_MERGE") != ""
-	if mergeOn {
-		e.aliasMu.Lock()
-		for i := range kps {
-			if kps[i].found {
-				if r, ok := e.alias[kps[i].p.ref()]; ok {
-					kps[i].p = makePtr(r, kps[i].p.switches())
-				}
-			}
-		}
-		e.aliasMu.Unlock()
-	}
 	d := decide(fams, kps, 0)
 	fresh, origin := newRef(ids)
-	var merged []uint32
-	if mergeOn && d.join && len(d.union) > 0 && len(rc.ids) > 0 {
-		for _, ref := range d.union {
-			if c15Guard(fams, kps, ref, d.ref) {
-				merged = append(merged, ref)
-			}
-		}
-	}
 	write := len(rc.ids) > 0
 	if !d.join {
 		if !write {
@@ -514,42 +488,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		u.add(e.members(csh, ref, cb))
 		csh.mu.Unlock()
 	}
-	if mergeOn {
-		e.aliasMu.Lock()
-		if e.alias == nil {
-			e.alias, e.parts = map[uint32]uint32{}, map[uint32][]uint32{}
-		}
-		for _, r := range merged {
-			if r == d.ref {
-				continue
-			}
-			e.alias[r] = d.ref
-			e.parts[d.ref] = append(e.parts[d.ref], r)
-			for _, q := range e.parts[r] {
-				e.alias[q] = d.ref
-				e.parts[d.ref] = append(e.parts[d.ref], q)
-			}
-			delete(e.parts, r)
-		}
-		ps := slices.Clone(e.parts[d.ref])
-		e.aliasMu.Unlock()
-		if len(ps) > 0 {
-			if len(d.union) == 0 {
-				sh.mu.Lock()
-				u.add(e.members(sh, d.ref, cb))
-				sh.mu.Unlock()
-			}
-			for _, ref := range ps {
-				csh := e.shard(campaignSig(ref))
-				csh.mu.Lock()
-				u.add(e.members(csh, ref, cb))
-				csh.mu.Unlock()
-			}
-			out.count = u.count()
-		}
-	}
 	if len(d.union) > 0 {
-		out.count = max(out.count, u.count())
+		out.count = u.count()
 	}
 	out.d = d
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
@@ -1322,30 +1262,4 @@ func (vb *voteBook) list(q VoteQuery, voter pseudonym, byVoter bool, cutoff int6
 		}
 	}
 	return out
-}
-
-// c15Guard (prototype): may campaign other be merged into best?
-func c15Guard(fams []string, kps []keyPtr, other, best uint32) bool {
-	g := os.Getenv("C15_GUARD")
-	famsOf := map[string]int{}
-	for i, kp := range kps {
-		if kp.found && kp.p.switches() < WeakCap && kp.p.ref() == other {
-			famsOf[fams[i]]++
-		}
-	}
-	switch g {
-	case "imatch":
-		return famsOf["imatch"] > 0
-	case "imatch2":
-		return famsOf["imatch"] > 0 && len(famsOf) >= 2
-	case "fam2":
-		n := 0
-		for f := range famsOf {
-			if !supportFamily(f) {
-				n++
-			}
-		}
-		return n >= 2
-	}
-	return true
 }
