@@ -472,16 +472,11 @@ func TestEmbeddedSweep(t *testing.T) {
 	}
 }
 
-func FuzzLoadState(f *testing.F) {
-	dir := f.TempDir()
-	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	o := EmbeddedOptions{Path: filepath.Join(dir, "seed"), SaveInterval: -1, Params: Params{Now: func() time.Time { return now }}}
-	e, err := OpenEmbedded(o)
-	if err != nil {
-		f.Fatal(err)
-	}
+// fillSeedState gives the fuzz targets' seed store records of each kind:
+// pointers of the bucket before (packed when this one is written),
+// campaigns of one and of several messages, one of 20 recipients, a vote.
+func fillSeedState(e *Embedded, now time.Time) {
 	ctx := context.Background()
-	// Pointers of the bucket before, packed when this one is written.
 	for i := range 40 {
 		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("old", i)}, Recipients: []string{"x@x"}, Time: now.Add(-6 * time.Hour)})
 		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("new", i)}, Recipients: []string{"x@x"}, Time: now})
@@ -490,6 +485,18 @@ func FuzzLoadState(f *testing.F) {
 	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
 	e.RecordVote(ctx, Vote{Keys: []string{"a"}, Voter: "v@x", Kind: VoteBulk, Time: now})
+}
+
+func FuzzLoadState(f *testing.F) {
+	dir := f.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	o := EmbeddedOptions{Path: filepath.Join(dir, "seed"), SaveInterval: -1, Params: Params{Now: func() time.Time { return now }}}
+	e, err := OpenEmbedded(o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fillSeedState(e, now)
+	ctx := context.Background()
 	if err := e.Close(); err != nil {
 		f.Fatal(err)
 	}

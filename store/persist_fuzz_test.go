@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -41,17 +40,8 @@ func memStore(t testing.TB, now time.Time) *Embedded {
 // in full, to the same counts.
 func FuzzDecodeState(f *testing.F) {
 	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	ctx := context.Background()
 	e := memStore(f, now)
-	// Pointers of the bucket before, packed when this one is written.
-	for i := range 40 {
-		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("old", i)}, Recipients: []string{"x@x"}, Time: now.Add(-6 * time.Hour)})
-		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("new", i)}, Recipients: []string{"x@x"}, Time: now})
-	}
-	e.Observe(ctx, Observation{Keys: []string{"a", "b"}, Recipients: []string{"x@x"}, Time: now})
-	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
-	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
-	e.RecordVote(ctx, Vote{Keys: []string{"a"}, Voter: "v@x", Kind: VoteBulk, Time: now})
+	fillSeedState(e, now)
 	seed, err := encodeState(e)
 	if err != nil {
 		f.Fatal(err)
