@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -152,8 +153,8 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v.positive("policy.threshold", p.Threshold)
 	for name, t := range p.Thresholds {
 		path := "policy.thresholds." + name
-		if !isFamily(name) {
-			v.add(path, "use one of: "+strings.Join(familyNames, ", "), "unknown signature family %q", name)
+		if _, err := signature.ParseFamily(name); err != nil {
+			v.add(path, "use one of: "+strings.Join(familyNames(), ", "), "unknown signature family %q", name)
 		}
 		v.positive(path, t)
 	}
@@ -301,15 +302,13 @@ func (c *Config) checkFiles(lines lineIndex) Problems {
 	return v.probs
 }
 
-var familyNames = []string{"imatch", "shingle", "charshingle", "sift", "terms", "contain"}
-
-func isFamily(name string) bool {
-	for _, f := range familyNames {
-		if f == name {
-			return true
-		}
+// familyNames lists the signature families by name, in numeric order.
+func familyNames() []string {
+	var out []string
+	for _, f := range signature.Families() {
+		out = append(out, f.String())
 	}
-	return false
+	return out
 }
 
 func validHeaderName(s string) bool {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/bulkmilter/bulkmilter/signature"
 )
 
 // Targets the project builds toward.
@@ -203,9 +205,9 @@ func familyNames(cfg *Config) []string {
 // families returns the family names present in the report, in order.
 func (rep *Report) families() []string {
 	var out []string
-	for _, f := range []string{"imatch", "shingle", "charshingle", "sift", "terms", "contain"} {
-		if _, ok := rep.Thresholds[f]; ok {
-			out = append(out, f)
+	for _, f := range signature.Families() {
+		if _, ok := rep.Thresholds[f.String()]; ok {
+			out = append(out, f.String())
 		}
 	}
 	return out
