@@ -501,43 +501,6 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
 }
 
-// uniqSigs is uniq (the first of each id, in order) with each id's
-// sigHash beside it: the hash the pointer tables need anyway finds the
-// duplicates, through a small table on the stack, instead of a map of
-// the strings (a message has ~37 keys; the map was two allocations and a
-// second hash of every id).
-func uniqSigs(keys []string) (ids []string, sigs []uint64) {
-	ids = make([]string, 0, len(keys))
-	sigs = make([]uint64, 0, len(keys))
-	var small [128]int32 // index+1 into ids; 0 is empty
-	size := len(small)
-	for size < 2*len(keys) {
-		size *= 2
-	}
-	tab := small[:]
-	if size > len(small) {
-		tab = make([]int32, size)
-	}
-	mask := uint64(size - 1)
-next:
-	for _, k := range keys {
-		h := sigHash(k)
-		for i := h & mask; ; i = (i + 1) & mask {
-			j := tab[i]
-			if j == 0 {
-				tab[i] = int32(len(ids) + 1)
-				ids = append(ids, k)
-				sigs = append(sigs, h)
-				continue next
-			}
-			if sigs[j-1] == h && ids[j-1] == k {
-				continue next
-			}
-		}
-	}
-	return ids, sigs
-}
-
 // members returns the 32-bit fingerprints of campaign ref's recipients
 // live at cb, or, when it counts them by HyperLogLog, their count (hll,
 // else -1): what the union rule (model.go) needs. The caller holds sh.mu.

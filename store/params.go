@@ -193,6 +193,49 @@ func normalise(s string) string {
 // are the first-sighting field.
 func sigHash(id string) uint64 { return xxhash.Sum64String(id) }
 
+// uniq returns the first of each id, in order.
+func uniq(keys []string) []string {
+	ids, _ := uniqSigs(keys)
+	return ids
+}
+
+// uniqSigs returns the first of each id, in order, with each id's sigHash
+// beside it: the hash the embedded store's pointer tables need anyway
+// finds the duplicates, through a small table on the stack, instead of a
+// map of the strings (a message has ~40 keys; the map was two allocations
+// and a second hash of every id).
+func uniqSigs(keys []string) (ids []string, sigs []uint64) {
+	ids = make([]string, 0, len(keys))
+	sigs = make([]uint64, 0, len(keys))
+	var small [128]int32 // index+1 into ids; 0 is empty
+	size := len(small)
+	for size < 2*len(keys) {
+		size *= 2
+	}
+	tab := small[:]
+	if size > len(small) {
+		tab = make([]int32, size)
+	}
+	mask := uint64(size - 1)
+next:
+	for _, k := range keys {
+		h := sigHash(k)
+		for i := h & mask; ; i = (i + 1) & mask {
+			j := tab[i]
+			if j == 0 {
+				tab[i] = int32(len(ids) + 1)
+				ids = append(ids, k)
+				sigs = append(sigs, h)
+				continue next
+			}
+			if sigs[j-1] == h && ids[j-1] == k {
+				continue next
+			}
+		}
+	}
+	return ids, sigs
+}
+
 // checkKeys validates the signature ids of a call.
 func checkKeys(keys []string) error {
 	if len(keys) > MaxKeys {

@@ -1101,18 +1101,6 @@ func (r *Redis) setVotes(ctx context.Context, voter pseudonym, keys []string, co
 	return err
 }
 
-func uniq(keys []string) []string {
-	seen := make(map[string]bool, len(keys))
-	out := keys[:0:0]
-	for _, k := range keys {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // Ping reports whether Redis answers (every master, on a cluster).
 func (r *Redis) Ping(ctx context.Context) (err error) {
 	start := time.Now()
