@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +57,10 @@ type Embedded struct {
 	shards [embeddedShards]eshard // campaign counters
 	ptrs   [embeddedShards]pshard // key pointers
 	votes  voteBook
+	// mixedUpTo: the buckets up to it, read from a file of version 4 or
+	// before, hold the support families' pointers in the main ring too
+	// (math.MinInt64: none).
+	mixedUpTo atomic.Int64
 
 	evicted atomic.Int64
 	saveMu  sync.Mutex // one save at a time
@@ -134,11 +139,45 @@ func (sh *eshard) addSets(ref uint32, m *cmeta, net, snd uint16) {
 	}
 }
 
-// pshard holds key pointers: per time bucket, signature hash → ptr.
+// pshard holds key pointers: per time bucket, signature hash → ptr; the
+// support families' keys (supportFamily) in a ring of their own, whose
+// packed tables keep 16 bits of check instead of 32 (denseTable).
 type pshard struct {
 	mu      sync.Mutex
 	tabs    []fsBucket // ring of nb buckets
+	stabs   []fsBucket // the support families' ring
 	entries int
+}
+
+// Rings of a pointer shard: the families that name campaigns, and the
+// support families.
+const (
+	ringMain = iota
+	ringSupport
+)
+
+// ring returns ring r (ringMain, ringSupport).
+func (ps *pshard) ring(r int) []fsBucket {
+	if r == ringSupport {
+		return ps.stabs
+	}
+	return ps.tabs
+}
+
+// ringCheckBits is the check a ring's packed tables keep.
+func ringCheckBits(r int) uint {
+	if r == ringSupport {
+		return 16
+	}
+	return 32
+}
+
+// ringOf returns the ring of a key of family f.
+func ringOf(f string) int {
+	if supportFamily(f) {
+		return ringSupport
+	}
+	return ringMain
 }
 
 // fsBucket holds the pointers of one time bucket (t and d nil: none):
@@ -157,7 +196,7 @@ func (b *fsBucket) size() int {
 		n = b.t.n
 	}
 	if b.d != nil {
-		n += len(b.d.check)
+		n += b.d.len()
 	}
 	return n
 }
@@ -243,7 +282,9 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		e.shards[i].camps = map[uint32]cmeta{}
 		e.shards[i].sets = map[uint32]*csets{}
 		e.ptrs[i].tabs = make([]fsBucket, c.nb)
+		e.ptrs[i].stabs = make([]fsBucket, c.nb)
 	}
+	e.mixedUpTo.Store(math.MinInt64)
 	e.votes.init()
 	var warn error
 	if e.path != "" {
@@ -265,11 +306,12 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in bucket cb for a message at t (here:
-// the key has one there); the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t time.Time) {
+// ptrPut records a key's pointer in ring r's bucket cb for a message at t
+// (here: the key has one there); the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here bool, t time.Time) {
 	nb := int64(e.c.nb)
-	slot := &ps.tabs[mod(cb, nb)]
+	tabs, cbits := ps.ring(r), ringCheckBits(r)
+	slot := &tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
 		if !slot.empty() && slot.id > cb {
 			return // older than the window held here
@@ -278,8 +320,8 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t 
 		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
-		if prev := &ps.tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
-			prev.t, prev.d = nil, packed(prev.d, prev.t)
+		if prev := &tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
+			prev.t, prev.d = nil, packed(prev.d, prev.t, cbits)
 		}
 	}
 	if here && slot.d != nil {
@@ -297,18 +339,20 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t 
 		// it will hold, the new pointers packed once they are an eighth
 		// of the packed ones.
 		if slot.d == nil && slot.t.n >= packAheadMin {
-			slot.d = newDense(nil, nil, e.packBits(ps, cb, slot.t.n, t))
+			slot.d = newDense(nil, nil, e.packBits(tabs, cb, slot.t.n, t), cbits)
 		}
-		if d := slot.d; d != nil && slot.t.n >= max(packStep, len(d.check)/8) && packable(d, slot.t.n) {
-			slot.d, slot.t = packed(d, slot.t), &fsTable{}
+		if d := slot.d; d != nil && slot.t.n >= max(packStep, d.len()/8) && packable(d, slot.t.n) {
+			slot.d, slot.t = packed(d, slot.t, cbits), &fsTable{}
 		}
 	}
 	// Over its share: the oldest buckets go first, the current one last.
 	for b := cb - nb + 1; b <= cb && ps.entries > e.maxShard; b++ {
-		if old := &ps.tabs[mod(b, nb)]; !old.empty() && old.id <= b {
-			e.evicted.Add(int64(old.size()))
-			ps.entries -= old.size()
-			old.drop()
+		for _, ring := range [][]fsBucket{ps.tabs, ps.stabs} {
+			if old := &ring[mod(b, nb)]; !old.empty() && old.id <= b {
+				e.evicted.Add(int64(old.size()))
+				ps.entries -= old.size()
+				old.drop()
+			}
 		}
 	}
 }
@@ -317,11 +361,11 @@ func (e *Embedded) ptrPut(ps *pshard, cb int64, sig uint64, p ptr, here bool, t 
 // holds n at t: about four pointers a group for as many as it will hold
 // at this rate by its end (the first 64th of the bucket counts as a 64th),
 // or as the bucket before held, whichever is more.
-func (e *Embedded) packBits(ps *pshard, cb int64, n int, t time.Time) uint {
+func (e *Embedded) packBits(tabs []fsBucket, cb int64, n int, t time.Time) uint {
 	l := e.c.bucketLen.Milliseconds()
 	frac := float64(t.UnixMilli()-cb*l) / float64(l)
 	want := int(float64(n) / min(max(frac, 1.0/64), 1))
-	if prev := &ps.tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
+	if prev := &tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
 		want = max(want, prev.size())
 	}
 	return min(denseBits(want), 26)
@@ -332,7 +376,7 @@ func (e *Embedded) packBits(ps *pshard, cb int64, n int, t time.Time) uint {
 // key matches it with probability about its length/2³². Past that (a
 // bucket many times the one before) they stay in the open table.
 func packable(d *denseTable, n int) bool {
-	return n > 0 && (d == nil || len(d.check)+n <= 16<<d.gbits)
+	return n > 0 && (d == nil || d.len()+n <= 16<<d.gbits)
 }
 
 // freeRef returns ref, or the next ref no live campaign of another origin
@@ -444,16 +488,32 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	oldest := cb - nb + 1
 	kps := make([]keyPtr, len(ids))
 	at := make([]int64, len(ids)) // bucket the pointer was found in
+	// A support key's pointer in the main ring: a bucket read from an old
+	// file (mixedUpTo); it is rewritten to its own ring.
+	mixedUpTo := e.mixedUpTo.Load()
+	var inMain []bool
 	for i, sig := range sigs {
 		ps := &e.ptrs[e.ptrShardOf(sig)]
-		for b := cb; b >= oldest; b-- {
-			slot := &ps.tabs[mod(b, nb)]
-			if slot.id != b || slot.empty() {
+		r := ringOf(fams[i])
+		tabs := ps.ring(r)
+		for b := cb; b >= oldest && !kps[i].found; b-- {
+			if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+				if v, ok := slot.get(sig); ok {
+					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
+					break
+				}
+			}
+			if r == ringMain || b > mixedUpTo {
 				continue
 			}
-			if v, ok := slot.get(sig); ok {
-				kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
-				break
+			if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+				if v, ok := slot.get(sig); ok {
+					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
+					if inMain == nil {
+						inMain = make([]bool, len(ids))
+					}
+					inMain[i] = true
+				}
 			}
 		}
 	}
@@ -469,8 +529,9 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if write {
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
-			if changed || at[i] != cb {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], cb, sig, np, kps[i].found && at[i] == cb, t)
+			moved := inMain != nil && inMain[i]
+			if changed || at[i] != cb || moved {
+				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, np, kps[i].found && at[i] == cb && !moved, t)
 			}
 		}
 	}
@@ -855,10 +916,12 @@ func (e *Embedded) sweep(now time.Time) {
 		sh.mu.Unlock()
 		ps := &e.ptrs[i]
 		ps.mu.Lock()
-		for j := range ps.tabs {
-			if slot := &ps.tabs[j]; !slot.empty() && slot.id < oldest {
-				ps.entries -= slot.size()
-				slot.drop()
+		for _, ring := range [][]fsBucket{ps.tabs, ps.stabs} {
+			for j := range ring {
+				if slot := &ring[j]; !slot.empty() && slot.id < oldest {
+					ps.entries -= slot.size()
+					slot.drop()
+				}
 			}
 		}
 		ps.mu.Unlock()
@@ -936,7 +999,7 @@ func (e *Embedded) Stats() Stats {
 		ps := &e.ptrs[i]
 		ps.mu.Lock()
 		for j := range ps.tabs {
-			s.Pointers += ps.tabs[j].size()
+			s.Pointers += ps.tabs[j].size() + ps.stabs[j].size()
 		}
 		s.Entries += ps.entries
 		ps.mu.Unlock()

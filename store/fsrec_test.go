@@ -215,7 +215,7 @@ func TestEmbeddedPackedAsItFills(t *testing.T) {
 	packedOpen := func() (n int) {
 		for i := range e.ptrs {
 			if s := e.ptrs[i].tabs[mod(e.c.bucket(t1), int64(e.c.nb))]; s.d != nil {
-				n += len(s.d.check)
+				n += s.d.len()
 			}
 		}
 		return n

@@ -139,53 +139,95 @@ func (t *fsTable) each(fn func(sig uint64, fp uint32)) {
 
 // denseTable holds the pointers of a closed bucket, which only change in
 // place: entries sorted by the key's mixed hash and grouped by its top
-// gbits bits (idx[g] is group g's first entry, about four a group), each
-// with the next 32 bits of the hash and its value. About 9 bytes an entry
-// where an fsTable slot costs 15 at its average load. A key is told apart
-// by 6 bits (the shard: the low bits) + gbits + 32: another key matches a
-// lookup with probability about 4/2³², as Redis's 32-bit record in a
-// string of a few hundred.
+// gbits bits (about four a group), each with the next cbits bits of the
+// hash (its check) and its value. A key is told apart by 6 bits (the
+// shard: the low bits) + gbits + cbits: another key matches a lookup with
+// probability about its group's length/2^cbits. A table of the families
+// that name a campaign keeps 32 bits of check (4/2³², as Redis's 32-bit
+// record in a string of a few hundred); one of the support families'
+// keys (supportFamily), which cannot join a campaign alone, keeps 16
+// (4/2¹⁶: the false matches are measured in docs/performance.md).
+//
+// Group g's entries are [start(g), start(g+1)): a 16-bit offset per group
+// from a 32-bit base per idxBlock groups, 2 bytes a group where a 32-bit
+// index cost 4; idx32 holds the starts instead in the table (never seen)
+// whose block would span 2¹⁶ entries or more. About 6.6 bytes an entry
+// with a 16-bit check, 8.6 with a 32-bit one, where an fsTable slot costs
+// 15 at its average load.
 type denseTable struct {
-	idx   []uint32
-	check []uint32
-	vals  []uint32
-	gbits uint
+	idx     []uint16 // group g starts at base[g>>idxBlockBits] + idx[g]
+	base    []uint32
+	idx32   []uint32 // instead of idx and base, or nil
+	check   []uint32 // cbits 32, else nil
+	check16 []uint16 // cbits 16, else nil
+	vals    []uint32
+	gbits   uint
+	cbits   uint // 32 or 16
 }
+
+// idxBlockBits: a 32-bit base per 256 groups (about a thousand entries),
+// 2¹⁶ entries being far past what a block holds.
+const idxBlockBits = 8
 
 // denseBits is the number of group bits for n entries: about four a
 // group.
 func denseBits(n int) uint { return uint(bits.Len(uint(n / 4))) }
 
-// denseHash is what a dense table keeps of a key's hash: its top 32+gbits
-// bits (gbits ≤ 26 leaves the shard's low bits out).
+// denseHash is what a dense table keeps of a key's hash: its top
+// cbits+gbits bits (gbits ≤ 26 leaves the shard's low bits out).
 func denseHash(sig uint64) uint64 { return mix64(fsKey(sig)) }
 
 func (d *denseTable) parts(h uint64) (g uint64, check uint32) {
-	return h >> (64 - d.gbits), uint32(h >> (32 - d.gbits))
+	return h >> (64 - d.gbits), uint32(h>>(64-d.gbits-d.cbits)) & (1<<d.cbits - 1)
 }
 
-// hv is a hash (denseHash, or its top 32+gbits bits as saved) and its
+// len is the number of entries.
+func (d *denseTable) len() int { return len(d.vals) }
+
+// start is the index of group g's first entry (g ≤ 1<<gbits: the last is
+// the end).
+func (d *denseTable) start(g uint64) uint32 {
+	if d.idx32 != nil {
+		return d.idx32[g]
+	}
+	return d.base[g>>idxBlockBits] + uint32(d.idx[g])
+}
+
+// hv is a hash (denseHash, or its top cbits+gbits bits as saved) and its
 // value.
 type hv struct {
 	h uint64
 	v uint32
 }
 
-// newDense builds a dense table of gbits group bits (≤ 26) from the
-// entries of d (nil: none; a packed table keeps no more of its hashes than
-// its group bits allow, so they stay) and add, whose order it changes.
-func newDense(d *denseTable, add []hv, gbits uint) *denseTable {
+// newDense builds a dense table of gbits group bits (≤ 26) and cbits bits
+// of check (32 or 16) from the entries of d (nil: none; a packed table
+// keeps no more of its hashes than its bits allow, so they stay, and so
+// do its check bits) and add, whose order it changes.
+func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	slices.SortFunc(add, func(a, b hv) int { return cmp.Compare(a.h, b.h) })
 	n := len(add)
 	if d != nil {
-		n += len(d.check)
+		n += d.len()
+		cbits = d.cbits
 	}
-	out := &denseTable{gbits: gbits, check: make([]uint32, n), vals: make([]uint32, n), idx: make([]uint32, 1<<gbits+1)}
+	out := &denseTable{gbits: gbits, cbits: cbits, vals: make([]uint32, n)}
+	if cbits == 16 {
+		out.check16 = make([]uint16, n)
+	} else {
+		out.cbits, out.check = 32, make([]uint32, n)
+	}
+	starts := make([]uint32, 1<<gbits+1)
 	k := 0
 	emit := func(h uint64, v uint32) {
 		g, c := out.parts(h)
-		out.check[k], out.vals[k] = c, v
-		out.idx[g+1]++
+		if out.check != nil {
+			out.check[k] = c
+		} else {
+			out.check16[k] = uint16(c)
+		}
+		out.vals[k] = v
+		starts[g+1]++
 		k++
 	}
 	j := 0
@@ -201,27 +243,57 @@ func newDense(d *denseTable, add []hv, gbits uint) *denseTable {
 	for ; j < len(add); j++ {
 		emit(add[j].h, add[j].v)
 	}
-	for g := 1; g < len(out.idx); g++ {
-		out.idx[g] += out.idx[g-1]
+	for g := 1; g < len(starts); g++ {
+		starts[g] += starts[g-1]
 	}
+	out.setIndex(starts)
 	return out
 }
 
-// packed returns d (nil: none) with t's entries added, in d's group bits.
-func packed(d *denseTable, t *fsTable) *denseTable {
+// setIndex keeps the groups' starts in 16 bits from a base per block, or
+// in 32 when a block spans 2¹⁶ entries or more.
+func (d *denseTable) setIndex(starts []uint32) {
+	base := make([]uint32, (len(starts)-1)>>idxBlockBits+1)
+	idx := make([]uint16, len(starts))
+	for g, s := range starts {
+		b := g >> idxBlockBits
+		if g&(1<<idxBlockBits-1) == 0 {
+			base[b] = s
+		}
+		if s-base[b] > 0xffff {
+			d.idx32 = starts
+			return
+		}
+		idx[g] = uint16(s - base[b])
+	}
+	d.idx, d.base = idx, base
+}
+
+// packed returns d (nil: none) with t's entries added, in d's group and
+// check bits (cbits for a new table).
+func packed(d *denseTable, t *fsTable, cbits uint) *denseTable {
 	add := make([]hv, 0, t.n)
 	t.each(func(sig uint64, v uint32) { add = append(add, hv{denseHash(sig), v}) })
 	if d == nil {
-		return newDense(nil, add, min(denseBits(t.n), 26))
+		return newDense(nil, add, min(denseBits(t.n), 26), cbits)
 	}
-	return newDense(d, add, d.gbits)
+	return newDense(d, add, d.gbits, cbits)
 }
 
 // find returns the index of sig's entry.
 func (d *denseTable) find(sig uint64) (int, bool) {
 	g, c := d.parts(denseHash(sig))
-	for i := d.idx[g]; i < d.idx[g+1]; i++ {
-		if d.check[i] == c {
+	i, end := d.start(g), d.start(g+1)
+	if d.check != nil {
+		for ; i < end; i++ {
+			if d.check[i] == c {
+				return int(i), true
+			}
+		}
+		return 0, false
+	}
+	for ; i < end; i++ {
+		if uint32(d.check16[i]) == c {
 			return int(i), true
 		}
 	}
@@ -229,11 +301,18 @@ func (d *denseTable) find(sig uint64) (int, bool) {
 }
 
 // each calls fn for every entry with the saved form of its hash: the top
-// 32+gbits bits.
+// cbits+gbits bits.
 func (d *denseTable) each(fn func(h uint64, v uint32)) {
-	for g := range len(d.idx) - 1 {
-		for i := d.idx[g]; i < d.idx[g+1]; i++ {
-			fn(uint64(g)<<(64-d.gbits)|uint64(d.check[i])<<(32-d.gbits), d.vals[i])
+	sh := 64 - d.gbits - d.cbits
+	for g := range uint64(1) << d.gbits {
+		for i := d.start(g); i < d.start(g+1); i++ {
+			c := uint64(0)
+			if d.check != nil {
+				c = uint64(d.check[i])
+			} else {
+				c = uint64(d.check16[i])
+			}
+			fn(g<<(64-d.gbits)|c<<sh, d.vals[i])
 		}
 	}
 }

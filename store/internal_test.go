@@ -478,9 +478,12 @@ func TestEmbeddedSweep(t *testing.T) {
 func fillSeedState(e *Embedded, now time.Time) {
 	ctx := context.Background()
 	for i := range 40 {
-		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("old", i)}, Recipients: []string{"x@x"}, Time: now.Add(-6 * time.Hour)})
-		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("new", i)}, Recipients: []string{"x@x"}, Time: now})
+		// The support families' keys in their own ring (chunks 9, 10).
+		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("old", i), fmt.Sprint("s:terms.0:old", i), fmt.Sprint("s:contain.1:old", i)}, Recipients: []string{"x@x"}, Time: now.Add(-6 * time.Hour)})
+		e.Observe(ctx, Observation{Keys: []string{fmt.Sprint("new", i), fmt.Sprint("s:terms.0:new", i)}, Recipients: []string{"x@x"}, Time: now})
 	}
+	// Buckets read from a version 4 file (chunk 11).
+	e.mixedUpTo.Store(e.c.bucket(now))
 	e.Observe(ctx, Observation{Keys: []string{"a", "b"}, Recipients: []string{"x@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
@@ -793,7 +796,7 @@ func TestEmbeddedPackedPointers(t *testing.T) {
 	for i := range e.ptrs {
 		for _, slot := range e.ptrs[i].tabs {
 			if slot.d != nil {
-				packedN += len(slot.d.check)
+				packedN += slot.d.len()
 			}
 		}
 	}

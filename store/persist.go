@@ -57,7 +57,7 @@ import (
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 4
+	fileVersion = 5
 
 	chunkVotes    = 1
 	chunkCounters = 2
@@ -67,7 +67,11 @@ const (
 	chunkCamps    = 6
 	chunkPacked   = 7
 	chunkRecs     = 8
-	chunkEnd      = 255
+	// Version 5: the support families' pointers, in a ring of their own.
+	chunkSupport       = 9
+	chunkSupportPacked = 10
+	chunkMixed         = 11
+	chunkEnd           = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
 	chunkMax    = 64 << 20 // a longer chunk on disk is damage
@@ -284,40 +288,49 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 	}
 	cw.flush(chunkRecs)
 
-	for i := range e.ptrs {
-		ps := &e.ptrs[i]
-		shardBuf = shardBuf[:0]
-		ps.mu.Lock()
-		shardBuf = appendTables(shardBuf, ps.tabs, oldest)
-		ps.mu.Unlock()
-		cw.buf = append(cw.buf, shardBuf...)
-		cw.maybeFlush(chunkPointers)
-	}
-	cw.flush(chunkPointers)
-
-	for i := range e.ptrs {
-		ps := &e.ptrs[i]
-		shardBuf = shardBuf[:0]
-		ps.mu.Lock()
-		for _, slot := range ps.tabs {
-			if slot.d == nil || slot.id < oldest {
-				continue
-			}
-			b := append(shardBuf, byte(i))
-			b = le64(b, uint64(slot.id))
-			b = append(b, byte(slot.d.gbits))
-			b = le32(b, uint32(len(slot.d.check)))
-			slot.d.each(func(h uint64, v uint32) {
-				b = le64(b, h)
-				b = le32(b, v)
-			})
-			shardBuf = b
+	for _, r := range []struct {
+		ring         int
+		open, packed byte
+	}{{ringMain, chunkPointers, chunkPacked}, {ringSupport, chunkSupport, chunkSupportPacked}} {
+		for i := range e.ptrs {
+			ps := &e.ptrs[i]
+			shardBuf = shardBuf[:0]
+			ps.mu.Lock()
+			shardBuf = appendTables(shardBuf, ps.ring(r.ring), oldest)
+			ps.mu.Unlock()
+			cw.buf = append(cw.buf, shardBuf...)
+			cw.maybeFlush(r.open)
 		}
-		ps.mu.Unlock()
-		cw.buf = append(cw.buf, shardBuf...)
-		cw.maybeFlush(chunkPacked)
+		cw.flush(r.open)
+
+		for i := range e.ptrs {
+			ps := &e.ptrs[i]
+			shardBuf = shardBuf[:0]
+			ps.mu.Lock()
+			for _, slot := range ps.ring(r.ring) {
+				if slot.d == nil || slot.id < oldest {
+					continue
+				}
+				b := append(shardBuf, byte(i))
+				b = le64(b, uint64(slot.id))
+				b = append(b, byte(slot.d.gbits))
+				b = le32(b, uint32(slot.d.len()))
+				slot.d.each(func(h uint64, v uint32) {
+					b = le64(b, h)
+					b = le32(b, v)
+				})
+				shardBuf = b
+			}
+			ps.mu.Unlock()
+			cw.buf = append(cw.buf, shardBuf...)
+			cw.maybeFlush(r.packed)
+		}
+		cw.flush(r.packed)
 	}
-	cw.flush(chunkPacked)
+	if m := e.mixedUpTo.Load(); m >= oldest {
+		cw.buf = le64(cw.buf, uint64(m))
+		cw.flush(chunkMixed)
+	}
 
 	for i := range e.shards {
 		sh := &e.shards[i]
@@ -451,20 +464,44 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 			if countsOK {
 				err = e.loadRecs(payload)
 			}
-		case chunkPointers:
+		case chunkPointers, chunkSupport:
 			if countsOK {
-				err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
+				ring := ringMain
+				if h[0] == chunkSupport {
+					ring = ringSupport
+				}
+				var ids []int64
+				ids, err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
 					ps := &e.ptrs[e.ptrShardOf(sig)]
-					return &ps.mu, ps.tabs, &ps.entries
+					return &ps.mu, ps.ring(ring), &ps.entries
 				})
+				if version < 5 {
+					e.mixedAlso(ids)
+				}
 			}
 		case chunkCamps:
 			if countsOK {
 				err = e.loadCamps(payload)
 			}
-		case chunkPacked:
+		case chunkPacked, chunkSupportPacked:
 			if countsOK {
-				err = e.loadPacked(payload, version)
+				ring := ringMain
+				if h[0] == chunkSupportPacked {
+					ring = ringSupport
+				}
+				var ids []int64
+				ids, err = e.loadPacked(payload, version, ring)
+				if version < 5 {
+					e.mixedAlso(ids)
+				}
+			}
+		case chunkMixed:
+			if countsOK {
+				d := &decoder{b: payload}
+				e.mixedAlso([]int64{int64(d.u64())})
+				if d.bad || len(d.b) > 0 {
+					err = fmt.Errorf("mixed buckets: %w", errRecord)
+				}
 			}
 		case chunkEnd:
 			e.sweep(e.c.Now())
@@ -628,17 +665,19 @@ func (e *Embedded) loadCounters(b []byte) error {
 	return nil
 }
 
-// loadTables reads first sightings or pointers into the tables shardOf
-// names for each hash.
-func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, []fsBucket, *int)) error {
+// loadTables reads pointers into the tables shardOf names for each hash,
+// and returns the buckets it read.
+func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, []fsBucket, *int)) ([]int64, error) {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
+	var ids []int64
 	for len(d.b) > 0 && !d.bad {
 		id := int64(d.u64())
 		n := d.count(8 + 4)
 		if d.bad || n == 0 {
 			continue
 		}
+		ids = append(ids, id)
 		var mu *sync.Mutex
 		var entries *int
 		var slot *fsBucket
@@ -673,9 +712,19 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 		}
 	}
 	if d.bad {
-		return fmt.Errorf("first sightings or pointers: %w", errRecord)
+		return ids, fmt.Errorf("pointers: %w", errRecord)
 	}
-	return nil
+	return ids, nil
+}
+
+// mixedAlso marks buckets ids as holding support families' pointers in
+// the main ring (a file of version 4 or before kept one ring).
+func (e *Embedded) mixedAlso(ids []int64) {
+	for _, id := range ids {
+		if id > e.mixedUpTo.Load() {
+			e.mixedUpTo.Store(id)
+		}
+	}
 }
 
 // loadRecs reads first sightings.
@@ -745,9 +794,12 @@ func (e *Embedded) loadLegacyFS(b []byte) error {
 	return nil
 }
 
-func (e *Embedded) loadPacked(b []byte, version uint32) error {
+// loadPacked reads packed pointers into ring r (their check bits are
+// the ring's), and returns the buckets it read.
+func (e *Embedded) loadPacked(b []byte, version uint32, r int) ([]int64, error) {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
+	var ids []int64
 	for len(d.b) > 0 && !d.bad {
 		shard := int(d.u8())
 		id := int64(d.u64())
@@ -770,23 +822,24 @@ func (e *Embedded) loadPacked(b []byte, version uint32) error {
 		if d.bad || n == 0 {
 			continue
 		}
+		ids = append(ids, id)
 		ps := &e.ptrs[shard]
 		ps.mu.Lock()
-		slot := &ps.tabs[mod(id, nb)]
+		slot := &ps.ring(r)[mod(id, nb)]
 		if slot.empty() || slot.id < id {
 			ps.entries -= slot.size()
 			slot.id, slot.t, slot.d = id, nil, nil
 		}
 		if slot.id == id && slot.d == nil {
-			slot.d = newDense(nil, add, gbits)
+			slot.d = newDense(nil, add, gbits, ringCheckBits(r))
 			ps.entries += n
 		}
 		ps.mu.Unlock()
 	}
 	if d.bad {
-		return fmt.Errorf("packed pointers: %w", errRecord)
+		return ids, fmt.Errorf("packed pointers: %w", errRecord)
 	}
-	return nil
+	return ids, nil
 }
 
 func (e *Embedded) loadCamps(b []byte) error {

@@ -38,10 +38,24 @@ var families = func() []string {
 		f = append(f, fmt.Sprintf("imatch.%d", i))
 	}
 	for i := range 5 {
-		f = append(f, fmt.Sprintf("shingle.%d", i), fmt.Sprintf("char.%d", i), fmt.Sprintf("sift.%d", i))
+		f = append(f, fmt.Sprintf("shingle.%d", i), fmt.Sprintf("charshingle.%d", i), fmt.Sprintf("sift.%d", i))
 	}
 	return f
 }()
+
+// supportKeys returns how many of a message's k keys are of the support
+// families (store.SupportAlone), as in the default signature set of that
+// size: the term set's 10 bands from 37 keys (set 3), and the containment
+// family's 16 min-hashes too from 43 (set 4).
+func supportKeys(k int) (terms, contain int) {
+	if k >= 37 {
+		terms = 10
+	}
+	if k >= 43 {
+		contain = 16
+	}
+	return terms, contain
+}
 
 // Observation returns message i.
 func (w StoreWorkload) Observation(i int, rng *rand.Rand) store.Observation {
@@ -50,8 +64,17 @@ func (w StoreWorkload) Observation(i int, rng *rand.Rand) store.Observation {
 		id = 1<<40 + uint64(rng.IntN(100))
 	}
 	keys := make([]string, w.Keys)
+	terms, contain := supportKeys(w.Keys)
+	others := w.Keys - terms - contain
 	for j := range keys {
-		keys[j] = fmt.Sprintf("v1:%s:%016x", families[j%len(families)], id*0x9e3779b97f4a7c15^uint64(j))
+		fam := families[j%len(families)]
+		switch {
+		case j >= others+terms:
+			fam = fmt.Sprintf("contain.%d", j-others-terms)
+		case j >= others:
+			fam = fmt.Sprintf("terms.%d", j-others)
+		}
+		keys[j] = fmt.Sprintf("v1:%s:%016x", fam, id*0x9e3779b97f4a7c15^uint64(j))
 	}
 	at := w.Base
 	if w.N > 0 {

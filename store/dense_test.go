@@ -1,0 +1,256 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// randomSigs returns n distinct pseudo-random signature hashes.
+func randomSigs(n int, seed uint64) []uint64 {
+	seen := map[uint64]bool{}
+	var out []uint64
+	for x := seed; len(out) < n; {
+		x = mix64(x + 0x9e3779b97f4a7c15)
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestDenseTable: a packed table of either check width finds every entry
+// with its value, before and after merging more in, and its saved form
+// (each) builds the same table; an absent key matches with the
+// probability its check width allows.
+func TestDenseTable(t *testing.T) {
+	for _, cbits := range []uint{32, 16} {
+		t.Run(fmt.Sprint(cbits), func(t *testing.T) {
+			sigs := randomSigs(60000, uint64(cbits))
+			var first fsTable
+			for i, s := range sigs[:40000] {
+				first.put(s, uint32(i))
+			}
+			d := packed(nil, &first, cbits)
+			if d.cbits != cbits || d.len() != 40000 {
+				t.Fatalf("packed: %d bits of check, %d entries; want %d, 40000", d.cbits, d.len(), cbits)
+			}
+			var more fsTable
+			for i, s := range sigs[40000:] {
+				more.put(s, uint32(40000+i))
+			}
+			d = packed(d, &more, 32) // a packed table keeps its check width
+			var saved []hv
+			d.each(func(h uint64, v uint32) { saved = append(saved, hv{h, v}) })
+			again := newDense(nil, saved, d.gbits, cbits)
+			for _, tb := range []*denseTable{d, again} {
+				if tb.cbits != cbits || tb.len() != len(sigs) || tb.idx32 != nil {
+					t.Fatalf("%d bits of check, %d entries, 32-bit index %v; want %d, %d, a 16-bit one", tb.cbits, tb.len(), tb.idx32 != nil, cbits, len(sigs))
+				}
+				// A key whose group holds another of the same check before
+				// it finds that one's value: at 16 bits about
+				// 60,000 × 2/2¹⁶ ≈ 1.8 keys, at 32 none.
+				shadowed := 0
+				for i, s := range sigs {
+					j, ok := tb.find(s)
+					if !ok {
+						t.Fatalf("key %d not found", i)
+					}
+					if tb.vals[j] != uint32(i) {
+						shadowed++
+					}
+				}
+				t.Logf("%d of %d keys found another's value", shadowed, len(sigs))
+				if limit := map[uint]int{32: 0, 16: 10}[cbits]; shadowed > limit {
+					t.Errorf("%d keys found another's value, want at most %d", shadowed, limit)
+				}
+			}
+			// About four entries a group: an absent key matches 4/2^cbits
+			// of the time (60,000 lookups: 0.0 expected at 32 bits, 3.7
+			// at 16).
+			false_ := 0
+			for _, s := range randomSigs(60000, 1000+uint64(cbits)) {
+				if _, ok := d.find(s); ok {
+					false_++
+				}
+			}
+			t.Logf("%d false matches of 60,000 absent keys", false_)
+			if limit := map[uint]int{32: 0, 16: 20}[cbits]; false_ > limit {
+				t.Errorf("%d false matches of 60,000 absent keys, want at most %d", false_, limit)
+			}
+		})
+	}
+}
+
+// TestDenseTableWideBlock: a block of groups that spans 2¹⁶ entries or
+// more (never at four a group, but a table is built from whatever a file
+// holds) keeps a 32-bit index, and every entry is found.
+func TestDenseTableWideBlock(t *testing.T) {
+	const gbits = 10 // a block is the top 2 bits of the hash
+	var add []hv
+	var sigs []uint64
+	for _, s := range randomSigs(300000, 7) {
+		if h := denseHash(s); h>>62 == 0 {
+			add, sigs = append(add, hv{h, uint32(len(sigs))}), append(sigs, s)
+		}
+	}
+	if len(add) < 70000 {
+		t.Fatalf("%d keys in the first block, want more than 2¹⁶", len(add))
+	}
+	d := newDense(nil, add, gbits, 32)
+	if d.idx32 == nil {
+		t.Fatal("a block of more than 2¹⁶ entries got a 16-bit index")
+	}
+	for i, s := range sigs {
+		if j, ok := d.find(s); !ok || d.vals[j] != uint32(i) {
+			t.Fatalf("key %d: found %v, value %d", i, ok, d.vals[j])
+		}
+	}
+}
+
+// The support families' keys have a ring of their own: their pointers
+// are not in the main ring, and they still join (two term-set bands name
+// a campaign alone) and survive a restart.
+func TestEmbeddedSupportRing(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 2, 0, 30, 0, 0, time.UTC)
+	t1 := t0.Add(6 * time.Hour)
+	ctx := context.Background()
+	e, _ := newEmbedded(t, dir, t1, nil)
+	msg := func(i int) []string {
+		return []string{fmt.Sprintf("s:imatch.0:%x", i), fmt.Sprintf("s:terms.0:%x", i), fmt.Sprintf("s:terms.1:%x", i), fmt.Sprintf("s:contain.3:%x", i)}
+	}
+	ids := map[int]uint32{}
+	for i := range 2000 {
+		res, err := e.Observe(ctx, Observation{Keys: msg(i), Recipients: []string{"a@x"}, Time: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.Campaign.ID
+	}
+	for i := 5000; i < 5300; i++ { // close the first bucket: it is packed
+		e.Observe(ctx, Observation{Keys: msg(i), Recipients: []string{"b@x"}, Time: t1})
+	}
+	count := func(e *Embedded) (main, support, packed16 int) {
+		for i := range e.ptrs {
+			for j := range e.ptrs[i].tabs {
+				main += e.ptrs[i].tabs[j].size()
+				s := &e.ptrs[i].stabs[j]
+				support += s.size()
+				if s.d != nil && s.d.cbits == 16 {
+					packed16 += s.d.len()
+				}
+			}
+		}
+		return main, support, packed16
+	}
+	if m, s, p := count(e); m != 2300 || s != 3*2300 || p != 3*2000 {
+		t.Fatalf("pointers: %d main, %d support (%d packed with 16-bit checks); want 2300, 6900 (6000)", m, s, p)
+	}
+	join := func(e *Embedded, when string) {
+		t.Helper()
+		for _, i := range []int{0, 17, 1999} {
+			ks := msg(i)
+			res, err := e.Observe(ctx, Observation{Keys: []string{ks[1], ks[2], fmt.Sprint("s:imatch.0:", when, i)}, Recipients: []string{fmt.Sprint(when, "@x")}, Time: t1})
+			if c := res.Campaign; err != nil || c.ID != ids[i] || len(c.Joined) != 2 {
+				t.Fatalf("%s: two term-set bands of message %d: %+v, %v; want campaign %08x joined by 2 keys", when, i, c, err, ids[i])
+			}
+		}
+	}
+	join(e, "before")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, t1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if m, s, _ := count(e); m != 2300+3 || s != 3*2300+6 {
+		t.Errorf("after a restart: %d main, %d support pointers; want %d, %d", m, s, 2303, 6906)
+	}
+	join(e, "after")
+}
+
+// A version 4 file kept the support families' pointers in the one ring:
+// they are found there, for the buckets it held, after an upgrade and
+// after the next restart (chunk 11), and a key found there is rewritten to
+// the support ring.
+func TestEmbeddedReadsVersion4(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := e.c.bucket(now)
+	const ref = 0x1234567
+	terms := []string{"s:terms.0:a", "s:terms.1:b", "s:terms.2:c", "s:terms.3:d"}
+	var buf bytes.Buffer
+	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
+	h := []byte(fileMagic)
+	h = le32(h, 4)
+	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
+	h = le32(h, uint32(e.c.Buckets))
+	kid, _ := hex.DecodeString(e.c.keyID)
+	h = append(h, kid...)
+	h = le64(h, uint64(now.UnixMilli()))
+	h = le32(h, crc32.Checksum(h, crcTable))
+	cw.w.Write(h)
+	cw.flush(chunkVotes)
+	cw.flush(chunkVotesEnd)
+	b := le64(nil, uint64(cb-1))
+	b = le32(b, uint32(len(terms)))
+	for _, k := range terms {
+		b = le64(b, sigHash(k))
+		b = le32(b, uint32(makePtr(ref, 0)))
+	}
+	cw.buf = b
+	cw.flush(chunkPointers)
+	cw.flush(chunkEnd)
+	if err := cw.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if err := os.WriteFile(filepath.Join(dir, "state"), buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	join := func(e *Embedded, ks []string, rcpt string) {
+		t.Helper()
+		res, err := e.Observe(ctx, Observation{Keys: ks, Recipients: []string{rcpt}, Time: now})
+		if c := res.Campaign; err != nil || c.ID != ref || len(c.Joined) != 2 {
+			t.Fatalf("%v after the upgrade: %+v, %v; want campaign %08x joined by 2 keys", ks, c, err, ref)
+		}
+	}
+	e, err = newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(e, terms[:2], "a@x")
+	moved := 0
+	for i := range e.ptrs {
+		moved += e.ptrs[i].stabs[mod(cb, int64(e.c.nb))].size()
+	}
+	if moved != 2 {
+		t.Errorf("%d pointers in the support ring, want the 2 found in the main ring", moved)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	join(e, terms[2:], "b@x")
+	join(e, terms[:2], "c@x")
+}
