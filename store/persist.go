@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The embedded store's file, version 4, little-endian:
+// The embedded store's file, version 5, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -24,8 +24,9 @@ import (
 //
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
-// 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 6
-// campaigns, 255 end (empty).
+// 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 9 and 10
+// the same of the support families' ring, 11 mixed buckets, 6 campaigns,
+// 255 end (empty).
 // A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
@@ -38,12 +39,17 @@ import (
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
 //	packed:    u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 the top
 //	           32+gbits bits of the mixed hash, u32 pointer): packed
-//	           pointers (denseTable), which keep no whole hash
+//	           pointers (denseTable), which keep no whole hash (16+gbits
+//	           bits in chunk 10: the support ring keeps 16 of check)
+//	mixed:     i64 the newest bucket read from a version 4 file or before,
+//	           whose one ring held the support families' pointers too
 //	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
 //	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian):
 //	           the campaigns of two or more messages
 //
-// Counters count campaigns (by campaignSig), not keys. Version 1 files
+// Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
+// is read whole, its buckets marked mixed. Counters count campaigns (by
+// campaignSig), not keys. Version 1 files
 // counted keys: their votes are read, their counts are not (counting
 // starts afresh). Version 2 files are version 3 without packed pointers.
 // Versions 2 and 3 kept every campaign's record in chunk 6 and its first
