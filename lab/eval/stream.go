@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/mail"
 	"path"
 	"path/filepath"
 	"sort"
@@ -42,8 +41,10 @@ type StreamPipeline interface {
 }
 
 // Clocks of the stream replay: each message at its Date header (what a
-// sender writes, as the issue measured it) or at the date the site's MTA
-// wrote in the topmost Received field (what the daemon would have seen).
+// sender writes, as the issue measured it; a Date later than the site's
+// Received date is forged and the delivery time stands for it:
+// detect.DateTime) or at the date the site's MTA wrote in the topmost
+// Received field (what the daemon would have seen).
 const (
 	ClockDate     = "date"
 	ClockReceived = "received"
@@ -196,7 +197,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		at := last
 		switch clock {
 		case ClockDate:
-			if d, err := mail.ParseDate(msg.Header.Get("Date")); err == nil {
+			if d, ok := detect.DateTime(msg.Header); ok {
 				at = d
 			}
 		case ClockReceived:
