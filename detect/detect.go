@@ -31,6 +31,7 @@ import (
 	"github.com/emersion/go-message/textproto"
 
 	"github.com/bulkmilter/bulkmilter/declared"
+	"github.com/bulkmilter/bulkmilter/internal/gopool"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
@@ -164,6 +165,17 @@ type Analysis struct {
 func (e *Engine) Analyze(msg *Message) *Analysis {
 	e.turns <- struct{}{}
 	defer func() { <-e.turns }()
+	var a *Analysis
+	analyses.Run(func() { a = e.analyze(msg) })
+	return a
+}
+
+// analyses runs the analyses on long-lived goroutines, whose stacks have
+// grown to an analysis's depth already: the milter's connection goroutines
+// are new for most messages, and grew theirs by copying each time.
+var analyses = gopool.New(runtime.GOMAXPROCS(0))
+
+func (e *Engine) analyze(msg *Message) *Analysis {
 	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits.Text)
 	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
 	for _, p := range text.Parts {

@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/bulkmilter/bulkmilter/internal/gopool"
 )
 
 // AlgorithmVersion is the version of the signing code. Bump it whenever a
@@ -277,7 +280,7 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 		se      Explain
 		crashed any
 	)
-	wg.Go(func() {
+	sidePool.Go(&wg, func() {
 		defer func() { crashed = recover() }() // re-raised below, where the caller's recover sees it
 		sk, se = s.sift.sign(p, make([]Key, 0, s.sift.p.Sample.MaxBands))
 	})
@@ -289,6 +292,11 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 	}
 	return s.signLast(p, append(keys, sk...), append(exps, se))
 }
+
+// sidePool runs signBeside's sifting on long-lived goroutines, whose
+// stacks have grown to its depth already, rather than a new goroutine a
+// long message.
+var sidePool = gopool.New(runtime.GOMAXPROCS(0))
 
 // parallelTokens is the document length from which Sign runs sifting on a
 // goroutine of its own: from about a millisecond of signing, where the
