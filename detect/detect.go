@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-message/textproto"
@@ -267,10 +268,33 @@ type Verdict struct {
 // still counted and judged, its verdict marked Slow, and never taken for
 // a store failure.
 func (e *Engine) Check(ctx context.Context, msg *Message) Verdict {
-	var v Verdict
-	pipelines.Run(func() { v = e.check(ctx, msg) })
+	j := checkJobs.Get().(*checkJob)
+	j.e, j.ctx, j.msg = e, ctx, msg
+	pipelines.Run(j.run)
+	v := j.v
+	*j = checkJob{run: j.run}
+	checkJobs.Put(j)
 	return v
 }
+
+// checkJob is a Check handed to the pipeline pool, reused: a closure
+// over the verdict moved the verdict to the heap, two allocations a
+// message.
+type checkJob struct {
+	e   *Engine
+	ctx context.Context
+	msg *Message
+	v   Verdict
+	run func() // do, bound once
+}
+
+var checkJobs = sync.Pool{New: func() any {
+	j := &checkJob{}
+	j.run = j.do
+	return j
+}}
+
+func (j *checkJob) do() { j.v = j.e.check(j.ctx, j.msg) }
 
 func (e *Engine) check(ctx context.Context, msg *Message) Verdict {
 	start := time.Now()
