@@ -20,9 +20,11 @@ func goid() uint64 {
 	return id
 }
 
-// One caller after another: every function runs on the same pool
-// goroutine, not the caller's, and Run returns after it.
-func TestRunReusesOneGoroutine(t *testing.T) {
+// One caller after another: the functions run on the pool's goroutines,
+// reused (a caller may come back before the worker that served it waits
+// again, so a second one may start, never more than the pool's size), not
+// on the caller's, and Run returns after each.
+func TestRunReusesGoroutines(t *testing.T) {
 	p := New(4)
 	caller := goid()
 	ids := map[uint64]bool{}
@@ -35,11 +37,11 @@ func TestRunReusesOneGoroutine(t *testing.T) {
 		}
 		ids[id] = true
 	}
-	if len(ids) != 1 || ids[caller] {
-		t.Errorf("200 calls one after another ran on goroutines %v (caller %d), want one of the pool's", ids, caller)
+	if len(ids) > 4 || ids[caller] {
+		t.Errorf("200 calls one after another ran on goroutines %v (caller %d), want at most the pool's 4", ids, caller)
 	}
-	if got := p.started.Load(); got != 1 {
-		t.Errorf("started %d goroutines, want 1", got)
+	if got := p.started.Load(); got > 4 {
+		t.Errorf("started %d goroutines, want at most 4", got)
 	}
 }
 
