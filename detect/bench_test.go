@@ -133,6 +133,33 @@ func BenchmarkCheck(b *testing.B) {
 	reportCPU(b, c, cpu0)
 }
 
+// BenchmarkCheckGoroutine is BenchmarkCheck with each message on a
+// goroutine of its own, as the milter runs it (go-milter starts one a
+// connection, and an MTA opens a connection a message or a few): what it
+// adds to BenchmarkCheck is the goroutine's start and its stack's growth.
+func BenchmarkCheckGoroutine(b *testing.B) {
+	c := loadBenchCorpus(b)
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	e := benchEngine(b, st)
+	ctx := context.Background()
+	done := make(chan error)
+	b.ReportAllocs()
+	cpu0 := sample.CPUTime()
+	for i := 0; b.Loop(); i++ {
+		go func() {
+			done <- e.Check(ctx, benchMessage(&c.Messages[i%len(c.Messages)], i)).Err
+		}()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, c, cpu0)
+}
+
 // BenchmarkDecide: what Check adds to Analyze (store ids, the embedded
 // store, the policy), on analyses prepared beforehand.
 func BenchmarkDecide(b *testing.B) {

@@ -5,9 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+
+	"github.com/bulkmilter/bulkmilter/internal/gopool"
 )
 
 // AlgorithmVersion is the version of the signing code. Bump it whenever a
@@ -61,7 +65,15 @@ type Set struct {
 	signers []Signer
 	version string
 	descr   string
+	// keysHint is the most keys one Sign has made (at most maxKeysHint):
+	// the capacity the next one starts with, so that a message's keys are
+	// one allocation, not a slice doubled from 32 to 64 (the default set
+	// makes ~44 keys a message since the containment family).
+	keysHint atomic.Int32
 }
+
+// maxKeysHint bounds Set.keysHint.
+const maxKeysHint = 256
 
 // NewSet builds the enabled signers. It reports every invalid parameter.
 func NewSet(p SetParams) (*Set, error) {
@@ -207,16 +219,23 @@ func (s *Set) Signers() []Signer { return s.signers }
 // Sign appends the keys of every enabled family to keys and one Explain
 // per family to exps.
 func (s *Set) Sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
+	if keys != nil {
+		return s.sign(d, keys, exps)
+	}
+	// Grown from nil, the slice was reallocated six or seven times.
+	keys, exps = s.sign(d, make([]Key, 0, max(32, int(s.keysHint.Load()))), exps)
+	if n := int32(min(len(keys), maxKeysHint)); n > s.keysHint.Load() {
+		s.keysHint.Store(n)
+	}
+	return keys, exps
+}
+
+func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 	if d == nil {
 		d = &Doc{}
 	}
 	p := prepare(d, s.th, s.kl)
 	defer p.release()
-	if keys == nil {
-		// The default set makes ~29 keys a message: grown from nil, the
-		// slice is reallocated six times.
-		keys = make([]Key, 0, 32)
-	}
 	if exps == nil {
 		exps = make([]Explain, 0, len(s.signers))
 	}
@@ -277,7 +296,7 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 		se      Explain
 		crashed any
 	)
-	wg.Go(func() {
+	sidePool.Go(&wg, func() {
 		defer func() { crashed = recover() }() // re-raised below, where the caller's recover sees it
 		sk, se = s.sift.sign(p, make([]Key, 0, s.sift.p.Sample.MaxBands))
 	})
@@ -289,6 +308,11 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 	}
 	return s.signLast(p, append(keys, sk...), append(exps, se))
 }
+
+// sidePool runs signBeside's sifting on long-lived goroutines, whose
+// stacks have grown to its depth already, rather than a new goroutine a
+// long message.
+var sidePool = gopool.New(runtime.GOMAXPROCS(0))
 
 // parallelTokens is the document length from which Sign runs sifting on a
 // goroutine of its own: from about a millisecond of signing, where the

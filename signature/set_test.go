@@ -385,3 +385,25 @@ func FuzzSigners(f *testing.F) {
 		s.Sign(nil, nil, nil)
 	})
 }
+
+// A message's keys are one allocation once the set has seen as many: Sign
+// starts the slice at the most keys it has made, not at 32 doubled to 64.
+func TestSignKeysSizedOnce(t *testing.T) {
+	s := fixtureSet(t)
+	msgs := newsgroups(t, "test")
+	most := 0
+	for i := 0; i < 200; i++ {
+		keys, _ := s.Sign(Canonicalize(Source{Subject: "s", Parts: []string{msgs[i].Text}}), nil, nil)
+		most = max(most, len(keys))
+	}
+	if most <= 32 {
+		t.Fatalf("the most keys of 200 posts is %d: no test of a slice past 32", most)
+	}
+	for i := 200; i < 260; i++ {
+		keys, _ := s.Sign(Canonicalize(Source{Subject: "s", Parts: []string{msgs[i].Text}}), nil, nil)
+		if len(keys) <= most && cap(keys) != most {
+			t.Fatalf("post %d: %d keys in a slice of capacity %d, want %d (the most seen)", i, len(keys), cap(keys), most)
+		}
+		most = max(most, len(keys))
+	}
+}

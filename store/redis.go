@@ -579,21 +579,29 @@ type campaignOutcome struct {
 
 // assemble fills vols and returns the campaign: a key that voted for the
 // joined campaign (or any key of a new one) carries its volume, a key new
-// to a joined campaign this message's own count.
+// to a joined campaign this message's own count. ids are uniq(keys), so a
+// key's id is found by walking both in step (a map of the ids was 1.8 KB
+// a message, 5 % of the bytes BenchmarkCheck allocates).
 func (m campaignOutcome) assemble(keys, ids []string, own int64, vols []int64) Campaign {
 	if !m.known {
 		return Campaign{}
 	}
 	c := Campaign{ID: m.d.ref, Recipients: m.count, Networks: m.nets, Senders: m.snds, First: time.Unix(m.first, 0)}
-	voted := make(map[string]bool, len(ids))
-	for i, id := range ids {
-		voted[id] = !m.d.join || m.d.voters[i]
-	}
+	next := 0 // ids[:next] have been met in keys
 	for i, k := range keys {
+		j := next
+		if j < len(ids) && ids[j] == k {
+			next++ // the first of an id: ids are keys' firsts, in order
+		} else {
+			j = slices.Index(ids, k) // a repeated key
+		}
 		switch {
-		case voted[k]:
+		case j >= 0 && (!m.d.join || m.d.voters[j]):
 			vols[i] = m.count
 			if m.d.join {
+				if c.Joined == nil { // one allocation, not one a doubling
+					c.Joined = make([]int, 0, len(keys)-i)
+				}
 				c.Joined = append(c.Joined, i)
 			}
 		default:
