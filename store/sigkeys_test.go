@@ -15,13 +15,7 @@ func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
 	sub := strconv.FormatUint((h>>32)%split, 10)
-	nb := r.c.nb
-	keys := make([]string, 0, nb+1)
-	oldest := cb - int64(nb) + 1
-	for i := range nb {
-		keys = append(keys, base+"p:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
-	}
-	keys = append(keys, base+"v:"+id)
+	keys := []string{base + "pc:" + sub, base + "po:" + sub, base + "v:" + id}
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h))
 	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
