@@ -277,7 +277,8 @@ local function camp_count(ck, rs, write, net, snd)
     return live
   end
 
-  local m = redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  ck.m = nil
   local hll = m[2] ~= false
   local first, nets, snds
   local count
@@ -395,7 +396,10 @@ end
 -- camp_live tells whether a campaign of another origin holds ck's ref in
 -- the window.
 local function camp_live(ck, origin)
-  local o = redis.call('HGET', ck.x, 'o')
+  -- the exact set's fields camp_count reads too, in the same command
+  local m = redis.call('HMGET', ck.x, '#', 'h', 't', 'n', 's', 'o')
+  ck.m = m
+  local o = m[6]
   if o then return o ~= origin end
   fs_mget(ck.f)
   for i = 1, ck.nb do
@@ -535,8 +539,15 @@ end
 -- ptr_write records field -> pointer in current string pck (in place
 -- when the key is there already, else appended); the first write of a
 -- new bucket moves the current records to older string pok.
+local u32c = {} -- u32 of the pointers written: most keys of a message take the same
+
 local function ptr_write(pck, pok, field, v, cb, oldest, cap, ttl, blen)
-  local rec = field .. u32(v)
+  local e = u32c[v]
+  if not e then
+    e = u32(v)
+    u32c[v] = e
+  end
+  local rec = field .. e
   local s = fs_get(pck)
   local bk = -1
   if #s >= 4 then bk = u32at(s, 1) end
