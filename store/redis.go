@@ -552,8 +552,14 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for _, p := range rc.ids {
 		args = append(args, p.bytes())
 	}
+	// KEYS: every current pointer string, every older one, every vote
+	// hash, so that the script passes each range to one command as it is.
+	for i := range 3 {
+		for _, sk := range sks {
+			keys = append(keys, sk.keys[i])
+		}
+	}
 	for _, sk := range sks {
-		keys = append(keys, sk.keys...)
 		args = append(args, sk.field)
 	}
 	return keys, args

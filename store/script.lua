@@ -628,27 +628,45 @@ if mode == 'c' or mode == 'r' then
   local rs = {}
   for j = 1, nr do rs[j] = ARGV[11 + j] end
   local f0 = 11 + nr
-  local kper = 3
   local oldest = cb - nb + 1
-  -- The current strings first (one MGET), then the older strings of the
-  -- keys not found there (a second).
-  local list = {}
-  for s = 1, nsig do list[s] = KEYS[(s - 1) * kper + 1] end
-  fs_mget(list)
+  -- KEYS: the nsig current pointer strings, the nsig older ones, the
+  -- nsig vote hashes (ranges unpacked as they are, no list built). The
+  -- current strings first (one MGET), then the older strings of the keys
+  -- not found there (a second).
   local ptrs, at = {}, {}
-  list = {}
+  local vals = redis.call('MGET', unpack(KEYS, 1, nsig))
+  local miss = 0
   for s = 1, nsig do
-    local kb = (s - 1) * kper
+    local v = vals[s] or ''
+    fscache[KEYS[s]] = v
     local bk
-    ptrs[s], bk = cur_read(fscache[KEYS[kb + 1]], ARGV[f0 + s], cb, oldest)
-    if bk then at[s] = bk - oldest + 1 else list[#list + 1] = KEYS[kb + 2] end
+    ptrs[s], bk = cur_read(v, ARGV[f0 + s], cb, oldest)
+    if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
-  if #list > 0 and nb > 1 then
-    fs_mget(list)
+  if miss > 0 and nb > 1 then
+    if miss == nsig then
+      vals = redis.call('MGET', unpack(KEYS, nsig + 1, 2 * nsig))
+    else
+      local list = {}
+      for s = 1, nsig do
+        if not at[s] then list[#list + 1] = KEYS[nsig + s] end
+      end
+      local got = redis.call('MGET', unpack(list))
+      vals = {}
+      local j = 0
+      for s = 1, nsig do
+        if not at[s] then
+          j = j + 1
+          vals[s] = got[j]
+        end
+      end
+    end
     for s = 1, nsig do
       if not at[s] then
+        local v = vals[s] or ''
+        fscache[KEYS[nsig + s]] = v
         local bk
-        ptrs[s], bk = old_read(fscache[KEYS[(s - 1) * kper + 2]], ARGV[f0 + s], cb, oldest)
+        ptrs[s], bk = old_read(v, ARGV[f0 + s], cb, oldest)
         if bk then at[s] = bk - oldest + 1 end
       end
     end
@@ -656,14 +674,12 @@ if mode == 'c' or mode == 'r' then
   -- One EXISTS over every vote hash spares a tally read per key when,
   -- as for most mail, none of the message's keys has votes; the reply
   -- then carries no per-key votes at all.
-  local vks = {}
-  for s = 1, nsig do vks[s] = KEYS[s * kper] end
-  local voted = redis.call('EXISTS', unpack(vks)) > 0
+  local voted = redis.call('EXISTS', unpack(KEYS, 2 * nsig + 1, 3 * nsig)) > 0
   local votes = {}
   if voted or mode == 'r' then
     for s = 1, nsig do
       if voted then
-        votes[s] = key_votes(KEYS[s * kper], rs, now, hz)
+        votes[s] = key_votes(KEYS[2 * nsig + s], rs, now, hz)
       else
         votes[s] = {0, 0, {}}
       end
@@ -761,8 +777,7 @@ if mode == 'c' or mode == 'r' then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
       if changed or at[s] ~= nb then
-        local kb = (s - 1) * kper
-        ptr_write(KEYS[kb + 1], KEYS[kb + 2], ARGV[f0 + s], v, cb, oldest, cap, ttl, blen)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], v, cb, oldest, cap, ttl, blen)
       end
     end
   end
