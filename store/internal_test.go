@@ -38,7 +38,7 @@ func TestKeySchema(t *testing.T) {
 	}
 	tags := map[string]bool{}
 	for i := range 2000 {
-		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
+		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 2)
 		if len(sk.keys) != 3 {
 			t.Fatalf("%d keys, want 3", len(sk.keys))
 		}
@@ -52,7 +52,7 @@ func TestKeySchema(t *testing.T) {
 	if len(tags) < 1800 {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
-	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
+	sk := r.sigKeys("v1:imatch.0:00ab", 2)
 	want := []string{":pc:", ":po:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {

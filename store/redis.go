@@ -386,8 +386,9 @@ func appendTag(b []byte, h uint64) []byte {
 
 // sigKeys names one signature's keys (its current and older pointer
 // strings and its vote hash), built in one buffer and one string (a
-// message has some forty signatures).
-func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
+// message has some forty signatures). The names hold no bucket: the
+// strings do.
+func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	h := sigHash(id)
 	var preArr [64]byte
 	pre := append(preArr[:0], r.prefix...)
@@ -525,7 +526,7 @@ type redisObs struct {
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
 	for _, id := range ob.ids {
-		ob.sks = append(ob.sks, ob.r.sigKeys(id, ob.cb, uint64(ob.lim.FirstSightSplit)))
+		ob.sks = append(ob.sks, ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit)))
 		f := familyOf(id)
 		n, ok := names[f]
 		if !ok {

@@ -38,7 +38,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 			t.Fatalf("%s: %v, %v; want volume 1", id, res.Volumes, err)
 		}
 	}
-	sk := s.sigKeys(ids[0], s.c.bucket(at), 1)
+	sk := s.sigKeys(ids[0], 1)
 	n, err := s.client.StrLen(ctx, sk.keys[0]).Result()
 	if err != nil || n != 4+8*FirstSightCap {
 		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 4+8*FirstSightCap)
@@ -71,7 +71,7 @@ func TestRedisDamagedStrings(t *testing.T) {
 	at := time.Now()
 	id := "v1:imatch.0:00000000000000dd"
 	lim, _ := s.limits(ctx)
-	sk := s.sigKeys(id, s.c.bucket(at), uint64(lim.FirstSightSplit))
+	sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
 	ref, _ := newRef([]string{id})
 	ck, field := s.campKeys(ref, s.c.bucket(at), uint64(lim.FirstSightSplit))
 	nb := s.c.nb
