@@ -707,8 +707,8 @@ func TestDecideSupportFamily(t *testing.T) {
 
 // TestDecideSingleKey: a join that one key carries is weak unless the
 // key holds SingleShare of the message's evidence (a template's one band
-// must not chain issues), while two keys, or one key of a short message
-// signed by one family, join strongly.
+// must not chain issues), while two keys, a key that is a whole family,
+// or one of a short message's few bands join strongly.
 func TestDecideSingleKey(t *testing.T) {
 	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
 	none := keyPtr{}
@@ -721,12 +721,13 @@ func TestDecideSingleKey(t *testing.T) {
 	}{
 		// one shingle band of two: an eighth of four families, above WeakShare
 		{"one band of a four-family message", four, []keyPtr{none, none, none, at(5), none, none, none, none}, true, true},
-		{"one sift key, a whole family of four", four, []keyPtr{none, none, none, none, none, none, none, at(5)}, true, true},
+		{"one sift key, a whole family of four", four, []keyPtr{none, none, none, none, none, none, none, at(5)}, true, false},
 		{"two keys of one family", four, []keyPtr{none, none, at(5), at(5), none, none, none, none}, true, false},
 		{"two keys of two families", four, []keyPtr{at(5), none, at(5), none, none, none, none, none}, true, false},
 		{"one band of two, a short message of one family", []string{"charshingle", "charshingle"}, []keyPtr{at(5), none}, true, false},
 		{"one band of three, one family", []string{"charshingle", "charshingle", "charshingle"}, []keyPtr{none, at(5), none}, true, false},
-		{"one band of four, one family", []string{"charshingle", "charshingle", "charshingle", "charshingle"}, []keyPtr{none, at(5), none, none}, true, true},
+		{"one band of four, one family", []string{"charshingle", "charshingle", "charshingle", "charshingle"}, []keyPtr{none, at(5), none, none}, true, false},
+		{"one band of seven, one family", slices.Repeat([]string{"charshingle"}, 7), []keyPtr{none, at(5), none, none, none, none, none}, true, true},
 		{"one key beside a term-set key of the same campaign", []string{"shingle", "shingle", "sift", "imatch", "terms"}, []keyPtr{at(5), none, none, none, at(5)}, true, false},
 	} {
 		d := decide(c.fams, c.ptrs, 99)

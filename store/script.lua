@@ -91,7 +91,7 @@ local mode = ARGV[1]
 local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
-local SINGLESHARE = 30
+local SINGLESHARE = 15
 local USHARE, UKEYS, UMAX = 1, 2, 3
 local REFMASK = 536870911 -- 2^29 - 1
 
