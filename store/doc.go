@@ -19,8 +19,7 @@
 // evidence (any evidence: JoinEvidence, JoinShare), or starts its own, and
 // then all its keys point to that campaign. Against chaining (a footer or
 // a list template shared by unrelated mail) a key that voted in a weak
-// join (less than WeakShare of the message's evidence, or one key holding
-// less than SingleShare) or moved between
+// join (less than WeakShare of the message's evidence) or moved between
 // campaigns counts a weak event, and stops voting after WeakCap. The campaign's volume is
 // its distinct recipients in the window. A campaign can split: its first
 // copies share too little to find each other and start campaigns of their

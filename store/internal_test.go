@@ -653,9 +653,6 @@ func TestScriptConstants(t *testing.T) {
 	if !strings.Contains(scriptSrc, want) {
 		t.Errorf("script.lua does not hold %q", want)
 	}
-	if w := fmt.Sprintf("local SINGLESHARE = %d", SingleShare); !strings.Contains(scriptSrc, w) {
-		t.Errorf("script.lua does not hold %q", w)
-	}
 	if u := fmt.Sprintf("local USHARE, UKEYS, UMAX = %d, %d, %d", UnionShare, UnionKeys, UnionMax); !strings.Contains(scriptSrc, u) {
 		t.Errorf("script.lua does not hold %q", u)
 	}
@@ -701,41 +698,6 @@ func TestDecideSupportFamily(t *testing.T) {
 		d := decide(c.fams, c.ptrs, 99)
 		if d.join != c.join || d.ref != c.ref {
 			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
-		}
-	}
-}
-
-// TestDecideSingleKey: a join that one key carries is weak unless the
-// key holds SingleShare of the message's evidence (a template's one band
-// must not chain issues), while two keys, a key that is a whole family,
-// or one of a short message's few bands join strongly.
-func TestDecideSingleKey(t *testing.T) {
-	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
-	none := keyPtr{}
-	four := []string{"imatch", "imatch", "shingle", "shingle", "charshingle", "charshingle", "charshingle", "sift"}
-	for _, c := range []struct {
-		name       string
-		fams       []string
-		ptrs       []keyPtr
-		join, weak bool
-	}{
-		// one shingle band of two: an eighth of four families, above WeakShare
-		{"one band of a four-family message", four, []keyPtr{none, none, none, at(5), none, none, none, none}, true, true},
-		{"one sift key, a whole family of four", four, []keyPtr{none, none, none, none, none, none, none, at(5)}, true, false},
-		{"two keys of one family", four, []keyPtr{none, none, at(5), at(5), none, none, none, none}, true, false},
-		{"two keys of two families", four, []keyPtr{at(5), none, at(5), none, none, none, none, none}, true, false},
-		{"one band of two, a short message of one family", []string{"charshingle", "charshingle"}, []keyPtr{at(5), none}, true, false},
-		{"one band of three, one family", []string{"charshingle", "charshingle", "charshingle"}, []keyPtr{none, at(5), none}, true, false},
-		{"one band of four, one family", []string{"charshingle", "charshingle", "charshingle", "charshingle"}, []keyPtr{none, at(5), none, none}, true, false},
-		{"one band of seven, one family", slices.Repeat([]string{"charshingle"}, 7), []keyPtr{none, at(5), none, none, none, none, none}, true, true},
-		{"one key beside a term-set key of the same campaign", []string{"shingle", "shingle", "sift", "imatch", "terms"}, []keyPtr{at(5), none, none, none, at(5)}, true, false},
-	} {
-		d := decide(c.fams, c.ptrs, 99)
-		if d.join != c.join || d.weak != c.weak {
-			t.Errorf("%s: join %v weak %v, want %v %v", c.name, d.join, d.weak, c.join, c.weak)
-		}
-		if d.weak && len(d.union) > 0 {
-			t.Errorf("%s: a weak join counts a union %v", c.name, d.union)
 		}
 	}
 }

@@ -40,8 +40,7 @@ import (
 // list's template) would merge campaigns. A join is weak when the
 // campaign's evidence is less than WeakShare of the message's whole
 // evidence (10 %, measured: 25 % cost 0.2 of recall on copies padded with
-// random text) (most of its keys are new, or point elsewhere), or when a
-// single key carries it and holds less than SingleShare; every key that
+// random text) (most of its keys are new, or point elsewhere); every key that
 // voted in a weak join, and every key moved from one campaign to another,
 // counts one weak event, and a key with WeakCap weak events stops voting
 // until it leaves the window. A footer can so merge at most WeakCap
@@ -65,19 +64,6 @@ const (
 	// WeakShare, in percent: a join with less of the message's whole
 	// evidence is weak.
 	WeakShare = 10
-	// SingleShare, in percent: a join that a single key carries is weak
-	// unless that key holds SingleShare of the message's whole evidence.
-	// A template (an RSS feed's "URL: … Date: …" frame, a newsletter's
-	// masthead) gives every issue the same one band of a family and
-	// nothing else in common: that band alone holds an eighth of a
-	// four-family message's evidence, above WeakShare, and chained 17
-	// feed items of six feeds into two campaigns (seed 2, ham in one
-	// window; docs/evaluation.md "Single-key joins"). Weak, the key stops
-	// voting after WeakCap such joins. A key that is a whole family of
-	// four (a quarter), or one of a short message's few bands, still joins
-	// strongly: at 30 % such single-key joins cost the real stream 68
-	// spam messages at seed 2 (Received clock), at 15 % none.
-	SingleShare = 15
 	// WeakCap is the number of weak events after which a key stops voting.
 	WeakCap = 4
 	// SupportAlone is the number of a support family's keys that name a
@@ -243,8 +229,7 @@ func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		d.ref, d.join = best, true
-		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole ||
-			keys[best] < 2 && 100*bestEv < SingleShare*evidenceUnit*whole
+		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}

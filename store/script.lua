@@ -91,7 +91,6 @@ local mode = ARGV[1]
 local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
-local SINGLESHARE = 15
 local USHARE, UKEYS, UMAX = 1, 2, 3
 local REFMASK = 536870911 -- 2^29 - 1
 
@@ -612,7 +611,7 @@ if mode == 'c' or mode == 'r' then
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
-    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or (nk[best] < 2 and 100 * bestEv < SINGLESHARE * UNIT * nf)
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end

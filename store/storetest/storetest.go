@@ -58,7 +58,6 @@ func Run(t *testing.T, h Harness) {
 		{"KeysAndDuplicates", s.keysAndDuplicates},
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
-		{"CampaignTemplateKey", s.campaignTemplateKey},
 		{"CampaignUnion", s.campaignUnion},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
@@ -309,31 +308,6 @@ func (s *suite) campaignNoChaining(t *testing.T) {
 	res := observe(t, st, t0.Add(time.Hour), footer, "v@x")
 	if len(res.Campaign.Joined) != 0 || res.Volumes[0] != 1 {
 		t.Errorf("footer alone: campaign %+v volume %d, want a new campaign of 1", res.Campaign, res.Volumes[0])
-	}
-}
-
-// campaignTemplateKey: a template (an RSS feed's frame, a newsletter's
-// masthead) gives unrelated messages the same one band of two in one
-// family of four: an eighth of the evidence, above WeakShare, but a
-// single key under SingleShare, so the join is weak and the band stops
-// voting after WeakCap of them.
-func (s *suite) campaignTemplateKey(t *testing.T) {
-	st := s.open(t, store.Params{})
-	template := "v1:shingle.1:00000000000000f1"
-	for j := range 12 {
-		keys := []string{fmt.Sprintf("v1:shingle.0:%016x", j<<8), template}
-		for f, n := range map[string]int{"imatch": 3, "charshingle": 3, "sift": 2} {
-			for i := 1; i <= n; i++ {
-				keys = append(keys, fmt.Sprintf("v1:%s.%d:%016x", f, i, j<<8|i))
-			}
-		}
-		res := observe(t, st, t0.Add(time.Duration(j)*time.Minute), keys, fmt.Sprintf("u%d@x", j))
-		if res.Campaign.Recipients > store.WeakCap+1 {
-			t.Errorf("message %d: the template merged %d messages, at most %d", j, res.Campaign.Recipients, store.WeakCap+1)
-		}
-		if j > store.WeakCap && len(res.Campaign.Joined) != 0 {
-			t.Errorf("message %d sharing a template band: joined %+v, want a campaign of its own", j, res.Campaign)
-		}
 	}
 }
 
