@@ -37,6 +37,14 @@ type job struct {
 	wg   *sync.WaitGroup
 }
 
+// workers counts the goroutines every pool has started: they never end,
+// so a count of a process's goroutines holds them beside the ones that
+// come and go (the daemon exports it; its leak tests subtract it).
+var workers atomic.Int64
+
+// Goroutines returns how many goroutines all pools keep.
+func Goroutines() int { return int(workers.Load()) }
+
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan any, 1)} }}
 
 // Panic is a panic of a function the pool ran, raised again on the
@@ -101,6 +109,7 @@ func (p *Pool) hand(j *job) bool {
 	if p.started.Load() >= p.max || p.started.Add(1) > p.max {
 		return false
 	}
+	workers.Add(1)
 	go p.worker()
 	p.work <- j // the new worker, or another that became idle, takes it
 	return true
