@@ -13,22 +13,23 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 )
 
-// Pool runs functions on at most Max long-lived goroutines, started as
-// they are first needed and never stopped. When all of them are busy, Run
-// runs the function on the caller's goroutine and Go on a new one: the
-// pool never makes anyone wait.
+// Pool runs functions on a fixed number of long-lived goroutines, all
+// started at its first use and never stopped, so that a process's count
+// of goroutines does not grow with its load after its first message (a
+// soak reads growth as a leak). When all of them are busy, Run runs the
+// function on the caller's goroutine and Go on a new one: the pool never
+// makes anyone wait.
 type Pool struct {
-	max     int32
-	started atomic.Int32
-	work    chan *job // unbuffered: a send succeeds only into an idle worker
+	n     int
+	start sync.Once
+	work  chan *job // unbuffered: a send succeeds only into an idle worker
 }
 
-// New returns a pool of at most n goroutines (at least one).
+// New returns a pool of n goroutines (at least one).
 func New(n int) *Pool {
-	return &Pool{max: int32(max(n, 1)), work: make(chan *job)}
+	return &Pool{n: max(n, 1), work: make(chan *job)}
 }
 
 type job struct {
@@ -90,20 +91,26 @@ func (p *Pool) Go(wg *sync.WaitGroup, f func()) {
 	}
 }
 
-// hand gives j to an idle worker, starting one when the pool may grow; it
-// reports false when every worker is busy.
+// hand gives j to an idle worker; it reports false when every worker is
+// busy. The first call starts the workers and waits for one.
 func (p *Pool) hand(j *job) bool {
+	first := false
+	p.start.Do(func() {
+		for range p.n {
+			go p.worker()
+		}
+		first = true
+	})
+	if first {
+		p.work <- j
+		return true
+	}
 	select {
 	case p.work <- j:
 		return true
 	default:
-	}
-	if p.started.Load() >= p.max || p.started.Add(1) > p.max {
 		return false
 	}
-	go p.worker()
-	p.work <- j // the new worker, or another that became idle, takes it
-	return true
 }
 
 func (p *Pool) worker() {
