@@ -16,7 +16,7 @@ import (
 )
 
 // Pool runs functions on a fixed number of long-lived goroutines, all
-// started at its first use and never stopped, so that a process's count
+// started at once (Start, or its first use) and never stopped, so that a process's count
 // of goroutines does not grow with its load after its first message (a
 // soak reads growth as a leak). When all of them are busy, Run runs the
 // function on the caller's goroutine and Go on a new one: the pool never
@@ -91,20 +91,28 @@ func (p *Pool) Go(wg *sync.WaitGroup, f func()) {
 	}
 }
 
-// hand gives j to an idle worker; it reports false when every worker is
-// busy. The first call starts the workers and waits for one.
-func (p *Pool) hand(j *job) bool {
-	first := false
+// Start starts the pool's goroutines, once: a daemon calls it as it sets
+// up (detect.New, signature.NewSet), so that its count of goroutines is
+// the same before its first message as after (a fault test and the soak
+// read growth as a leak). Without it the first Run or Go starts them.
+func (p *Pool) Start() {
 	p.start.Do(func() {
+		// Wait until every worker runs: a caller that never blocks
+		// would otherwise find none waiting, and run everything itself,
+		// for as long as the scheduler leaves the new goroutines queued.
+		var ready sync.WaitGroup
+		ready.Add(p.n)
 		for range p.n {
-			go p.worker()
+			go p.worker(&ready)
 		}
-		first = true
+		ready.Wait()
 	})
-	if first {
-		p.work <- j
-		return true
-	}
+}
+
+// hand gives j to an idle worker; it reports false when every worker is
+// busy (or, just after Start, none is waiting yet).
+func (p *Pool) hand(j *job) bool {
+	p.Start()
 	select {
 	case p.work <- j:
 		return true
@@ -113,7 +121,8 @@ func (p *Pool) hand(j *job) bool {
 	}
 }
 
-func (p *Pool) worker() {
+func (p *Pool) worker(ready *sync.WaitGroup) {
+	ready.Done()
 	for j := range p.work {
 		if j.wg != nil {
 			wg, f := j.wg, j.f
