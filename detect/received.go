@@ -155,6 +155,28 @@ func ReceivedTime(h textproto.Header) time.Time {
 	return time.Time{}
 }
 
+// DateTime returns the time a replay counts a stored message at by its
+// Date field: the Date, unless it is later than the topmost Received
+// field's date (ReceivedTime), when the site's MTA took the message in:
+// no message arrives before it is sent, so a later Date is a sender's
+// forgery or wrong clock (spam dated 2090 or days ahead), and the
+// delivery time stands for it. Counting a message at a forged future
+// time put it in a store bucket of its own ahead of every other
+// message's, and the embedded store's ring, which keeps the newest
+// bucket, then refused the present's writes in that slot
+// (docs/evaluation.md, "Real stream"). ok is false when the Date does not
+// parse.
+func DateTime(h textproto.Header) (t time.Time, ok bool) {
+	d, err := mail.ParseDate(h.Get("Date"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	if r := ReceivedTime(h); !r.IsZero() && d.After(r) {
+		return r, true
+	}
+	return d, true
+}
+
 // HeaderRecipients returns the envelope recipients a stored message's
 // header names: the for clause of the topmost Received field (what the
 // site's MTA was given in RCPT TO), else the topmost Delivered-To or

@@ -83,6 +83,36 @@ func TestReceivedEnvelope(t *testing.T) {
 	}
 }
 
+// TestDateTime: a replay counts a message at its Date unless the Date is
+// later than the site's Received date (a forged future Date, which put the
+// message in a store bucket ahead of every other one), then at the
+// Received date; an unparsable Date is no time.
+func TestDateTime(t *testing.T) {
+	const rcvd = "Received: from h ([192.0.2.1]) by mx for <u@example.net>; Sun, 8 Apr 2007 13:07:21 -0400\n"
+	at := time.Date(2007, 4, 8, 17, 7, 21, 0, time.UTC)
+	for _, c := range []struct {
+		name, header string
+		want         time.Time // zero: ok false
+	}{
+		{"date before delivery", rcvd + "Date: Sun, 8 Apr 2007 12:00:00 -0400\n", time.Date(2007, 4, 8, 16, 0, 0, 0, time.UTC)},
+		{"date at delivery", rcvd + "Date: Sun, 8 Apr 2007 17:07:21 +0000\n", at},
+		{"date in the past", rcvd + "Date: Mon, 1 Jan 1990 00:00:00 +0000\n", time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"date a few hours ahead", rcvd + "Date: Sun, 8 Apr 2007 23:00:00 -0400\n", at},
+		{"date in 2090", rcvd + "Date: Mon, 23 Jan 2090 00:51:04 +0000\n", at},
+		{"future date without a Received date", "Received: from h ([192.0.2.1]) by mx\nDate: Mon, 23 Jan 2090 00:51:04 +0000\n", time.Date(2090, 1, 23, 0, 51, 4, 0, time.UTC)},
+		{"no Received field", "Date: Sun, 8 Apr 2007 23:00:00 -0400\n", time.Date(2007, 4, 9, 3, 0, 0, 0, time.UTC)},
+		{"unparsable date", rcvd + "Date: yesterday\n", time.Time{}},
+		{"no date", rcvd, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := DateTime(built(c.header + "Subject: x"))
+			if ok != !c.want.IsZero() || !got.Equal(c.want) {
+				t.Errorf("got %v, %v; want %v, %v", got, ok, c.want, !c.want.IsZero())
+			}
+		})
+	}
+}
+
 // built takes a header in through a Builder, as every replay does (the
 // fields' order is the Builder's).
 func built(header string) textproto.Header {

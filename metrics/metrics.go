@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bulkmilter/bulkmilter/internal/gopool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -169,6 +170,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version, goVersion = bi.Main.Version, bi.GoVersion
 	}
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "pool_goroutines",
+		Help: "Goroutines kept between messages to run their analysis (bounded: a few per core; go_goroutines includes them).",
+	}, func() float64 { return float64(gopool.Goroutines()) })
 	f.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
 		Help: "A metric with constant value 1 labelled by the build's version and Go version.",

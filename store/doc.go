@@ -127,13 +127,23 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:p:<s>:<bucket>    string: key pointers of bucket <bucket> and split
-//	                             <s> (bits 32+ of the key's hash mod fs_split):
-//	                             8-byte records, 4 bytes of the key's hash (low
-//	                             32 bits) and 4 of the pointer (ref << 3 | the
+//	bm2:{tttt}:pc:<s>            string: key pointers of the current bucket and
+//	                             split <s> (bits 32+ of the key's hash mod
+//	                             fs_split): the bucket (4 bytes), then 8-byte
+//	                             records, 4 bytes of the key's hash (low 32
+//	                             bits) and 4 of the pointer (ref << 3 | the
 //	                             key's campaign switches, saturating at 7). At
 //	                             most FirstSightCap records (past it a key is
-//	                             not remembered in that bucket).
+//	                             not remembered in that bucket). The first
+//	                             write of a later bucket moves its records to
+//	                             po: as a section.
+//	bm2:{tttt}:po:<s>            string: the same split's pointers of the
+//	                             window's earlier buckets, sections newest
+//	                             first: the bucket (4 bytes), the length of its
+//	                             records (4 bytes), the records. A lookup reads
+//	                             two strings, not one a bucket (until 2026-11
+//	                             the pointers were in p:<s>:<bucket>, one string
+//	                             a bucket; those expire with their window).
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first

@@ -38,9 +38,9 @@ func TestKeySchema(t *testing.T) {
 	}
 	tags := map[string]bool{}
 	for i := range 2000 {
-		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 123, 2)
-		if len(sk.keys) != r.c.nb+1 {
-			t.Fatalf("%d keys, want %d", len(sk.keys), r.c.nb+1)
+		sk := r.sigKeys(fmt.Sprintf("v1:imatch.%d:%016x", i%8, i), 2)
+		if len(sk.keys) != 3 {
+			t.Fatalf("%d keys, want 3", len(sk.keys))
 		}
 		for _, k := range sk.keys {
 			if !strings.HasPrefix(k, "bm2:{"+sk.tag+"}:") {
@@ -52,15 +52,16 @@ func TestKeySchema(t *testing.T) {
 	if len(tags) < 1800 {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
-	sk := r.sigKeys("v1:imatch.0:00ab", 123, 2)
-	want := []string{":p:", ":p:", ":p:", ":p:", ":p:", ":v:v1:imatch.0:00ab"}
+	sk := r.sigKeys("v1:imatch.0:00ab", 2)
+	want := []string{":pc:", ":po:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
-	if !strings.HasSuffix(sk.keys[0], ":119") || !strings.HasSuffix(sk.keys[4], ":123") {
-		t.Errorf("pointer buckets %q … %q, want 119 … 123", sk.keys[0], sk.keys[4])
+	// The pointer strings are named without a bucket: they hold it.
+	if strings.Replace(sk.keys[0], ":pc:", ":po:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.
 	ck, field := r.campKeys(0x1abcdef, 123, 2)

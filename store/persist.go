@@ -383,6 +383,11 @@ func (e *Embedded) load() error {
 // memory. On damage it returns the cause and what was lost; what was read
 // before the damage stays loaded.
 func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
+	// A file holds what was live when it was written: records of buckets,
+	// and votes, that have left the window since go now, whether the file
+	// was read whole or up to damage (a save would drop them, so the state
+	// would not be what it saves).
+	defer func() { e.sweep(e.c.Now()) }()
 	hdr := make([]byte, len(fileMagic)+4+8+4+8+8+4)
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return "nothing was read", fmt.Errorf("header: %w", err)
@@ -467,7 +472,6 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 				err = e.loadPacked(payload, version)
 			}
 		case chunkEnd:
-			e.sweep(e.c.Now())
 			return "", nil
 		default:
 			err = fmt.Errorf("unknown chunk kind %d", h[0])

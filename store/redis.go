@@ -384,11 +384,12 @@ func appendTag(b []byte, h uint64) []byte {
 	return append(b, hex[t>>12&0xf], hex[t>>8&0xf], hex[t>>4&0xf], hex[t&0xf])
 }
 
-// sigKeys names one signature's keys, built in one buffer and one string
-// (a message has some thirty signatures).
-func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
+// sigKeys names one signature's keys (its current and older pointer
+// strings and its vote hash), built in one buffer and one string (a
+// message has some forty signatures). The names hold no bucket: the
+// strings do.
+func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	h := sigHash(id)
-	nb := r.c.nb
 	var preArr [64]byte
 	pre := append(preArr[:0], r.prefix...)
 	pre = append(pre, '{')
@@ -396,32 +397,23 @@ func (r *Redis) sigKeys(id string, cb int64, split uint64) sigKeys {
 	pre = append(pre, '}', ':')
 	var numArr [20]byte
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
-	b := make([]byte, 0, nb*(len(pre)+len(sub)+16)+len(pre)+len(id)+8)
-	var endsArr [32]int
-	ends := endsArr[:0]
-	oldest := cb - int64(nb) + 1
-	for i := range nb {
+	b := make([]byte, 0, 3*len(pre)+2*len(sub)+len(id)+12)
+	var ends [3]int
+	for i, kind := range [2]string{"pc:", "po:"} {
 		b = append(b, pre...)
-		b = append(b, 'p', ':')
+		b = append(b, kind...)
 		b = append(b, sub...)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, oldest+int64(i), 10)
-		ends = append(ends, len(b))
+		ends[i] = len(b)
 	}
 	b = append(b, pre...)
 	b = append(b, 'v', ':')
 	b = append(b, id...)
-	ends = append(ends, len(b))
+	ends[2] = len(b)
 	b = binary.BigEndian.AppendUint32(b, uint32(h))
 	all := string(b)
-	keys := make([]string, len(ends))
-	start := 0
-	for i, end := range ends {
-		keys[i] = all[start:end]
-		start = end
-	}
+	keys := []string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
-	return sigKeys{tag: tag, slot: slotOf(tag), field: all[start:], keys: keys}
+	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys}
 }
 
 // campTag is a campaign's hash tag: the top 14 of its ref's 29 bits.
@@ -534,7 +526,7 @@ type redisObs struct {
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
 	for _, id := range ob.ids {
-		ob.sks = append(ob.sks, ob.r.sigKeys(id, ob.cb, uint64(ob.lim.FirstSightSplit)))
+		ob.sks = append(ob.sks, ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit)))
 		f := familyOf(id)
 		n, ok := names[f]
 		if !ok {
@@ -554,15 +546,21 @@ func (ob *redisObs) prepare() {
 // head is the script arguments modes 'c' and 'r' share.
 func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	r, rc := ob.r, ob.rc
-	keys := make([]string, 0, len(sks)*(r.c.nb+1))
+	keys := make([]string, 0, 3*len(sks))
 	args := make([]any, 0, 16+len(rc.ids)+3*len(sks))
 	args = append(args, mode, r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
 		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), int64(r.c.VoteHorizon.Seconds()), len(sks), len(rc.ids))
 	for _, p := range rc.ids {
 		args = append(args, p.bytes())
 	}
+	// KEYS: every current pointer string, every older one, every vote
+	// hash, so that the script passes each range to one command as it is.
+	for i := range 3 {
+		for _, sk := range sks {
+			keys = append(keys, sk.keys[i])
+		}
+	}
 	for _, sk := range sks {
-		keys = append(keys, sk.keys...)
 		args = append(args, sk.field)
 	}
 	return keys, args
@@ -758,7 +756,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				wBySlot[sk.slot] = g
 				wgs = append(wgs, g)
 			}
-			g.keys = append(g.keys, sk.keys[nb-1])
+			g.keys = append(g.keys, sk.keys[0], sk.keys[1])
 			g.args = append(g.args, sk.field, int64(np))
 		}
 	}
@@ -777,8 +775,8 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		switch {
 		case i < len(wgs):
 			g := wgs[i]
-			n := len(g.keys)
-			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n}
+			n := len(g.args) / 2
+			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n, ob.cb, nb, r.c.bucketLen.Milliseconds()}
 			for j := range n {
 				args = append(args, g.args[2*j])
 			}

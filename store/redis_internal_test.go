@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -37,10 +38,10 @@ func TestRedisPointerOverflow(t *testing.T) {
 			t.Fatalf("%s: %v, %v; want volume 1", id, res.Volumes, err)
 		}
 	}
-	sk := s.sigKeys(ids[0], s.c.bucket(at), 1)
-	n, err := s.client.StrLen(ctx, sk.keys[s.c.nb-1]).Result()
-	if err != nil || n != 8*FirstSightCap {
-		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 8*FirstSightCap)
+	sk := s.sigKeys(ids[0], 1)
+	n, err := s.client.StrLen(ctx, sk.keys[0]).Result()
+	if err != nil || n != 4+8*FirstSightCap {
+		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 4+8*FirstSightCap)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
 	for _, id := range []string{ids[0], ids[len(ids)-1]} {
@@ -51,7 +52,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 			}
 		}
 	}
-	if n2, _ := s.client.StrLen(ctx, sk.keys[s.c.nb-1]).Result(); n2 != n {
+	if n2, _ := s.client.StrLen(ctx, sk.keys[0]).Result(); n2 != n {
 		t.Errorf("the full string grew to %d bytes", n2)
 	}
 }
@@ -70,16 +71,28 @@ func TestRedisDamagedStrings(t *testing.T) {
 	at := time.Now()
 	id := "v1:imatch.0:00000000000000dd"
 	lim, _ := s.limits(ctx)
-	sk := s.sigKeys(id, s.c.bucket(at), uint64(lim.FirstSightSplit))
+	sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
 	ref, _ := newRef([]string{id})
 	ck, field := s.campKeys(ref, s.c.bucket(at), uint64(lim.FirstSightSplit))
 	nb := s.c.nb
-	for _, v := range []string{sk.field, "12345678" + sk.field + "12", "1234567"} {
-		s.client.Set(ctx, sk.keys[nb-1], v, time.Hour)
+	cb := s.c.bucket(at)
+	u32 := func(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint32(v))) }
+	// current strings: a bucket and records; older strings: sections of
+	// a bucket, a length and records
+	for _, v := range []struct{ cur, old string }{
+		{sk.field, sk.field},
+		{"12345678" + sk.field + "12", "1234567"},
+		{"1234567", u32(cb-1) + u32(800) + sk.field + "1234"},
+		{u32(cb) + "12345678" + sk.field + "12", u32(cb-1) + u32(12) + "12345678" + sk.field},
+		{u32(cb+1) + sk.field, u32(cb-1) + u32(7) + "1234567" + u32(cb-2) + u32(4) + sk.field},
+		{u32(cb-1) + "1234" + sk.field, u32(cb-2) + u32(8) + "1234" + sk.field + u32(cb-3)},
+	} {
+		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
+		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
 		s.client.Set(ctx, ck[nb-1], "0123456789abcdefghij"+field+"xx", time.Hour)
 		res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{"a@x"}, Time: at})
 		if err != nil || res.Volumes[0] < 1 {
-			t.Errorf("pointer string %q: %v, %v; want a count", v, res.Volumes, err)
+			t.Errorf("pointer strings %q, %q: %v, %v; want a count", v.cur, v.old, res.Volumes, err)
 		}
 	}
 }

@@ -277,7 +277,8 @@ local function camp_count(ck, rs, write, net, snd)
     return live
   end
 
-  local m = redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  ck.m = nil
   local hll = m[2] ~= false
   local first, nets, snds
   local count
@@ -395,7 +396,10 @@ end
 -- camp_live tells whether a campaign of another origin holds ck's ref in
 -- the window.
 local function camp_live(ck, origin)
-  local o = redis.call('HGET', ck.x, 'o')
+  -- the exact set's fields camp_count reads too, in the same command
+  local m = redis.call('HMGET', ck.x, '#', 'h', 't', 'n', 's', 'o')
+  ck.m = m
+  local o = m[6]
   if o then return o ~= origin end
   fs_mget(ck.f)
   for i = 1, ck.nb do
@@ -435,36 +439,142 @@ local function key_votes(vk, rs, now, hz)
   return {n, b, uv}
 end
 
--- Pointers: KEYS per key are its nb pointer strings (oldest first), then
--- its vote hash. ptr_read looks in buckets last down to first and
--- returns the pointer (a number, or nil) and the 1-based bucket it was
--- found in.
-local function ptr_read(kb, last, field, first)
-  for i = last, first, -1 do
-    local str = fs_get(KEYS[kb + i])
-    local p = fs_find(str, field, REC)
-    if p then
-      local a, b, c, d = string.byte(str, p + 4, p + 7)
-      return ((a * 256 + b) * 256 + c) * 256 + d, i
+-- Pointers (store/doc.go): KEYS per key are its current pointer string,
+-- its older pointer string and its vote hash. The current string holds
+-- a bucket (4 bytes) and that bucket's 8-byte records; the older string
+-- the window's earlier buckets as sections, newest first: a bucket (4
+-- bytes), the length of its records (4 bytes), the records. Two strings
+-- a key to read, not one a bucket: when a key's string of a new bucket
+-- is first written, its current records become an older section.
+
+local function u32at(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+-- rec_find finds field at a record boundary of the whole records in s
+-- from byte from to byte to: a damaged string never yields a partial
+-- record.
+local function rec_find(s, field, from, to)
+  local init = from
+  while true do
+    local p = string.find(s, field, init, true)
+    if not p or p + REC - 1 > to then return nil end
+    if (p - from) % REC == 0 then return p end
+    init = p + 1
+  end
+end
+
+-- cur_read looks for field in current string s; it returns the pointer
+-- and the bucket, or nil.
+local function cur_read(s, field, cb, oldest)
+  if #s < 4 then return nil, nil end
+  local bk = u32at(s, 1)
+  if bk > cb or bk < oldest then return nil, nil end
+  local p = rec_find(s, field, 5, #s)
+  if p then return u32at(s, p + 4), bk end
+  return nil, nil
+end
+
+-- old_read looks for field in the sections of older string s, newest
+-- first.
+local function old_read(s, field, cb, oldest)
+  local pos, n = 1, #s
+  while pos + 7 <= n do
+    local bk, len = u32at(s, pos), u32at(s, pos + 4)
+    local from = pos + 8
+    local to = from + len - 1
+    if to > n then return nil, nil end
+    if bk <= cb and bk >= oldest then
+      local p = rec_find(s, field, from, to)
+      if p then return u32at(s, p + 4), bk end
     end
+    pos = to + 1
   end
   return nil, nil
 end
 
--- ptr_write records field -> pointer in the current bucket's string k:
--- in place when the key is there already, else appended.
-local function ptr_write(k, field, v, cap, ttlms)
+-- old_put adds records recs to bucket bk's section of older string k
+-- (field: one record, replaced in place if there, at most cap records a
+-- section; nil: a whole bucket's records), drops the sections that left
+-- the window, and gives the string the life of its newest section.
+local function old_put(k, bk, recs, field, cb, oldest, cap, ttl, blen)
   local s = fs_get(k)
-  local p = fs_find(s, field, REC)
-  local rec = field .. u32(v)
-  if p then
-    if string.sub(s, p, p + REC - 1) ~= rec then
-      redis.call('SETRANGE', k, p - 1, rec)
-      fscache[k] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
+  local secs, pos, n = {}, 1, #s
+  local done = false
+  while pos + 7 <= n do
+    local sb, len = u32at(s, pos), u32at(s, pos + 4)
+    local to = pos + 8 + len - 1
+    if to > n then break end
+    local body = string.sub(s, pos + 8, to)
+    if sb == bk then
+      if field then
+        local p = rec_find(body, field, 1, #body)
+        if p then
+          body = string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + REC)
+        elseif #body < cap * REC then
+          body = body .. recs
+        end
+      else
+        body = body .. recs
+      end
+      done = true
+    end
+    if sb >= oldest then secs[#secs + 1] = {sb, body} end
+    pos = to + 1
+  end
+  if not done then secs[#secs + 1] = {bk, recs} end
+  table.sort(secs, function(a, b) return a[1] > b[1] end)
+  local parts = {}
+  for i, sec in ipairs(secs) do parts[i] = u32(sec[1]) .. u32(#sec[2]) .. sec[2] end
+  local ns = table.concat(parts)
+  fscache[k] = ns
+  if ns == '' then
+    redis.call('DEL', k)
+    return
+  end
+  redis.call('SET', k, ns, 'PX', ttl - (cb - secs[1][1]) * blen)
+end
+
+-- ptr_write records field -> pointer in current string pck (in place
+-- when the key is there already, else appended); the first write of a
+-- new bucket moves the current records to older string pok.
+local u32c = {} -- u32 of the pointers written: most keys of a message take the same
+
+local function ptr_write(pck, pok, field, v, cb, oldest, cap, ttl, blen)
+  local e = u32c[v]
+  if not e then
+    e = u32(v)
+    u32c[v] = e
+  end
+  local rec = field .. e
+  local s = fs_get(pck)
+  local bk = -1
+  if #s >= 4 then bk = u32at(s, 1) end
+  if bk == cb then
+    local p = rec_find(s, field, 5, #s)
+    if p then
+      if string.sub(s, p, p + REC - 1) ~= rec then
+        redis.call('SETRANGE', pck, p - 1, rec)
+        fscache[pck] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
+      end
+    elseif #s - 4 < cap * REC then
+      local ns = s .. rec
+      redis.call('SET', pck, ns, 'KEEPTTL')
+      fscache[pck] = ns
     end
     return
   end
-  fs_put(k, rec, cap, REC, ttlms)
+  if bk > cb then
+    -- a message of an earlier bucket than the current string's
+    -- (clock skew between hosts): its section of the older string
+    old_put(pok, cb, rec, field, cb, oldest, cap, ttl, blen)
+    return
+  end
+  if bk >= oldest and #s > 4 then old_put(pok, bk, string.sub(s, 5), nil, cb, oldest, cap, ttl, blen) end
+  local ns = u32(cb) .. rec
+  redis.call('SET', pck, ns, 'PX', ttl)
+  fscache[pck] = ns
 end
 
 local function repoint(found, v, ref, weak)
@@ -518,39 +628,58 @@ if mode == 'c' or mode == 'r' then
   local rs = {}
   for j = 1, nr do rs[j] = ARGV[11 + j] end
   local f0 = 11 + nr
-  local kper = nb + 1
-  -- The newest bucket of every key first (one MGET), then the older
-  -- buckets of the keys not found there (a second): the copies of a
-  -- campaign seen in this bucket read a fifth of the strings.
-  local list = {}
-  for s = 1, nsig do list[s] = KEYS[(s - 1) * kper + nb] end
-  fs_mget(list)
+  local oldest = cb - nb + 1
+  -- KEYS: the nsig current pointer strings, the nsig older ones, the
+  -- nsig vote hashes (ranges unpacked as they are, no list built). The
+  -- current strings first (one MGET), then the older strings of the keys
+  -- not found there (a second).
   local ptrs, at = {}, {}
-  list = {}
+  local vals = redis.call('MGET', unpack(KEYS, 1, nsig))
+  local miss = 0
   for s = 1, nsig do
-    local kb = (s - 1) * kper
-    ptrs[s], at[s] = ptr_read(kb, nb, ARGV[f0 + s], nb)
-    if not at[s] then
-      for i = 1, nb - 1 do list[#list + 1] = KEYS[kb + i] end
-    end
+    local v = vals[s] or ''
+    fscache[KEYS[s]] = v
+    local bk
+    ptrs[s], bk = cur_read(v, ARGV[f0 + s], cb, oldest)
+    if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
-  if #list > 0 then
-    fs_mget(list)
+  if miss > 0 and nb > 1 then
+    if miss == nsig then
+      vals = redis.call('MGET', unpack(KEYS, nsig + 1, 2 * nsig))
+    else
+      local list = {}
+      for s = 1, nsig do
+        if not at[s] then list[#list + 1] = KEYS[nsig + s] end
+      end
+      local got = redis.call('MGET', unpack(list))
+      vals = {}
+      local j = 0
+      for s = 1, nsig do
+        if not at[s] then
+          j = j + 1
+          vals[s] = got[j]
+        end
+      end
+    end
     for s = 1, nsig do
-      if not at[s] then ptrs[s], at[s] = ptr_read((s - 1) * kper, nb - 1, ARGV[f0 + s], 1) end
+      if not at[s] then
+        local v = vals[s] or ''
+        fscache[KEYS[nsig + s]] = v
+        local bk
+        ptrs[s], bk = old_read(v, ARGV[f0 + s], cb, oldest)
+        if bk then at[s] = bk - oldest + 1 end
+      end
     end
   end
   -- One EXISTS over every vote hash spares a tally read per key when,
   -- as for most mail, none of the message's keys has votes; the reply
   -- then carries no per-key votes at all.
-  local vks = {}
-  for s = 1, nsig do vks[s] = KEYS[s * kper] end
-  local voted = redis.call('EXISTS', unpack(vks)) > 0
+  local voted = redis.call('EXISTS', unpack(KEYS, 2 * nsig + 1, 3 * nsig)) > 0
   local votes = {}
   if voted or mode == 'r' then
     for s = 1, nsig do
       if voted then
-        votes[s] = key_votes(KEYS[s * kper], rs, now, hz)
+        votes[s] = key_votes(KEYS[2 * nsig + s], rs, now, hz)
       else
         votes[s] = {0, 0, {}}
       end
@@ -648,7 +777,7 @@ if mode == 'c' or mode == 'r' then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
       if changed or at[s] ~= nb then
-        ptr_write(KEYS[(s - 1) * kper + nb], ARGV[f0 + s], v, cap, ttl)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], v, cb, oldest, cap, ttl, blen)
       end
     end
   end
@@ -698,11 +827,15 @@ if mode == 'q' then
 end
 
 if mode == 'w' then
-  -- KEYS: current-bucket pointer strings. ARGV: 'w', ttl, cap, n, n
-  -- fields, n pointers.
+  -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
+  -- cap, n, cb, nb, blen, n fields, n pointers.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local cur = {}
+  for i = 1, n do cur[i] = KEYS[2 * i - 1] end
+  fs_mget(cur)
   for i = 1, n do
-    ptr_write(KEYS[i], ARGV[4 + i], tonumber(ARGV[4 + n + i]), cap, ttl)
+    ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen)
   end
   return n
 end

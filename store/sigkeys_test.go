@@ -10,18 +10,12 @@ import (
 
 // sigKeysSimple is how the key names are built, plainly: sigKeys builds
 // them in one buffer and must agree.
-func (r *Redis) sigKeysSimple(id string, cb int64, split uint64) sigKeys {
+func (r *Redis) sigKeysSimple(id string, split uint64) sigKeys {
 	h := sigHash(id)
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
 	sub := strconv.FormatUint((h>>32)%split, 10)
-	nb := r.c.nb
-	keys := make([]string, 0, nb+1)
-	oldest := cb - int64(nb) + 1
-	for i := range nb {
-		keys = append(keys, base+"p:"+sub+":"+strconv.FormatInt(oldest+int64(i), 10))
-	}
-	keys = append(keys, base+"v:"+id)
+	keys := []string{base + "pc:" + sub, base + "po:" + sub, base + "v:" + id}
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h))
 	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
@@ -37,11 +31,10 @@ func TestSigKeysUnchanged(t *testing.T) {
 			}
 			for i := range 3000 {
 				id := fmt.Sprintf("s%x:imatch.%d:%016x", i%5, i%22, uint64(i)*0x9e3779b97f4a7c15)
-				cb := int64(490000 + i%7 - 3)
 				split := uint64(1 + i%4)
-				got, want := r.sigKeys(id, cb, split), r.sigKeysSimple(id, cb, split)
+				got, want := r.sigKeys(id, split), r.sigKeysSimple(id, split)
 				if got.tag != want.tag || got.slot != want.slot || got.field != want.field || !slices.Equal(got.keys, want.keys) {
-					t.Fatalf("sigKeys(%q, %d, %d) = %+v\nwant %+v", id, cb, split, got, want)
+					t.Fatalf("sigKeys(%q, %d) = %+v\nwant %+v", id, split, got, want)
 				}
 				if r.tagOf(sigHash(id)) != want.tag {
 					t.Fatalf("tagOf = %q, want %q", r.tagOf(sigHash(id)), want.tag)
@@ -63,13 +56,13 @@ func BenchmarkSigKeys(b *testing.B) {
 	b.Run("one-buffer", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			r.sigKeys(ids[i%len(ids)], 490000, 2)
+			r.sigKeys(ids[i%len(ids)], 2)
 		}
 	})
 	b.Run("concatenated", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			r.sigKeysSimple(ids[i%len(ids)], 490000, 2)
+			r.sigKeysSimple(ids[i%len(ids)], 2)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -40,6 +41,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	workers := fs.Int("workers", 0, "attack worlds evaluated in parallel (default GOMAXPROCS)")
 	jsonOut := fs.String("json", "", "write the JSON report to this `file`")
 	missOut := fs.String("misses", "", "write the missed messages of the real corpora's refined groups, and why each missed, to this `file` (tab-separated)")
+	traceOut := fs.String("stream-trace", "", "write one tab-separated line per message of each real-stream replay (clock, name, kind, verdict, campaign, volume, families that joined) to this `file`")
 	mdOut := fs.String("markdown", "-", "write the Markdown tables to this `file` (- for stdout)")
 	check := fs.Bool("check", false, "fail when a result regresses past the floors of the run mode (eval.FloorsFor)")
 	list := fs.Bool("list", false, "list the attacks and exit")
@@ -75,6 +77,16 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	if !*quiet {
 		ec.Log = stderr
 	}
+	var trace *bufio.Writer
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		trace = bufio.NewWriter(f)
+		ec.StreamTrace = trace
+	}
 	// A secret derived from the seed: keyed hashes, and so every figure,
 	// are reproducible.
 	sum := sha256.Sum256([]byte("bulkmilter eval secret " + strconv.FormatUint(*seed, 10)))
@@ -103,6 +115,11 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	rep, err := eval.Run(ctx, ec)
 	if err != nil {
 		return err
+	}
+	if trace != nil {
+		if err := trace.Flush(); err != nil {
+			return fmt.Errorf("write %s: %w", *traceOut, err)
+		}
 	}
 	if *jsonOut != "" {
 		data, err := json.MarshalIndent(rep, "", "  ")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool runs functions on a fixed number of long-lived goroutines, all
@@ -37,6 +38,14 @@ type job struct {
 	done chan any // the worker's recovered panic (a *Panic), or nil
 	wg   *sync.WaitGroup
 }
+
+// workers counts the goroutines every pool has started: they never end,
+// so a count of a process's goroutines holds them beside the ones that
+// come and go (the daemon exports it; its leak tests subtract it).
+var workers atomic.Int64
+
+// Goroutines returns how many goroutines all pools keep.
+func Goroutines() int { return int(workers.Load()) }
 
 var jobs = sync.Pool{New: func() any { return &job{done: make(chan any, 1)} }}
 
@@ -102,6 +111,7 @@ func (p *Pool) Start() {
 		// for as long as the scheduler leaves the new goroutines queued.
 		var ready sync.WaitGroup
 		ready.Add(p.n)
+		workers.Add(int64(p.n))
 		for range p.n {
 			go p.worker(&ready)
 		}

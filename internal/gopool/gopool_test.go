@@ -154,8 +154,12 @@ func TestGo(t *testing.T) {
 func TestGoroutinesFixedAfterFirstUse(t *testing.T) {
 	const size = 3
 	p := New(size)
+	g0 := Goroutines()
 	p.Start()
 	p.Start()
+	if got := Goroutines(); got != g0+size {
+		t.Errorf("Goroutines() %d after Start twice, want %d + %d", got, g0, size)
+	}
 	p.Run(func() {})
 	// Other tests' goroutines may still be ending: the count may fall,
 	// it must not grow.

@@ -58,6 +58,10 @@ type Config struct {
 	// StreamLimit replays only the first messages of the real stream (0:
 	// all).
 	StreamLimit int
+	// StreamTrace, when set, receives one tab-separated line per message
+	// of each stream replay (streamTraceHeader): what tracing a change
+	// message by message needs (docs/evaluation.md, "Real stream").
+	StreamTrace io.Writer
 	// Workers run attack worlds in parallel (0: GOMAXPROCS).
 	Workers int
 	// NewPipeline returns a pipeline with a fresh, empty store. Every

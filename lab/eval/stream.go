@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/mail"
 	"path"
 	"path/filepath"
 	"sort"
@@ -42,8 +41,10 @@ type StreamPipeline interface {
 }
 
 // Clocks of the stream replay: each message at its Date header (what a
-// sender writes, as the issue measured it) or at the date the site's MTA
-// wrote in the topmost Received field (what the daemon would have seen).
+// sender writes, as the issue measured it; a Date later than the site's
+// Received date is forged and the delivery time stands for it:
+// detect.DateTime) or at the date the site's MTA wrote in the topmost
+// Received field (what the daemon would have seen).
 const (
 	ClockDate     = "date"
 	ClockReceived = "received"
@@ -196,7 +197,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		at := last
 		switch clock {
 		case ClockDate:
-			if d, err := mail.ParseDate(msg.Header.Get("Date")); err == nil {
+			if d, ok := detect.DateTime(msg.Header); ok {
 				at = d
 			}
 		case ClockReceived:
@@ -241,6 +242,11 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		default:
 			r.PersonalHam++
 		}
+		if cfg.StreamTrace != nil {
+			if err := writeStreamTrace(cfg.StreamTrace, clock, m, msg, v); err != nil {
+				return nil, fmt.Errorf("stream trace: %w", err)
+			}
+		}
 		if v.Bulk {
 			add(&r.Tagged)
 			if !m.spam && !m.list {
@@ -273,6 +279,70 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	}
 	r.Recipients = len(rcpts)
 	return r, nil
+}
+
+// streamTraceHeader names the columns of a stream trace line
+// (Config.StreamTrace): the clock, the message's name in the corpus, its
+// kind (spam, list, personal), the verdict (1 bulk), the highest family
+// volume, the campaign (8 hex digits, "-" unsigned), its distinct
+// recipients and networks, the families whose keys joined it ("-" for a
+// campaign of its own), the message's keys per family, its time and its
+// Subject (60 characters).
+const streamTraceHeader = "clock\tname\tkind\tbulk\tscore\tcampaign\trecipients\tnetworks\tvia\tkeys\ttime\tsubject"
+
+// writeStreamTrace writes m's trace line (streamTraceHeader).
+func writeStreamTrace(w io.Writer, clock string, m streamMsg, msg *detect.Message, v detect.Verdict) error {
+	kind := "personal"
+	switch {
+	case m.spam:
+		kind = "spam"
+	case m.list:
+		kind = "list"
+	}
+	bulk := 0
+	if v.Bulk {
+		bulk = 1
+	}
+	var score int64
+	for _, vol := range v.Volumes {
+		score = max(score, vol)
+	}
+	camp, via, keys := "-", "-", "-"
+	if !v.Unsigned {
+		camp = fmt.Sprintf("%08x", v.Campaign.ID)
+	}
+	if len(v.Via) > 0 {
+		names := make([]string, len(v.Via))
+		for i, f := range v.Via {
+			names[i] = f.String()
+		}
+		via = strings.Join(names, ",")
+	}
+	if v.Analysis != nil && len(v.Analysis.Keys) > 0 {
+		n := map[signature.Family]int{}
+		for _, k := range v.Analysis.Keys {
+			n[k.Family]++
+		}
+		var parts []string
+		for _, f := range signature.Families() {
+			if n[f] > 0 {
+				parts = append(parts, fmt.Sprintf("%s:%d", f, n[f]))
+			}
+		}
+		keys = strings.Join(parts, ",")
+	}
+	subj := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, msg.Header.Get("Subject"))
+	if rs := []rune(subj); len(rs) > 60 {
+		subj = string(rs[:60])
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", clock, m.name, kind, bulk, score,
+		camp, v.Campaign.Recipients, v.Campaign.Networks, via, keys, msg.Time.UTC().Format(time.RFC3339), subj)
+	return err
 }
 
 // dimension counts, per key, the distinct values (sending networks,
@@ -309,6 +379,11 @@ func runStream(ctx context.Context, cfg *Config, rep *Report) error {
 	msgs, err := loadStream(cfg.Corpora, cfg.StreamLimit)
 	if err != nil {
 		return err
+	}
+	if cfg.StreamTrace != nil {
+		if _, err := fmt.Fprintln(cfg.StreamTrace, streamTraceHeader); err != nil {
+			return fmt.Errorf("stream trace: %w", err)
+		}
 	}
 	clocks := []string{ClockDate, ClockReceived}
 	if cfg.CI {

@@ -2,11 +2,14 @@ package eval
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
 )
 
 // A dimension counts distinct values per key within a day either side of
@@ -39,5 +42,42 @@ func TestDimension(t *testing.T) {
 	}
 	if detect.Network(netip.Addr{}) != "" {
 		t.Error("an unknown client has a network")
+	}
+}
+
+// A stream trace line has the header's columns: the verdict, the
+// campaign, the families that joined it, the keys per family, and a
+// Subject whose control characters (a tab would shift every column)
+// became spaces.
+func TestStreamTrace(t *testing.T) {
+	b := detect.NewBuilder(detect.DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+	b.ReadRaw([]byte("Subject: =?utf-8?q?x?=\tcheap\tpills\nDate: Sun, 8 Apr 2007 13:07:21 -0400\n\nbody\n"))
+	msg := b.Message()
+	msg.Time = time.Date(2007, 4, 8, 17, 7, 21, 0, time.UTC)
+	v := detect.Verdict{
+		Bulk:     true,
+		Volumes:  map[signature.Family]int64{signature.FamilyIMatch: 3, signature.FamilyContain: 12},
+		Campaign: store.Campaign{ID: 0x7f3a91c2, Recipients: 12, Networks: 4},
+		Via:      []signature.Family{signature.FamilyIMatch, signature.FamilyContain},
+		Analysis: &detect.Analysis{Keys: []signature.Key{{Family: signature.FamilyContain, Hash: 1}, {Family: signature.FamilyIMatch, Hash: 2}, {Family: signature.FamilyContain, Hash: 3}}},
+	}
+	var sb strings.Builder
+	if err := writeStreamTrace(&sb, ClockDate, streamMsg{name: "inmail.7", spam: true}, msg, v); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(sb.String(), "\n"), "\t")
+	want := []string{"date", "inmail.7", "spam", "1", "12", "7f3a91c2", "12", "4", "imatch,contain", "imatch:1,contain:2", "2007-04-08T17:07:21Z", "=?utf-8?q?x?= cheap pills"}
+	if n := len(strings.Split(streamTraceHeader, "\t")); len(got) != n {
+		t.Fatalf("%d columns, want %d: %q", len(got), n, got)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	sb.Reset()
+	if err := writeStreamTrace(&sb, ClockReceived, streamMsg{name: "inmail.8"}, msg, detect.Verdict{Unsigned: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sb.String(), "received\tinmail.8\tpersonal\t0\t0\t-\t0\t0\t-\t-\t2007-04-08T17:07:21Z\t=?utf-8?q?x?= cheap pills\n"; got != want {
+		t.Errorf("unsigned: got %q, want %q", got, want)
 	}
 }

@@ -65,7 +65,7 @@ type Options struct {
 // Sample is what the daemon's /metrics said at one moment.
 type Sample struct {
 	At         time.Time
-	Goroutines float64 // go_goroutines
+	Goroutines float64 // go_goroutines less bulkmilter_pool_goroutines (kept, bounded)
 	RSS        float64 // process_resident_memory_bytes
 	HeapInuse  float64 // go_memstats_heap_inuse_bytes
 	// LiveHeap is the heap the last garbage collection kept,
@@ -296,7 +296,7 @@ func Scrape(ctx context.Context, url string) (Sample, error) {
 func sampleOf(m Metrics) Sample {
 	s := Sample{
 		At:         time.Now(),
-		Goroutines: m.Get("go_goroutines"),
+		Goroutines: m.Get("go_goroutines") - m.Get("bulkmilter_pool_goroutines"),
 		RSS:        m.Get("process_resident_memory_bytes"),
 		HeapInuse:  m.Get("go_memstats_heap_inuse_bytes"),
 		Messages:   m.Sum("bulkmilter_messages_total"),
