@@ -115,6 +115,7 @@ func New(opt Options) (*Engine, error) {
 		opt.Analyses = runtime.GOMAXPROCS(0)
 	}
 	opt.Limits = opt.Limits.orDefault()
+	pipelines.Start()
 	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses), site: newSite(opt.Adaptive)}, nil
 }
 

@@ -85,6 +85,7 @@ func NewSet(p SetParams) (*Set, error) {
 	if needLex && p.Lexicon == nil {
 		errs = append(errs, errors.New("signature set: imatch, shingle, terms and contain need a lexicon"))
 	}
+	sidePool.Start()
 	s := &Set{th: newTokenHasher(p.Secret)}
 	var err error
 	if needLex && p.Lexicon != nil {

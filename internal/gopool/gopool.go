@@ -16,19 +16,21 @@ import (
 	"sync/atomic"
 )
 
-// Pool runs functions on at most Max long-lived goroutines, started as
-// they are first needed and never stopped. When all of them are busy, Run
-// runs the function on the caller's goroutine and Go on a new one: the
-// pool never makes anyone wait.
+// Pool runs functions on a fixed number of long-lived goroutines, all
+// started at once (Start, or its first use) and never stopped, so that a process's count
+// of goroutines does not grow with its load after its first message (a
+// soak reads growth as a leak). When all of them are busy, Run runs the
+// function on the caller's goroutine and Go on a new one: the pool never
+// makes anyone wait.
 type Pool struct {
-	max     int32
-	started atomic.Int32
-	work    chan *job // unbuffered: a send succeeds only into an idle worker
+	n     int
+	start sync.Once
+	work  chan *job // unbuffered: a send succeeds only into an idle worker
 }
 
-// New returns a pool of at most n goroutines (at least one).
+// New returns a pool of n goroutines (at least one).
 func New(n int) *Pool {
-	return &Pool{max: int32(max(n, 1)), work: make(chan *job)}
+	return &Pool{n: max(n, 1), work: make(chan *job)}
 }
 
 type job struct {
@@ -98,24 +100,39 @@ func (p *Pool) Go(wg *sync.WaitGroup, f func()) {
 	}
 }
 
-// hand gives j to an idle worker, starting one when the pool may grow; it
-// reports false when every worker is busy.
+// Start starts the pool's goroutines, once: a daemon calls it as it sets
+// up (detect.New, signature.NewSet), so that its count of goroutines is
+// the same before its first message as after (a fault test and the soak
+// read growth as a leak). Without it the first Run or Go starts them.
+func (p *Pool) Start() {
+	p.start.Do(func() {
+		// Wait until every worker runs: a caller that never blocks
+		// would otherwise find none waiting, and run everything itself,
+		// for as long as the scheduler leaves the new goroutines queued.
+		var ready sync.WaitGroup
+		ready.Add(p.n)
+		workers.Add(int64(p.n))
+		for range p.n {
+			go p.worker(&ready)
+		}
+		ready.Wait()
+	})
+}
+
+// hand gives j to an idle worker; it reports false when every worker is
+// busy (or, just after Start, none is waiting yet).
 func (p *Pool) hand(j *job) bool {
+	p.Start()
 	select {
 	case p.work <- j:
 		return true
 	default:
-	}
-	if p.started.Load() >= p.max || p.started.Add(1) > p.max {
 		return false
 	}
-	workers.Add(1)
-	go p.worker()
-	p.work <- j // the new worker, or another that became idle, takes it
-	return true
 }
 
-func (p *Pool) worker() {
+func (p *Pool) worker(ready *sync.WaitGroup) {
+	ready.Done()
 	for j := range p.work {
 		if j.wg != nil {
 			wg, f := j.wg, j.f
