@@ -29,15 +29,18 @@ func StartRedisReplica(t testing.TB, master *Redis) *Redis {
 }
 
 // StartRedisSentinel starts a Redis Sentinel (redis-server --sentinel) on
-// its own port that monitors master under name, with quorum 1 and short
-// timeouts (down after 1 s), so a failover takes seconds.
+// its own port that monitors master under name, with quorum 1. Tests fail
+// over by asking (SENTINEL FAILOVER), so the master is judged down only
+// after 60 s without an answer: with 1 s, a busy machine or a long script
+// (the conformance suite's 100,000-recipient call) made Sentinel fail over
+// by itself mid-test ("WAIT cannot be used with replica instances").
 func StartRedisSentinel(t testing.TB, name string, master *Redis) *Redis {
 	t.Helper()
 	return StartRedis(t, RedisOptions{
 		sentinel: true,
 		Config: []string{
 			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1", name, master.Port()),
-			"sentinel down-after-milliseconds " + name + " 1000",
+			"sentinel down-after-milliseconds " + name + " 60000",
 			"sentinel failover-timeout " + name + " 5000",
 		},
 	})
