@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -196,15 +194,7 @@ func TestEmbeddedReadsVersion4(t *testing.T) {
 	terms := []string{"s:terms.0:a", "s:terms.1:b", "s:terms.2:c", "s:terms.3:d"}
 	var buf bytes.Buffer
 	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
-	h := []byte(fileMagic)
-	h = le32(h, 4)
-	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
-	h = le32(h, uint32(e.c.Buckets))
-	kid, _ := hex.DecodeString(e.c.keyID)
-	h = append(h, kid...)
-	h = le64(h, uint64(now.UnixMilli()))
-	h = le32(h, crc32.Checksum(h, crcTable))
-	cw.w.Write(h)
+	cw.w.Write(e.c.fileHeader(4, now))
 	cw.flush(chunkVotes)
 	cw.flush(chunkVotesEnd)
 	b := le64(nil, uint64(cb-1))

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,15 +117,7 @@ func TestEmbeddedReadsVersion3(t *testing.T) {
 	key := "s:imatch.0:aa"
 	var buf bytes.Buffer
 	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
-	h := []byte(fileMagic)
-	h = le32(h, 3)
-	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
-	h = le32(h, uint32(e.c.Buckets))
-	kid, _ := hex.DecodeString(e.c.keyID)
-	h = append(h, kid...)
-	h = le64(h, uint64(now.UnixMilli()))
-	h = le32(h, crc32.Checksum(h, crcTable))
-	cw.w.Write(h)
+	cw.w.Write(e.c.fileHeader(3, now))
 	cw.flush(chunkVotes)
 	cw.flush(chunkVotesEnd)
 	b := le64(nil, uint64(cb))

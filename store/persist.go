@@ -191,16 +191,21 @@ func (e *Embedded) Save() (err error) {
 	return nil
 }
 
-func (e *Embedded) writeState(cw *chunkWriter) {
-	kid, _ := hex.DecodeString(e.c.keyID)
+// fileHeader is a state file's header in the given format version,
+// written at the time given.
+func (c *counting) fileHeader(version uint32, at time.Time) []byte {
+	kid, _ := hex.DecodeString(c.keyID)
 	h := []byte(fileMagic)
-	h = le32(h, fileVersion)
-	h = le64(h, uint64(e.c.bucketLen.Milliseconds()))
-	h = le32(h, uint32(e.c.Buckets))
+	h = le32(h, version)
+	h = le64(h, uint64(c.bucketLen.Milliseconds()))
+	h = le32(h, uint32(c.Buckets))
 	h = append(h, kid...)
-	h = le64(h, uint64(time.Now().UnixMilli()))
-	h = le32(h, crc32.Checksum(h, crcTable))
-	if _, err := cw.w.Write(h); err != nil {
+	h = le64(h, uint64(at.UnixMilli()))
+	return le32(h, crc32.Checksum(h, crcTable))
+}
+
+func (e *Embedded) writeState(cw *chunkWriter) {
+	if _, err := cw.w.Write(e.c.fileHeader(fileVersion, time.Now())); err != nil {
 		cw.err = err
 		return
 	}
@@ -475,17 +480,21 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 			if countsOK {
 				err = e.loadRecs(payload)
 			}
-		case chunkPointers, chunkSupport:
+		case chunkPointers, chunkSupport, chunkPacked, chunkSupportPacked:
 			if countsOK {
 				ring := ringMain
-				if h[0] == chunkSupport {
+				if h[0] == chunkSupport || h[0] == chunkSupportPacked {
 					ring = ringSupport
 				}
 				var ids []int64
-				ids, err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
-					ps := &e.ptrs[e.ptrShardOf(sig)]
-					return &ps.mu, ps.ring(ring), &ps.entries
-				})
+				if h[0] == chunkPointers || h[0] == chunkSupport {
+					ids, err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
+						ps := &e.ptrs[e.ptrShardOf(sig)]
+						return &ps.mu, ps.ring(ring), &ps.entries
+					})
+				} else {
+					ids, err = e.loadPacked(payload, version, ring)
+				}
 				if version < 5 {
 					e.mixedAlso(ids)
 				}
@@ -493,18 +502,6 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 		case chunkCamps:
 			if countsOK {
 				err = e.loadCamps(payload)
-			}
-		case chunkPacked, chunkSupportPacked:
-			if countsOK {
-				ring := ringMain
-				if h[0] == chunkSupportPacked {
-					ring = ringSupport
-				}
-				var ids []int64
-				ids, err = e.loadPacked(payload, version, ring)
-				if version < 5 {
-					e.mixedAlso(ids)
-				}
 			}
 		case chunkMixed:
 			if countsOK {
