@@ -57,6 +57,9 @@ type Embedded struct {
 	shards [embeddedShards]eshard // campaign counters
 	ptrs   [embeddedShards]pshard // key pointers
 	votes  voteBook
+	// aliases: the stored merge of split campaigns (model.go, alias.go)
+	aliases aliasBook
+	noMerge bool // the model a Redis Cluster runs: no stored merge (TestStoresAgree)
 	// mixedUpTo: the buckets up to it, read from a file of version 4 or
 	// before, hold the support families' pointers in the main ring too
 	// (math.MinInt64: none).
@@ -395,7 +398,7 @@ func (e *Embedded) freeRef(ref, origin uint32, cb int64) uint32 {
 			m.origin = r.origin
 		}
 		sh.mu.Unlock()
-		if !ok || m.origin == origin {
+		if (!ok || m.origin == origin) && !e.aliases.live(ref, oldest) {
 			return ref
 		}
 		ref = (ref + 1) & refMask
@@ -517,6 +520,13 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
+	// The stored merge (model.go): a pointer naming a merged campaign is
+	// read as its root; raw keeps what is stored, so that such a key is
+	// rewritten to the root.
+	raw := slices.Clone(kps)
+	if !e.noMerge {
+		e.aliases.resolve(kps, oldest)
+	}
 	d := decide(fams, kps, 0)
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
@@ -529,6 +539,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if write {
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
+			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
 				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, np, kps[i].found && at[i] == cb && !moved, t)
@@ -542,8 +553,22 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		sh.mu.Unlock()
 		return Campaign{}, d
 	}
+	// The root's live parts, after merging the union's campaigns that
+	// pass the guard (a strong join, written).
+	var merged []uint32
+	if write && d.join && !d.weak {
+		for _, ref := range d.union {
+			if aliasGuard(fams, kps, ref) {
+				merged = append(merged, ref)
+			}
+		}
+	}
+	var parts []part
+	if d.join && !e.noMerge {
+		parts = e.aliases.merge(d.ref, merged, cb, oldest)
+	}
 	var u union
-	if len(d.union) > 0 {
+	if len(d.union) > 0 || len(parts) > 0 {
 		u.add(e.members(sh, d.ref, cb))
 	}
 	sh.mu.Unlock()
@@ -555,7 +580,16 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		u.add(e.members(csh, ref, cb))
 		csh.mu.Unlock()
 	}
-	if len(d.union) > 0 {
+	for _, p := range parts {
+		if slices.Contains(d.union, p.ref) {
+			continue
+		}
+		csh := e.shard(campaignSig(p.ref))
+		csh.mu.Lock()
+		u.add(e.members(csh, p.ref, cb))
+		csh.mu.Unlock()
+	}
+	if len(d.union) > 0 || len(parts) > 0 {
 		out.count = u.count()
 	}
 	out.d = d
@@ -927,6 +961,7 @@ func (e *Embedded) sweep(now time.Time) {
 		ps.mu.Unlock()
 	}
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
+	e.aliases.sweep(oldest)
 }
 
 // RecordVote stores the vote on each of v.Keys and on their campaign;

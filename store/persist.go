@@ -26,7 +26,7 @@ import (
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
 // 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 9 and 10
 // the same of the support families' ring, 11 mixed buckets, 6 campaigns,
-// 255 end (empty).
+// 12 aliases, 255 end (empty).
 // A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
@@ -46,6 +46,9 @@ import (
 //	campaigns: u32 ref, u32 origin, i64 first (unix s), i64 last bucket,
 //	           u8 n, n × u16 network, u8 m, m × u16 sender (big-endian):
 //	           the campaigns of two or more messages
+//	aliases:   u32 part ref, u32 root, i64 bucket of the merge: the
+//	           stored merge (alias.go); a version 5 file without it is
+//	           read as one without merges
 //
 // Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
 // is read whole, its buckets marked mixed. Counters count campaigns (by
@@ -77,7 +80,10 @@ const (
 	chunkSupport       = 9
 	chunkSupportPacked = 10
 	chunkMixed         = 11
-	chunkEnd           = 255
+	// The stored merge's aliases (alias.go), the last chunk: a build
+	// without it stops there, with every other chunk read.
+	chunkAliases = 12
+	chunkEnd     = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
 	chunkMax    = 64 << 20 // a longer chunk on disk is damage
@@ -366,6 +372,8 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		cw.maybeFlush(chunkCamps)
 	}
 	cw.flush(chunkCamps)
+	cw.buf = e.aliases.appendAliases(cw.buf, oldest)
+	cw.flush(chunkAliases)
 	cw.flush(chunkEnd)
 }
 
@@ -510,6 +518,10 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 				if d.bad || len(d.b) > 0 {
 					err = fmt.Errorf("mixed buckets: %w", errRecord)
 				}
+			}
+		case chunkAliases:
+			if countsOK {
+				err = e.loadAliases(payload)
 			}
 		case chunkEnd:
 			return "", nil

@@ -521,6 +521,7 @@ type redisObs struct {
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
+	afam any // AliasFamily's number, "" when no key is of it
 }
 
 func (ob *redisObs) prepare() {
@@ -541,6 +542,10 @@ func (ob *redisObs) prepare() {
 		ob.fams = append(ob.fams, n)
 	}
 	ob.nfam = len(names)
+	ob.afam = ""
+	if n, ok := names[AliasFamily]; ok {
+		ob.afam = n
+	}
 }
 
 // head is the script arguments modes 'c' and 'r' share.
@@ -616,7 +621,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, f)
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.afam)
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)

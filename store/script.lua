@@ -277,8 +277,9 @@ local function camp_count(ck, rs, write, net, snd)
     return live
   end
 
-  local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's')
+  local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's', 'o', 'p')
   ck.m = nil
+  ck.parts = m[7] or ''
   local hll = m[2] ~= false
   local first, nets, snds
   local count
@@ -394,12 +395,15 @@ local function camp_members(ck)
 end
 
 -- camp_live tells whether a campaign of another origin holds ck's ref in
--- the window.
-local function camp_live(ck, origin)
+-- the window, or a live alias names it (from oldest; nil: not asked).
+local function camp_live(ck, origin, oldest)
   -- the exact set's fields camp_count reads too, in the same command
-  local m = redis.call('HMGET', ck.x, '#', 'h', 't', 'n', 's', 'o')
+  local m = redis.call('HMGET', ck.x, '#', 'h', 't', 'n', 's', 'o', 'p', 'a')
   ck.m = m
   local o = m[6]
+  -- a ref a live alias names is never taken (model.go's stored merge)
+  local a = m[8]
+  if oldest and a and #a == 8 and num(a, 5, 4) >= oldest then return true end
   if o then return o ~= origin end
   fs_mget(ck.f)
   for i = 1, ck.nb do
@@ -586,6 +590,24 @@ end
 
 local function hex4(ref) return string.format('%04x', math.floor(ref / 32768)) end
 
+-- The stored merge (model.go): a merged campaign's record holds its root
+-- in field 'a' (4 bytes), a root's its parts in field 'p' (per part: ref,
+-- bucket of the merge, 4 bytes each), so that both live as long as the
+-- records. APARTS is model.go's AliasParts.
+local APARTS = 8
+local function xkey(prefix, ref) return prefix .. '{' .. hex4(ref) .. '}:x:' .. string.format('%x', ref) end
+
+-- parts_parse returns the live parts {ref, bucket} of a field 'p'.
+local function parts_parse(s, oldest)
+  local out = {}
+  if not s then return out end
+  for i = 1, #s - 7, 8 do
+    local at = num(s, i + 4, 4)
+    if at >= oldest then out[#out + 1] = {num(s, i, 4), at} end
+  end
+  return out
+end
+
 -- Campaign votes (feedback follows the campaign, store/doc.go): a vote
 -- hash per campaign ref in the campaign's slot, written by mode 'v' like a
 -- key's. A campaign joined strongly (not weak) has its votes read; a new
@@ -616,7 +638,8 @@ end
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes); 'c' also nsig family
-  -- numbers, fresh ref, network, sender, prefix, split.
+  -- numbers, fresh ref, network, sender, prefix, split, AliasFamily's
+  -- number ('': none of its keys).
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -702,6 +725,25 @@ if mode == 'c' or mode == 'r' then
   local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
+  local afam = tonumber(ARGV[a0 + nsig + 7]) -- AliasFamily's number, or nil
+  -- The stored merge (model.go): a pointer naming a merged campaign (its
+  -- record's field 'a', the root) is read as the root; raw keeps what is
+  -- stored, so that such a key is rewritten to the root.
+  local raw, aof = {}, {}
+  for s = 1, nsig do
+    local v = ptrs[s]
+    raw[s] = v
+    if v and v % 8 < WEAKCAP then
+      local r = math.floor(v / 8)
+      local a = aof[r]
+      if a == nil then
+        a = redis.call('HGET', xkey(prefix, r), 'a')
+        a = (a and #a == 8 and num(a, 5, 4) >= oldest) and num(a, 1, 4) or false
+        aof[r] = a
+      end
+      if a then ptrs[s] = a * 8 + v % 8 end
+    end
+  end
   -- decide (model.go)
   -- a negative family number f is a support family's (supportAlone):
   -- -1 - n - 256 * (the keys it needs to name a campaign alone)
@@ -766,7 +808,7 @@ if mode == 'c' or mode == 'r' then
   if not join then
     for _ = 1, 8 do
       ck = camp_keys(prefix, split, ref, nb, cb)
-      if not camp_live(ck, origin) then break end
+      if not camp_live(ck, origin, oldest) then break end
       ref = (ref + 1) % (REFMASK + 1)
       ck = nil
     end
@@ -776,7 +818,7 @@ if mode == 'c' or mode == 'r' then
   if write then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
-      if changed or at[s] ~= nb then
+      if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], v, cb, oldest, cap, ttl, blen)
       end
     end
@@ -785,7 +827,10 @@ if mode == 'c' or mode == 'r' then
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
   ck.origin = origin
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
-  if count and #union > 0 then
+  -- the root's live parts (model.go's stored merge)
+  local parts = {}
+  if join and count then parts = parts_parse(ck.parts, oldest) end
+  if count and (#union > 0 or #parts > 0) then
     -- distinct fingerprints over the campaigns; past an exact tier the
     -- largest HyperLogLog count (model.go's union)
     local seen, n, h = {}, 0, -1
@@ -796,12 +841,60 @@ if mode == 'c' or mode == 'r' then
       end
     end
     add(camp_members(ck))
+    local uparts = {}
     for _, r in ipairs(union) do
       local uk = camp_keys(prefix, split, r, nb, cb)
       uk.nb, uk.cb, uk.ttl, uk.blen, uk.cap, uk.elim, uk.now = nb, cb, ttl, blen, cap, elim, now
       uk.origin = origin
+      uk.parts = ''
       camp_count(uk, rs, write, net, snd)
       add(camp_members(uk))
+      uparts[r] = uk.parts
+    end
+    -- the union's campaigns that pass the guard (model.go's aliasGuard)
+    -- become parts of the root (mergeParts), a strong join written
+    if write and not weak and afam then
+      local inp = {[ref] = true}
+      for _, p in ipairs(parts) do inp[p[1]] = true end
+      local changed = false
+      for _, r in ipairs(union) do
+        local guard = false
+        for s = 1, nsig do
+          if fams[s] == afam and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then guard = true end
+        end
+        if guard and not inp[r] then
+          local padd = {{r, cb}}
+          for _, q in ipairs(parts_parse(uparts[r], oldest)) do
+            if not inp[q[1]] and q[1] ~= r then padd[#padd + 1] = q end
+          end
+          if #parts + #padd <= APARTS then
+            for _, p in ipairs(padd) do
+              parts[#parts + 1] = p
+              inp[p[1]] = true
+              local px = xkey(prefix, p[1])
+              if redis.call('EXISTS', px) == 1 then
+                redis.call('HSET', px, 'a', u32(ref) .. u32(p[2]))
+                redis.call('HDEL', px, 'p')
+              end
+            end
+            changed = true
+          end
+        end
+      end
+      if changed then
+        local recs = {}
+        for i, p in ipairs(parts) do recs[i] = u32(p[1]) .. u32(p[2]) end
+        redis.call('HSET', ck.x, 'p', table.concat(recs))
+      end
+    end
+    local inu = {}
+    for _, r in ipairs(union) do inu[r] = true end
+    for _, p in ipairs(parts) do
+      if not inu[p[1]] then
+        local pk = camp_keys(prefix, split, p[1], nb, cb)
+        pk.cb = cb
+        add(camp_members(pk))
+      end
     end
     count = math.max(n, h)
   end
