@@ -1012,6 +1012,7 @@ type Stats struct {
 	Evicted        int64 // entries evicted since start
 	VotedKeys      int   // signatures with votes
 	Votes          int   // votes held
+	Aliases        int   // campaigns merged into another (model.go's stored merge)
 	LastSave       time.Time
 	LastSaveError  error
 }
@@ -1041,6 +1042,7 @@ func (e *Embedded) Stats() Stats {
 	}
 	s.Evicted = e.evicted.Load()
 	s.VotedKeys, s.Votes = e.votes.size()
+	s.Aliases = e.aliases.size()
 	if ms := e.lastAt.Load(); ms != 0 {
 		s.LastSave = time.UnixMilli(ms)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -489,6 +490,85 @@ func fillSeedState(e *Embedded, now time.Time) {
 	e.Observe(ctx, Observation{Keys: []string{"b"}, Recipients: []string{"y@x", "z@x"}, Time: now})
 	e.Observe(ctx, Observation{Keys: []string{"c"}, Recipients: manyRcpts(20), Time: now})
 	e.RecordVote(ctx, Vote{Keys: []string{"a"}, Voter: "v@x", Kind: VoteBulk, Time: now})
+	// A stored merge (chunk 12).
+	mergeParts3(e, now)
+}
+
+// mergeParts3 observes two parts of one campaign, A and B, and a copy
+// naming A strongly and B through an I-Match key (the stored merge,
+// model.go), as storetest's aliasParts; it returns the keys of a copy
+// naming B alone.
+func mergeParts3(e *Embedded, now time.Time) []string {
+	ctx := context.Background()
+	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	e.Observe(ctx, Observation{Keys: []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, Recipients: []string{"a1@x", "a2@x"}, Time: now})
+	e.Observe(ctx, Observation{Keys: []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2)}, Recipients: []string{"b1@x", "b2@x"}, Time: now})
+	e.Observe(ctx, Observation{Keys: []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xd1), k("shingle", 2, 0x30)}, Recipients: []string{"u@x"}, Time: now})
+	return []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("shingle", 0, 0xd0)}
+}
+
+// TestEmbeddedAliasSavedAndRefHeld: the stored merge survives a save and
+// a load (chunk 12), and a ref a live alias names is never given to a new
+// campaign (freeRef), even once the part's record is gone; the alias
+// leaves with the window.
+func TestEmbeddedAliasSavedAndRefHeld(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state")
+	o := EmbeddedOptions{Path: path, SaveInterval: -1, Params: Params{Now: func() time.Time { return now }}}
+	e, err := OpenEmbedded(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bKeys := mergeParts3(e, now)
+	before, err := e.Observe(ctx, Observation{Keys: bKeys, Time: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Aliases != 1 || before.Campaign.Recipients != 5 {
+		t.Fatalf("after the merge: %d aliases, a read of B's keys %+v; want 1 and the root with 5 recipients", st.Aliases, before.Campaign)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = OpenEmbedded(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	after, err := e.Observe(ctx, Observation{Keys: bKeys, Time: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.Aliases != 1 || !reflect.DeepEqual(after.Campaign, before.Campaign) {
+		t.Fatalf("loaded: %d aliases, a read of B's keys %+v; want 1 and %+v", st.Aliases, after.Campaign, before.Campaign)
+	}
+	var part uint32
+	for ref := range e.aliases.root {
+		part = ref
+	}
+	// The part's record gone (as eviction does): its ref is still held.
+	cb := e.c.bucket(now)
+	sh := e.shard(campaignSig(part))
+	sh.mu.Lock()
+	delete(sh.camps, part)
+	delete(sh.ctr, campaignSig(part))
+	sh.mu.Unlock()
+	if got := e.freeRef(part, 12345, cb); got == part {
+		t.Errorf("freeRef(%08x) = the aliased ref, want another", part)
+	}
+	// Past the window the alias is gone, and the ref free.
+	later := cb + int64(e.c.nb)
+	e.sweep(now.Add(time.Duration(e.c.nb) * e.c.bucketLen))
+	if n := e.Stats().Aliases; n != 0 {
+		t.Errorf("past the window: %d aliases, want 0", n)
+	}
+	if got := e.freeRef(part, 12345, later); got != part {
+		t.Errorf("past the window: freeRef(%08x) = %08x, want the ref itself", part, got)
+	}
 }
 
 func FuzzLoadState(f *testing.F) {

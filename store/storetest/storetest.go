@@ -36,6 +36,10 @@ type Harness struct {
 	// after. Without it the suite reopens the space (the embedded store
 	// reads its file).
 	Restart func(t *testing.T)
+	// NoMerge: the store runs the model without the stored merge of split
+	// campaigns (a Redis Cluster, model.go); the merge cases check that it
+	// counts as the union alone does.
+	NoMerge bool
 	// Tolerance is the relative error allowed on counts above the exact
 	// limit (HyperLogLog); default 0.03.
 	Tolerance float64
@@ -59,6 +63,9 @@ func Run(t *testing.T, h Harness) {
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
 		{"CampaignUnion", s.campaignUnion},
+		{"CampaignAlias", s.campaignAlias},
+		{"CampaignAliasGuard", s.campaignAliasGuard},
+		{"CampaignAliasExpires", s.campaignAliasExpires},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
 		{"Window", s.window},
@@ -1001,5 +1008,138 @@ func (s *suite) closed(t *testing.T) {
 	_, err := st.Observe(context.Background(), store.Observation{Keys: []string{"k"}, Recipients: []string{"a@x"}})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("observe after close: got %v, want an error wrapping ErrUnavailable", err)
+	}
+}
+
+// aliasParts observes two parts of one campaign that shared nothing, A
+// (a1, a2) and B (b1, b2), then a copy naming A by two I-Match keys and a
+// shingle, B by an I-Match key and a shingle (a strong join unioning B
+// through an I-Match key: the stored merge, model.go), to u; it returns
+// A, B and the copy's keys.
+func aliasParts(t *testing.T, st store.Store, k func(string, int, int) string) (a, b store.Campaign, keys []string) {
+	t.Helper()
+	a = observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
+	b = observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2)}, "b1@x", "b2@x").Campaign
+	if a.ID == b.ID || a.Recipients != 2 || b.Recipients != 2 {
+		t.Fatalf("campaigns %+v, %+v: want two, of 2 recipients each", a, b)
+	}
+	keys = []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xc2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xd1), k("shingle", 2, 0x30)}
+	res := observe(t, st, t0.Add(2*time.Minute), keys, "u@x")
+	if got := res.Campaign; got.ID != a.ID || got.Recipients != 5 {
+		t.Fatalf("the merging copy: %+v, want %08x with a1, a2, b1, b2, u", got, a.ID)
+	}
+	return a, b, keys
+}
+
+// campaignAlias: after the merge, a copy naming the merged part alone
+// joins the root (its id, the distinct recipients of both); a retry of the
+// merging copy counts nothing twice.
+func (s *suite) campaignAlias(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	a, b, keys := aliasParts(t, st, k)
+	// A retry: the keys point to A now; A with its part B counts a1, a2,
+	// b1, b2 and u once each (without the merge, A's own a1, a2, u).
+	want := int64(5)
+	if s.h.NoMerge {
+		want = 3
+	}
+	for range 2 {
+		if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != want {
+			t.Errorf("retry: campaign %+v, want %08x with %d recipients", got, a.ID, want)
+		}
+	}
+	// A copy naming B alone (two I-Match keys and a shingle) to z: A's
+	// id, a1, a2, b1, b2, u, z; without the merge B's b1, b2, u (counted
+	// with the union), z.
+	bKeys := []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0x40),
+		k("shingle", 0, 0xd0), k("shingle", 1, 0x41), k("shingle", 2, 0x42)}
+	wantID, want := a.ID, int64(6)
+	if s.h.NoMerge {
+		wantID, want = b.ID, 4
+	}
+	res := observe(t, st, t0.Add(3*time.Minute), bKeys, "z@x")
+	if got := res.Campaign; got.ID != wantID || got.Recipients != want || len(got.Joined) != 3 {
+		t.Errorf("a copy naming B alone: %+v, want %08x with %d recipients, joined through 3 keys", got, wantID, want)
+	}
+	for _, i := range res.Campaign.Joined {
+		if res.Volumes[i] != want {
+			t.Errorf("key %d: volume %d, want %d", i, res.Volumes[i], want)
+		}
+	}
+	// Its keys moved to A: a read of them finds A with every recipient.
+	if got := observe(t, st, t0.Add(4*time.Minute), bKeys[:2]).Campaign; got.ID != wantID || got.Recipients != want {
+		t.Errorf("a read of B's keys: %+v, want %08x with %d recipients", got, wantID, want)
+	}
+}
+
+// campaignAliasGuard: a union through keys of template families alone
+// (shingles, no I-Match key: what a newsletter's issues share) is counted
+// for the copy naming it and merges nothing.
+func (s *suite) campaignAliasGuard(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
+	c := observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0xe2),
+		k("shingle", 0, 0xf0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}, "c1@x", "c2@x", "c3@x").Campaign
+	// A by every I-Match key, C by two shingles: the union (a1, a2, c1,
+	// c2, c3, u), no merge.
+	keys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}
+	if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 6 {
+		t.Fatalf("a copy naming C by shingles: %+v, want %08x with 6 recipients", got, a.ID)
+	}
+	// A copy naming C alone stays C's: c1, c2, c3, u (the union counted
+	// it there), z.
+	res := observe(t, st, t0.Add(3*time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0x50),
+		k("shingle", 0, 0xf0), k("shingle", 1, 0x51), k("shingle", 2, 0x52)}, "z@x")
+	if got := res.Campaign; got.ID != c.ID || got.Recipients != 5 {
+		t.Errorf("a copy naming C alone: %+v, want %08x with 5 recipients (no merge)", got, c.ID)
+	}
+	// A retry of the union copy: A's own a1, a2, u.
+	if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 3 {
+		t.Errorf("retry: %+v, want %08x with its own 3 recipients", got, a.ID)
+	}
+}
+
+// campaignAliasExpires: the merge lives as long as its part. Within the
+// window a copy naming the part joins the root; once the part left the
+// window (the root kept alive by its own copies), a copy of the part's
+// keys starts a campaign of its own, counting only its own recipient.
+func (s *suite) campaignAliasExpires(t *testing.T) {
+	p := store.Params{Window: 4 * time.Hour, Buckets: 4}
+	st := s.open(t, p)
+	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	a, b, _ := aliasParts(t, st, k)
+	wantID := a.ID
+	if s.h.NoMerge {
+		wantID = b.ID
+	}
+	bKeys := func(j int) []string {
+		return []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0x600+j),
+			k("shingle", 0, 0xd0), k("shingle", 1, 0x700+j), k("shingle", 2, 0x800+j)}
+	}
+	aKeys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}
+	if got := observe(t, st, t0.Add(time.Hour), bKeys(0)[:2]).Campaign; got.ID != wantID {
+		t.Errorf("a read of B's keys within the window: %+v, want %08x", got, wantID)
+	}
+	// A lives on: a copy of it every hour.
+	for h := 2; h <= 7; h++ {
+		if got := observe(t, st, t0.Add(time.Duration(h)*time.Hour), aKeys, fmt.Sprintf("h%d@x", h)).Campaign; got.ID != a.ID {
+			t.Fatalf("copy of A at hour %d: %+v, want %08x", h, got, a.ID)
+		}
+	}
+	// Past the window of the merge and of B: B's keys are nobody's.
+	res := observe(t, st, t0.Add(7*time.Hour), bKeys(1), "z@x")
+	if got := res.Campaign; got.ID == a.ID || got.Recipients != 1 || len(got.Joined) != 0 {
+		t.Errorf("a copy of B's keys past the window: %+v, want a new campaign of 1", got)
+	}
+	if got := observe(t, st, t0.Add(7*time.Hour), aKeys).Campaign; got.ID != a.ID || got.Recipients > 5 {
+		t.Errorf("A past the window: %+v, want %08x with its recent copies' recipients only", got, a.ID)
 	}
 }
