@@ -369,6 +369,7 @@ type sigKeys struct {
 	slot  int
 	field string // pointer field: low 32 bits of the hash
 	keys  []string
+	sup   bool // a support family's key (its older records keep 2 bytes of check)
 }
 
 func (r *Redis) tagOf(h uint64) string {
@@ -399,7 +400,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	b := make([]byte, 0, 3*len(pre)+2*len(sub)+len(id)+12)
 	var ends [3]int
-	for i, kind := range [2]string{"pc:", "po:"} {
+	for i, kind := range [2]string{"qc:", "qo:"} {
 		b = append(b, pre...)
 		b = append(b, kind...)
 		b = append(b, sub...)
@@ -526,8 +527,10 @@ type redisObs struct {
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
 	for _, id := range ob.ids {
-		ob.sks = append(ob.sks, ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit)))
+		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
 		f := familyOf(id)
+		sk.sup = supportFamily(f)
+		ob.sks = append(ob.sks, sk)
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
@@ -563,7 +566,20 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for _, sk := range sks {
 		args = append(args, sk.field)
 	}
-	return keys, args
+	return keys, append(args, supFlags(sks))
+}
+
+// supFlags is a '0' or '1' per key, 1 for a support family's key: the
+// script keeps their older records with 2 bytes of check.
+func supFlags(sks []sigKeys) string {
+	b := make([]byte, len(sks))
+	for i, sk := range sks {
+		b[i] = '0'
+		if sk.sup {
+			b[i] = '1'
+		}
+	}
+	return string(b)
 }
 
 // campaignOutcome is what a store learnt of an observation's campaign.
@@ -741,6 +757,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	type wgroup struct {
 		keys []string
 		args []any
+		sup  []sigKeys
 	}
 	var wgs []*wgroup
 	wBySlot := map[int]*wgroup{}
@@ -758,6 +775,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			}
 			g.keys = append(g.keys, sk.keys[0], sk.keys[1])
 			g.args = append(g.args, sk.field, int64(np))
+			g.sup = append(g.sup, sk)
 		}
 	}
 	cv := "0"
@@ -783,6 +801,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			for j := range n {
 				args = append(args, g.args[2*j+1])
 			}
+			args = append(args, supFlags(g.sup))
 			keys = g.keys
 		case i == len(wgs): // the joined (or new) campaign
 			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
