@@ -99,6 +99,11 @@ type EndToEndResult struct {
 	CPUPerMsg       float64 `json:"process_cpu_us_per_msg"`
 	MilterCPUPerMsg float64 `json:"milter_cpu_us_per_msg,omitempty"`
 	StoreCPUPerMsg  float64 `json:"store_cpu_us_per_msg,omitempty"`
+	// MilterReadsPerMsg and MilterWritesPerMsg are the read and write
+	// system calls of the milter's processes a message (ProcessIO), when
+	// it runs in processes of its own.
+	MilterReadsPerMsg  float64 `json:"milter_reads_per_msg,omitempty"`
+	MilterWritesPerMsg float64 `json:"milter_writes_per_msg,omitempty"`
 	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
 	// baseline's p99 (ms). Zero for the baseline itself. PeerRatio is
 	// MsgsPerSec over the peer's (Rspamd) in the same round.
@@ -191,6 +196,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	}
 	milterPids, storePids := pids(o.MilterPids), pids(o.StorePids)
 	mcpu0, scpu0 := ProcessCPU(milterPids...), ProcessCPU(storePids...)
+	mr0, mw0 := ProcessIO(milterPids...)
 	cpu0 := CPUTime()
 	rep, err := load.Run(ctx, load.Options{
 		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
@@ -201,6 +207,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	}
 	cpu := CPUTime() - cpu0
 	mcpu, scpu := ProcessCPU(milterPids...)-mcpu0, ProcessCPU(storePids...)-scpu0
+	mr, mw := ProcessIO(milterPids...)
 	r := EndToEndResult{
 		Name: o.Name, Round: o.Round, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
 		Wall: rep.Elapsed.Seconds(), MsgsPerSec: rep.PerSecond(),
@@ -212,6 +219,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		r.CPUPerMsg = float64(cpu.Microseconds()) / n
 		r.MilterCPUPerMsg = float64(mcpu.Microseconds()) / n
 		r.StoreCPUPerMsg = float64(scpu.Microseconds()) / n
+		r.MilterReadsPerMsg, r.MilterWritesPerMsg = float64(mr-mr0)/n, float64(mw-mw0)/n
 		// Unsigned messages (no family could sign them) never reach the
 		// store: Redis figures are per message that did.
 		if o.Header != "" {

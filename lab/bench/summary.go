@@ -39,6 +39,10 @@ type Summary struct {
 	ClientCPU Spread  `json:"process_cpu_us_per_msg"`
 	MilterCPU Spread  `json:"milter_cpu_us_per_msg"`
 	StoreCPU  Spread  `json:"store_cpu_us_per_msg"`
+	// MilterReads and MilterWrites are the milter's read and write
+	// system calls a message.
+	MilterReads  Spread `json:"milter_reads_per_msg"`
+	MilterWrites Spread `json:"milter_writes_per_msg"`
 }
 
 // Summarize groups rows by name, in the order names first appear.
@@ -63,14 +67,16 @@ func Summarize(rows []EndToEndResult) []Summary {
 		}
 		out = append(out, Summary{
 			Name: n, Rate: rs[0].Rate, Rounds: len(rs),
-			MsgsPerS:  col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
-			Ratio:     col(func(r EndToEndResult) float64 { return r.Ratio }),
-			PeerRatio: col(func(r EndToEndResult) float64 { return r.PeerRatio }),
-			P99:       col(func(r EndToEndResult) float64 { return r.P99 }),
-			P99Delta:  col(func(r EndToEndResult) float64 { return r.P99Delta }),
-			ClientCPU: col(func(r EndToEndResult) float64 { return r.CPUPerMsg }),
-			MilterCPU: col(func(r EndToEndResult) float64 { return r.MilterCPUPerMsg }),
-			StoreCPU:  col(func(r EndToEndResult) float64 { return r.StoreCPUPerMsg }),
+			MsgsPerS:     col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
+			Ratio:        col(func(r EndToEndResult) float64 { return r.Ratio }),
+			PeerRatio:    col(func(r EndToEndResult) float64 { return r.PeerRatio }),
+			P99:          col(func(r EndToEndResult) float64 { return r.P99 }),
+			P99Delta:     col(func(r EndToEndResult) float64 { return r.P99Delta }),
+			ClientCPU:    col(func(r EndToEndResult) float64 { return r.CPUPerMsg }),
+			MilterCPU:    col(func(r EndToEndResult) float64 { return r.MilterCPUPerMsg }),
+			StoreCPU:     col(func(r EndToEndResult) float64 { return r.StoreCPUPerMsg }),
+			MilterReads:  col(func(r EndToEndResult) float64 { return r.MilterReadsPerMsg }),
+			MilterWrites: col(func(r EndToEndResult) float64 { return r.MilterWritesPerMsg }),
 		})
 	}
 	return out
