@@ -63,6 +63,7 @@ type Embedded struct {
 	mixedUpTo atomic.Int64
 
 	evicted atomic.Int64
+	present present    // the latest time counted (ahead.go)
 	saveMu  sync.Mutex // one save at a time
 	lastErr atomic.Pointer[error]
 	lastAt  atomic.Int64 // unix ms of the last successful save
@@ -313,7 +314,7 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 	tabs, cbits := ps.ring(r), ringCheckBits(r)
 	slot := &tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
-		if !slot.empty() && slot.id > cb {
+		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // older than the window held here
 		}
 		ps.entries -= slot.size()
@@ -355,6 +356,21 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 			}
 		}
 	}
+}
+
+// aheadDrop reports whether a ring's bucket b, newer than the bucket a
+// write is for, is ahead of the clock (ahead.go: a clock stepped back),
+// so that the write takes its slot; it counts the n entries dropped.
+func (e *Embedded) aheadDrop(b int64, n int) bool {
+	if b <= e.c.aheadBucket() {
+		return false
+	}
+	e.noteBucketAhead(b, n)
+	return true
+}
+
+func (e *Embedded) noteBucketAhead(b int64, n int) {
+	noteAhead(e.observer, "bucket", n, time.UnixMilli(b*e.c.bucketLen.Milliseconds()), e.c.Now())
 }
 
 // packBits returns the group bits of bucket cb's packed pointers once it
@@ -435,9 +451,9 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 	if err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
-	t := o.Time
-	if t.IsZero() {
-		t = e.c.Now()
+	t, ahead := e.c.countAt(&e.present, o.Time)
+	if ahead {
+		noteAhead(e.observer, "observation", 1, o.Time, t)
 	}
 	cb := e.c.bucket(t)
 	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
@@ -686,7 +702,7 @@ func (e *Embedded) recPut(sh *eshard, cb int64, r fsRec) {
 	nb := int64(e.c.nb)
 	slot := &sh.fs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
-		if !slot.empty() && slot.id > cb {
+		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // an observation older than the window held here: count it, keep nothing
 		}
 		sh.entries -= slot.size()
@@ -892,11 +908,15 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 func (e *Embedded) sweep(now time.Time) {
 	cb := e.c.bucket(now)
 	oldest := cb - int64(e.c.nb) + 1
+	ahead := e.c.bucket(now.Add(e.c.bucketLen)) // later buckets: a clock stepped back (ahead.go)
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		for j := range sh.fs {
-			if slot := &sh.fs[j]; !slot.empty() && slot.id < oldest {
+			if slot := &sh.fs[j]; !slot.empty() && (slot.id < oldest || slot.id > ahead) {
+				if slot.id > ahead {
+					e.noteBucketAhead(slot.id, slot.size())
+				}
 				sh.entries -= slot.size()
 				slot.drop()
 			}
@@ -918,7 +938,10 @@ func (e *Embedded) sweep(now time.Time) {
 		ps.mu.Lock()
 		for _, ring := range [][]fsBucket{ps.tabs, ps.stabs} {
 			for j := range ring {
-				if slot := &ring[j]; !slot.empty() && slot.id < oldest {
+				if slot := &ring[j]; !slot.empty() && (slot.id < oldest || slot.id > ahead) {
+					if slot.id > ahead {
+						e.noteBucketAhead(slot.id, slot.size())
+					}
 					ps.entries -= slot.size()
 					slot.drop()
 				}
@@ -947,9 +970,9 @@ func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	if normalise(v.Voter) == "" {
 		return errors.New("record vote: empty voter")
 	}
-	t := v.Time
-	if t.IsZero() {
-		t = e.c.Now()
+	t, ahead := e.c.countAt(&e.present, v.Time)
+	if ahead {
+		noteAhead(e.observer, "vote", 1, v.Time, t)
 	}
 	ids, err := withCampaign(ctx, e.observeAs, uniq(v.Keys), t)
 	if err != nil {
