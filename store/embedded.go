@@ -374,7 +374,7 @@ func (e *Embedded) noteBucketAhead(b int64, n int) {
 }
 
 // packBits returns the group bits of bucket cb's packed pointers once it
-// holds n at t: about four pointers a group for as many as it will hold
+// holds n at t: groupTarget pointers a group for as many as it will hold
 // at this rate by its end (the first 64th of the bucket counts as a 64th),
 // or as the bucket before held, whichever is more.
 func (e *Embedded) packBits(tabs []fsBucket, cb int64, n int, t time.Time) uint {
@@ -384,15 +384,16 @@ func (e *Embedded) packBits(tabs []fsBucket, cb int64, n int, t time.Time) uint 
 	if prev := &tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
 		want = max(want, prev.size())
 	}
-	return min(denseBits(want), 26)
+	return min(groupBits(want), 26)
 }
 
 // packable reports whether n more pointers can be packed into d (nil:
 // none) while its groups stay short: a lookup scans a group, and another
-// key matches it with probability about its length/2³². Past that (a
-// bucket many times the one before) they stay in the open table.
+// key matches it with probability about its length/2^cbits. Past 4 ×
+// groupTarget a group on average (a bucket several times the one before
+// or its forecast) they stay in the open table.
 func packable(d *denseTable, n int) bool {
-	return n > 0 && (d == nil || d.len()+n <= 16<<d.gbits)
+	return n > 0 && (d == nil || d.len()+n <= 4*groupTarget<<d.gbits)
 }
 
 // freeRef returns ref, or the next ref no live campaign of another origin
