@@ -59,7 +59,7 @@ func newWorkload(n int) workload {
 	return workload{
 		Keys:   envInt("BULKMILTER_BENCH_KEYS", 10),
 		Repeat: envFloat("BULKMILTER_BENCH_REPEAT", 0),
-		Base:   time.Now().Truncate(6 * time.Hour),
+		Base:   bench.PastBase(),
 		Span:   24*time.Hour - time.Minute,
 		N:      n,
 	}

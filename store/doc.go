@@ -48,7 +48,11 @@
 // recipient seen less than Window ago is counted, none seen
 // Window+Window/Buckets ago or earlier is (the effective window is between
 // 24h and 30h by default). A recipient seen again moves to the newer
-// bucket. Recipients are normalised (trimmed, lower-cased) and counted once
+// bucket. An observation or vote dated more than a bucket ahead of the
+// store's clock is counted at the store's present (its latest counted
+// time, or its clock when that is earlier), and a bucket ahead of the clock
+// (a clock stepped back) gives its slot to the present (ahead.go).
+// Recipients are normalised (trimmed, lower-cased) and counted once
 // per campaign: the same newsletter twice to one person is 1, one message
 // with 200 RCPT TO is 200. A key's pointer lives in the bucket it was last
 // written in and is read over the same window.

@@ -149,6 +149,7 @@ type Redis struct {
 	split    uint64 // requested; the value in effect is fsSplit
 	timeout  time.Duration
 	observer Observer
+	present  present // the latest time counted (ahead.go)
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
@@ -488,9 +489,9 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	if err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
-	t := o.Time
-	if t.IsZero() {
-		t = r.c.Now()
+	t, ahead := r.c.countAt(&r.present, o.Time)
+	if ahead {
+		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
 	ob.prepare()
@@ -1073,9 +1074,9 @@ func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	if len(v.Keys) == 0 {
 		return nil
 	}
-	t := v.Time
-	if t.IsZero() {
-		t = r.c.Now()
+	t, ahead := r.c.countAt(&r.present, v.Time)
+	if ahead {
+		noteAhead(r.observer, "vote", 1, v.Time, t)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
