@@ -34,7 +34,7 @@ type AttachParams struct {
 // DefaultAttachParams returns the defaults; docs/evaluation.md ("The
 // attachment family") gives the measurements behind them.
 func DefaultAttachParams() AttachParams {
-	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 4}
+	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16}
 }
 
 // maxAttachKeys bounds AttachParams.MaxKeys.
