@@ -3,7 +3,6 @@ package signature
 import (
 	"crypto/sha256"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -88,8 +87,8 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys, exps := s.Sign(imageOnly, nil, nil)
-		if len(keys) != 1 || keys[0].Family != FamilyAttach {
-			t.Errorf("with_text=%v: image only: got keys %v, want one attach key", withText, keys)
+		if len(keys) != 1 || keys[0].Family != FamilyAttach || exps[len(exps)-1].Keys != 1 {
+			t.Errorf("with_text=%v: image only: got keys %v, explain %+v; want one attach key", withText, keys, exps[len(exps)-1])
 		}
 		keys, exps = s.Sign(text, nil, nil)
 		n := 0
@@ -106,8 +105,8 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 		if n != want || len(keys) == n || last.Family != FamilyAttach || last.Declined != declined {
 			t.Errorf("with_text=%v: text and image: got %d attach keys of %d, explain %+v; want %d, declined %q", withText, n, len(keys), last, want, declined)
 		}
-		if withText && !slices.Contains(keys, Key{Family: FamilyAttach, Hash: keys[len(keys)-1].Hash}) {
-			t.Errorf("attach key not last")
+		if withText && keys[len(keys)-1].Family != FamilyAttach {
+			t.Errorf("with_text: got %v last, want the attach key last", keys[len(keys)-1])
 		}
 	}
 }
