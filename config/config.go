@@ -98,6 +98,7 @@ type Signatures struct {
 	Sift        Sift        `yaml:"sift"`
 	TermSet     TermSet     `yaml:"terms"`
 	Contain     Contain     `yaml:"contain"`
+	Attach      Attach      `yaml:"attach"`
 }
 
 // IMatch tunes the I-Match family (Chowdhury et al. 2002; Kolcz &
@@ -158,6 +159,16 @@ type Contain struct {
 	Width       int  `yaml:"width"`        // dictionary words per shingle
 	Bins        int  `yaml:"bins"`         // single min-hashes, one key each
 	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
+}
+
+// Attach tunes exact keys of a message's non-text parts (images, PDFs).
+type Attach struct {
+	Enabled  bool `yaml:"enabled"`
+	MinBytes int  `yaml:"min_bytes"` // smallest decoded part signed
+	MaxKeys  int  `yaml:"max_keys"`  // distinct parts signed per message
+	// WithText signs the parts of messages whose text is signed too; off,
+	// only messages no other family signs (image spam) get these keys.
+	WithText bool `yaml:"with_text"`
 }
 
 // Store chooses and tunes the volume store.

@@ -179,6 +179,10 @@ func TestBrokenConfigs(t *testing.T) {
 			`b.yml:4: actions.header: a second ": " on the line (quote a value that contains ": ", e.g. key: "a: b"; or check this line's indentation)`,
 			`b.yml:6: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
 		}},
+		{"attach family out of range", "signatures:\n  attach:\n    min_bytes: -1\n    max_keys: 99\n", []string{
+			`b.yml:2: signatures.attach: attach min bytes -1 must not be negative (see docs/signatures.md for each parameter's range)`,
+			`b.yml:2: signatures.attach: attach max keys 99 must be within [1, 16] (see docs/signatures.md for each parameter's range)`,
+		}},
 		{"a type error does not hide later problems", "store:\n  window: soon\npolicy:\n  threshold: 0\n", []string{
 			`b.yml:2: store.window: expected a duration, got "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
 			`b.yml:4: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
@@ -200,7 +204,7 @@ feedback:
 			`b.yml:2: listen: invalid socket "tcp-ish" (use "inet:HOST:PORT" or "unix:/path/to/socket")`,
 			`b.yml:4: log.level: invalid value "loud" (use one of: debug, info, warn, error)`,
 			`b.yml:6: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
-			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift, terms, contain)`,
+			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift, terms, contain, attach)`,
 			`b.yml:8: policy.on_store_error: invalid value "panic" (use one of: accept, tempfail)`,
 			`b.yml:10: actions.header: invalid header name "X Bulk" (use a header field name such as X-Bulk)`,
 			`b.yml:12: feedback.trusted_networks[0]: invalid network "10.0.0.0/33" (use an address or CIDR such as 192.0.2.0/24)`,

@@ -32,6 +32,7 @@ func defaultSignatures() Signatures {
 		},
 		TermSet: TermSet{Enabled: p.TermSet.Enabled, Sample: sampleOf(p.TermSet.Sample)},
 		Contain: Contain{Enabled: p.Contain.Enabled, Width: p.Contain.Width, Bins: p.Contain.Bins, MinShingles: p.Contain.MinShingles},
+		Attach:  Attach{Enabled: p.Attach.Enabled, MinBytes: p.Attach.MinBytes, MaxKeys: p.Attach.MaxKeys, WithText: p.Attach.WithText},
 	}
 }
 
@@ -68,14 +69,15 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.TermSet.Enabled = s.TermSet.Enabled
 	p.TermSet.Sample = s.TermSet.Sample.params()
 	p.Contain = signature.ContainParams{Enabled: s.Contain.Enabled, Width: s.Contain.Width, Bins: s.Contain.Bins, MinShingles: s.Contain.MinShingles}
+	p.Attach = signature.AttachParams{Enabled: s.Attach.Enabled, MinBytes: s.Attach.MinBytes, MaxKeys: s.Attach.MaxKeys, WithText: s.Attach.WithText}
 	return p
 }
 
 // validateSignatures reports each family's invalid parameters at the
 // family's place in the file.
 func (v *validator) validateSignatures(s *Signatures) {
-	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled && !s.TermSet.Enabled && !s.Contain.Enabled {
-		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift, terms, contain", "no signature family enabled")
+	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled && !s.TermSet.Enabled && !s.Contain.Enabled && !s.Attach.Enabled {
+		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift, terms, contain, attach", "no signature family enabled")
 	}
 	p := s.SetParams()
 	check := func(path string, enabled bool, err error) {
@@ -92,4 +94,5 @@ func (v *validator) validateSignatures(s *Signatures) {
 	check("signatures.sift", s.Sift.Enabled, p.Sift.Validate())
 	check("signatures.terms", s.TermSet.Enabled, p.TermSet.Validate())
 	check("signatures.contain", s.Contain.Enabled, p.Contain.Validate())
+	check("signatures.attach", s.Attach.Enabled, p.Attach.Validate())
 }

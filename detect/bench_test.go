@@ -230,6 +230,25 @@ func BenchmarkAnalyzeHuge(b *testing.B) {
 		buf.WriteString(enc)
 		return buf.Bytes()[:min(buf.Len(), bodyLimit)]
 	}
+	// images: 4 MiB of distinct base64 parts just under the largest
+	// digested (mailtext.DefaultLimits.MaxAttachBytes), no text: every
+	// part is decoded and digested, and the attach family signs.
+	images := func() []byte {
+		var buf bytes.Buffer
+		raw := plain()[:512<<10-100]
+		for i := 0; buf.Len() < bodyLimit; i++ {
+			raw[0] = byte(i)
+			fmt.Fprintf(&buf, "--b\r\nContent-Type: image/png\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+			enc := base64.StdEncoding.EncodeToString(raw)
+			for len(enc) > 76 {
+				buf.WriteString(enc[:76])
+				buf.WriteString("\r\n")
+				enc = enc[76:]
+			}
+			buf.WriteString(enc + "\r\n")
+		}
+		return buf.Bytes()[:bodyLimit]
+	}
 	cases := []struct {
 		name, ctype, cte string
 		body             []byte
@@ -237,6 +256,7 @@ func BenchmarkAnalyzeHuge(b *testing.B) {
 		{"plain-4MiB", "text/plain; charset=utf-8", "", plain()},
 		{"html-4MiB", "text/html; charset=utf-8", "", html()},
 		{"base64-4MiB", "text/plain; charset=utf-8", "base64", b64()},
+		{"images-4MiB", `multipart/mixed; boundary="b"`, "", images()},
 	}
 	e := benchEngine(b, nil)
 	for _, c := range cases {

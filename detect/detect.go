@@ -24,6 +24,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,6 +116,9 @@ func New(opt Options) (*Engine, error) {
 		opt.Analyses = runtime.GOMAXPROCS(0)
 	}
 	opt.Limits = opt.Limits.orDefault()
+	if !slices.ContainsFunc(opt.Set.Signers(), func(s signature.Signer) bool { return s.Family() == signature.FamilyAttach }) {
+		opt.Limits.Text.MaxAttachments = -1 // nothing signs them: the walk skips them unread, as before
+	}
 	pipelines.Start()
 	return &Engine{opt: opt, turns: make(chan struct{}, opt.Analyses), site: newSite(opt.Adaptive)}, nil
 }
@@ -185,6 +189,12 @@ func (e *Engine) analyze(msg *Message) *Analysis {
 	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
 	for _, p := range text.Parts {
 		src.Parts = append(src.Parts, p.Text)
+	}
+	if len(text.Attachments) > 0 {
+		src.Attachments = make([]signature.Attachment, len(text.Attachments))
+		for i, at := range text.Attachments {
+			src.Attachments[i] = signature.Attachment{Size: at.Size, Digest: at.Digest}
+		}
 	}
 	if e.opt.StripRecipient {
 		src.Strip = personalWords(msg.Header, msg.Recipients, e.opt.Limits.NameWords)

@@ -46,18 +46,19 @@ func emptyStore(t *testing.T) Store {
 // newFixtureWith signs with the four families the vote and campaign
 // tests were written for ("two of four families is no majority", an
 // edited copy sharing keys in two of them); newFixtureAll keeps the
-// default set, the term-set and containment families included.
+// default text families, the term-set and containment families included
+// (the attachment family is tested on its own: TestImageSpam).
 func newFixtureWith(t *testing.T, st Store) *fixture {
 	t.Helper()
-	return newFixtureSet(t, st, false)
+	return newFixtureSet(t, st, false, false)
 }
 
 func newFixtureAll(t *testing.T) *fixture {
 	t.Helper()
-	return newFixtureSet(t, emptyStore(t), true)
+	return newFixtureSet(t, emptyStore(t), true, false)
 }
 
-func newFixtureSet(t *testing.T, st Store, support bool) *fixture {
+func newFixtureSet(t *testing.T, st Store, support, attach bool) *fixture {
 	t.Helper()
 	lex, err := bundled.Lexicon()
 	if err != nil {
@@ -66,6 +67,7 @@ func newFixtureSet(t *testing.T, st Store, support bool) *fixture {
 	p := signature.DefaultSetParams()
 	p.Lexicon = lex
 	p.TermSet.Enabled, p.Contain.Enabled = support, support
+	p.Attach.Enabled = attach
 	if p.Secret, err = signature.NewSecret([]byte("detect test secret, not for production")); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package mailtext
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"io"
 	"strconv"
 	"strings"
@@ -65,6 +66,12 @@ func getWalker(lim Limits) *walker {
 	}
 	if lim.MaxTextBytes <= 0 {
 		lim.MaxTextBytes = DefaultLimits.MaxTextBytes
+	}
+	if lim.MaxAttachments == 0 {
+		lim.MaxAttachments = DefaultLimits.MaxAttachments
+	}
+	if lim.MaxAttachBytes <= 0 {
+		lim.MaxAttachBytes = DefaultLimits.MaxAttachBytes
 	}
 	w := walkerPool.Get().(*walker)
 	w.lim = lim
@@ -177,7 +184,51 @@ func (w *walker) entity(s *stream, h *partHeader, depth int, out *result) hit {
 		}
 		return w.textPart(s, h, out)
 	}
-	return w.skip(s)
+	return w.attachment(s, h)
+}
+
+// attachment reads a non-text leaf: it is transfer-decoded and digested
+// when it is within the limits, and skipped otherwise. Text types not read
+// as text (text/calendar, text/csv …) are skipped.
+func (w *walker) attachment(s *stream, h *partHeader) hit {
+	if w.lim.MaxAttachments < 0 || strings.HasPrefix(h.mediaType, "text/") {
+		return w.skip(s)
+	}
+	if len(w.t.Attachments) >= w.lim.MaxAttachments {
+		w.t.Stats.AttachSkipped++
+		return w.skip(s)
+	}
+	hh, dropped := w.collect(s, attachRawCap(w.lim.MaxAttachBytes, h.cte), false)
+	if dropped > 0 {
+		w.t.Stats.AttachSkipped++
+		return hh
+	}
+	dec := w.transferDecode(h.cte)
+	if cteKind(h.cte) != cteBase64 && len(dec) > 0 && dec[len(dec)-1] == '\n' {
+		dec = dec[:len(dec)-1] // the line end before a boundary is the boundary's (RFC 2046 §5.1.1)
+	}
+	switch {
+	case len(dec) == 0:
+		return hh
+	case len(dec) > w.lim.MaxAttachBytes:
+		w.t.Stats.AttachSkipped++
+		return hh
+	}
+	w.t.Attachments = append(w.t.Attachments, Attachment{ContentType: h.mediaType, Size: len(dec), Digest: sha256.Sum256(dec)})
+	return hh
+}
+
+// attachRawCap is how many raw bytes of a non-text part are kept for a
+// decoded size of n: base64 adds a third and a line end every 76
+// characters, quoted-printable can triple the size.
+func attachRawCap(n int, cte string) int {
+	switch cteKind(cte) {
+	case cteBase64:
+		return n/3*4 + n/3*4/64 + 4096
+	case cteQP:
+		return 3*n + 4096
+	}
+	return n + 16
 }
 
 // skip consumes the body of an entity that is not read.

@@ -10,7 +10,7 @@ import (
 )
 
 // fuzzLimits are small, so that the fuzzer reaches them.
-var fuzzLimits = Limits{MaxDepth: 8, MaxParts: 32, MaxTextBytes: 4096}
+var fuzzLimits = Limits{MaxDepth: 8, MaxParts: 32, MaxTextBytes: 4096, MaxAttachments: 3, MaxAttachBytes: 256}
 
 func addGoldenSeeds(f *testing.F) {
 	files, _ := filepath.Glob("testdata/golden/*.eml")
@@ -20,6 +20,8 @@ func addGoldenSeeds(f *testing.F) {
 		}
 	}
 	f.Add([]byte(nested(12, "deep")))
+	f.Add([]byte(imageMail("R0lGODlhAQABAIAAAP///wAAACwAAAAAAQABAAACAkQBADs=")))
+	f.Add([]byte(imageMail("R0lGOD!!lhAQAB=AIAA\r\n%%%")))
 }
 
 // checkText asserts the invariants every Text keeps: valid UTF-8,
@@ -59,6 +61,14 @@ func checkText(t *testing.T, tx *Text, lim Limits) {
 	for _, d := range tx.Domains {
 		if d == "" || !utf8.ValidString(d) || strings.ContainsAny(d, " /\\@") {
 			t.Errorf("bad domain %q", d)
+		}
+	}
+	if len(tx.Attachments) > max(lim.MaxAttachments, 0) {
+		t.Errorf("%d attachments digested, limit %d", len(tx.Attachments), lim.MaxAttachments)
+	}
+	for _, a := range tx.Attachments {
+		if a.Size <= 0 || a.Size > lim.MaxAttachBytes || strings.HasPrefix(a.ContentType, "text/") || strings.HasPrefix(a.ContentType, "multipart/") || a.Digest == [32]byte{} {
+			t.Errorf("bad attachment %+v (limit %d bytes)", a, lim.MaxAttachBytes)
 		}
 	}
 	seen := map[DefectKind]bool{}

@@ -20,7 +20,12 @@
 //     like its background, simple class rules from style blocks).
 //   - message/rfc822 parts (forwarded mail): descended into, counting one
 //     level of depth; their Subject becomes a Part of type message/rfc822.
-//   - Parts marked Content-Disposition: attachment are not read.
+//   - Parts marked Content-Disposition: attachment are not read as text.
+//   - Non-text leaves (images, PDFs, archives …, inline or attached) are
+//     not read as text either: each is transfer-decoded and digested
+//     (SHA-256 of its decoded bytes, Text.Attachments), within
+//     Limits.MaxAttachments and Limits.MaxAttachBytes, in the same walk.
+//     Image spam says what it says in an image, and reuses it.
 //
 // # multipart/alternative
 //
@@ -65,18 +70,27 @@ type Limits struct {
 	MaxDepth     int // MIME nesting depth, message/rfc822 included
 	MaxParts     int // MIME parts visited
 	MaxTextBytes int // bytes of decoded text kept per message
+	// MaxAttachments is the number of non-text parts digested
+	// (Text.Attachments); a negative value digests none.
+	MaxAttachments int
+	// MaxAttachBytes is the largest decoded non-text part digested; a
+	// larger one is skipped unread past the cap (Stats.AttachSkipped).
+	MaxAttachBytes int
 }
 
 // DefaultLimits are the limits used when none are configured.
-var DefaultLimits = Limits{MaxDepth: 32, MaxParts: 256, MaxTextBytes: 1 << 20}
+var DefaultLimits = Limits{MaxDepth: 32, MaxParts: 256, MaxTextBytes: 1 << 20, MaxAttachments: 16, MaxAttachBytes: 512 << 10}
 
 // Text is what a reader sees of a message.
 type Text struct {
 	Subject string
 	Parts   []Part   // visible text parts in reading order
 	Domains []string // registrable domains of link targets, each once, in order of appearance
-	Stats   Stats
-	Defects []Defect
+	// Attachments are the decoded non-text parts, in the order of the
+	// message (every part, whichever alternative a reader sees).
+	Attachments []Attachment
+	Stats       Stats
+	Defects     []Defect
 }
 
 // Part is the visible text of one MIME part.
@@ -85,6 +99,14 @@ type Part struct {
 	// or "message/rfc822" for the Subject of an attached message.
 	ContentType string
 	Text        string // valid UTF-8
+}
+
+// Attachment is one decoded non-text part: an image, a PDF, an archive.
+// Its bytes are not kept, only their digest.
+type Attachment struct {
+	ContentType string   // lower-case media type, e.g. "image/gif"
+	Size        int      // decoded bytes
+	Digest      [32]byte // SHA-256 of the decoded bytes
 }
 
 // Stats describe the message's structure and what was cut or hidden.
@@ -98,6 +120,7 @@ type Stats struct {
 	CommentChars   int // characters inside HTML comments (a hiding place for hash-busters)
 	Alternatives   int // multipart/alternative groups resolved
 	AltMismatch    int // of those, groups whose text/plain and text/html words disagree
+	AttachSkipped  int // non-text parts not digested: larger than Limits.MaxAttachBytes, or past Limits.MaxAttachments
 }
 
 // DefectKind names a class of defect.

@@ -82,7 +82,9 @@ func Canonicalize(src Source) *Doc {
 	for _, sp := range st.spans {
 		st.text(st.norm[sp[0]:sp[1]])
 	}
-	return st.doc(src.Domains)
+	d := st.doc(src.Domains)
+	d.Attachments = src.Attachments
+	return d
 }
 
 // canonState is the scratch space of one Canonicalize call, pooled.

@@ -58,5 +58,6 @@ func ExampleSet() {
 	// sift: 4 keys
 	// terms: 10 keys
 	// contain: 16 keys
+	// attach declined: no attachment
 	// true
 }

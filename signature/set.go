@@ -22,8 +22,9 @@ import (
 // or voted on per key is read as a campaign's (docs/operations.md, upgrade
 // notes). Version 3 adds the term-set family (issue 15), which the
 // campaign model weighs as a support family; version 4 the containment
-// family (issue 15, padded copies), another support family.
-const AlgorithmVersion = 4
+// family (issue 15, padded copies), another support family; version 5 the
+// attachment family (issue 15, image spam).
+const AlgorithmVersion = 5
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -35,6 +36,7 @@ type SetParams struct {
 	Sift        SiftParams
 	TermSet     TermSetParams
 	Contain     ContainParams
+	Attach      AttachParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -47,6 +49,7 @@ func DefaultSetParams() SetParams {
 		Sift:        DefaultSiftParams(),
 		TermSet:     DefaultTermSetParams(),
 		Contain:     DefaultContainParams(),
+		Attach:      DefaultAttachParams(),
 	}
 }
 
@@ -62,6 +65,7 @@ type Set struct {
 	sift    *Sift
 	terms   *TermSet
 	contain *Shingle
+	attach  *Attach
 	signers []Signer
 	version string
 	descr   string
@@ -135,6 +139,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.contain)
 		}
 	}
+	if p.Attach.Enabled {
+		if s.attach, err = NewAttach(p.Secret, p.Attach); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.attach)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -171,6 +182,9 @@ func describe(p SetParams) string {
 	}
 	if p.Contain.Enabled {
 		fmt.Fprintf(&b, " contain=%+v", p.Contain)
+	}
+	if p.Attach.Enabled {
+		fmt.Fprintf(&b, " attach=%+v", p.Attach)
 	}
 	return b.String()
 }
@@ -240,16 +254,32 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 	if exps == nil {
 		exps = make([]Explain, 0, len(s.signers))
 	}
+	start := len(keys)
 	if s.sift != nil && len(p.th) >= parallelTokens {
-		return s.signBeside(d, p, keys, exps)
+		keys, exps = s.signBeside(d, p, keys, exps)
+	} else {
+		keys, exps = s.signFirst(d, p, keys, exps)
+		if s.sift != nil {
+			var e Explain
+			keys, e = s.sift.sign(p, keys)
+			exps = append(exps, e)
+		}
+		keys, exps = s.signLast(p, keys, exps)
 	}
-	keys, exps = s.signFirst(d, p, keys, exps)
-	if s.sift != nil {
-		var e Explain
-		keys, e = s.sift.sign(p, keys)
-		exps = append(exps, e)
+	if s.attach != nil {
+		if s.attach.p.WithText || len(keys) == start {
+			var e Explain
+			keys, e = s.attach.Sign(d, keys)
+			exps = append(exps, e)
+		} else {
+			e := Explain{Family: FamilyAttach, Declined: "no attachment"}
+			if len(d.Attachments) > 0 {
+				e.Declined = "the text is signed"
+			}
+			exps = append(exps, e)
+		}
 	}
-	return s.signLast(p, keys, exps)
+	return keys, exps
 }
 
 // signLast signs with the families after sifting.

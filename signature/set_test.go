@@ -284,8 +284,8 @@ func TestSetMatchesFamilies(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: Set keys differ from the families' keys", m.Name)
 		}
-		if len(exps) != 6 {
-			t.Fatalf("got %d explanations, want 6", len(exps))
+		if len(exps) != 7 {
+			t.Fatalf("got %d explanations, want 7", len(exps))
 		}
 		other, _ := otherKey.Sign(d, nil, nil)
 		for _, k := range other {
@@ -345,7 +345,7 @@ func TestNewSetErrors(t *testing.T) {
 	}
 	p = DefaultSetParams()
 	p.Secret = testSecret(t)
-	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled, p.Contain.Enabled = false, false, false, false, false, false
+	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled, p.Contain.Enabled, p.Attach.Enabled = false, false, false, false, false, false, false
 	if _, err := NewSet(p); err == nil {
 		t.Error("a set with no family was accepted")
 	}

@@ -12,6 +12,9 @@ type Source struct {
 	Subject string   // decoded Subject
 	Parts   []string // visible text of each text part, in reading order
 	Domains []string // registrable domains of link targets
+	// Attachments are the message's decoded non-text parts, for the
+	// attachment family.
+	Attachments []Attachment
 	// Strip lists words to remove before signing, typically the
 	// recipient's own name and address parts: personalisation is the most
 	// common per-copy variation of a mass mailing.
@@ -30,6 +33,8 @@ type Doc struct {
 	// Domains are the canonical registrable domains of link targets, each
 	// once, in order of first appearance.
 	Domains []string
+	// Attachments are Source.Attachments, as they are.
+	Attachments []Attachment
 	// Stats describe what canonicalisation saw and changed.
 	Stats DocStats
 }
@@ -58,6 +63,7 @@ const (
 	FamilySift        Family = 4 // keyed text sifting
 	FamilyTermSet     Family = 5 // min-hash bands over the set of lexicon terms
 	FamilyContain     Family = 6 // single min-hashes of word shingles (containment)
+	FamilyAttach      Family = 7 // exact keyed digests of non-text parts
 )
 
 var familyNames = map[Family]string{
@@ -67,6 +73,7 @@ var familyNames = map[Family]string{
 	FamilySift:        "sift",
 	FamilyTermSet:     "terms",
 	FamilyContain:     "contain",
+	FamilyAttach:      "attach",
 }
 
 // String returns the family's name as used in config, headers and metrics.
@@ -89,7 +96,7 @@ func ParseFamily(name string) (Family, error) {
 
 // Families returns all families in numeric order.
 func Families() []Family {
-	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet, FamilyContain}
+	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet, FamilyContain, FamilyAttach}
 }
 
 // Key is one near-duplicate signature: two messages are near duplicates for

@@ -161,6 +161,6 @@ var ciFloors = Floors{
 	// verdicts, Date clock) the spam tagged minus 0.025 and no personal ham.
 	// Measured with the default configuration, adaptive threshold off.
 	MaxPersonalTagged: 0,                                   // measured 0
-	StreamSpam:        map[string]float64{ClockDate: 0.24}, // measured 0.272 (detect.DateTime: no forged future Date; 0.229 before)
+	StreamSpam:        map[string]float64{ClockDate: 0.27}, // measured 0.307 (attachment family; 0.272 before it, 0.229 before detect.DateTime)
 	MaxStreamPersonal: 0,                                   // measured 0 of 351
 }

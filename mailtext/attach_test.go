@@ -1,0 +1,116 @@
+package mailtext
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+// imageMail is an HTML message with one base64 image/gif part whose body
+// is b64 (any text, valid base64 or not).
+func imageMail(b64 string) string {
+	return "Subject: look\r\nMIME-Version: 1.0\r\nContent-Type: multipart/related; boundary=\"b1\"\r\n\r\n" +
+		"--b1\r\nContent-Type: text/html\r\n\r\n<img src=\"cid:x\">\r\n" +
+		"--b1\r\nContent-Type: image/gif\r\nContent-Transfer-Encoding: base64\r\nContent-ID: <x>\r\n\r\n" +
+		b64 + "\r\n--b1--\r\n"
+}
+
+// wrapped is base64 of b in lines of 76 characters, as mailers write it.
+func wrapped(b []byte, eol string) string {
+	s := base64.StdEncoding.EncodeToString(b)
+	var out strings.Builder
+	for len(s) > 76 {
+		out.WriteString(s[:76] + eol)
+		s = s[76:]
+	}
+	out.WriteString(s)
+	return out.String()
+}
+
+func TestAttachmentsDigested(t *testing.T) {
+	img := bytes.Repeat([]byte("GIF89a pixels "), 300)
+	want := sha256.Sum256(img)
+	pdf := []byte("%PDF-1.4 a small document")
+	mixed := "Subject: two\nContent-Type: multipart/mixed; boundary=m\n\n" +
+		"--m\nContent-Type: multipart/alternative; boundary=a\n\n" +
+		"--a\nContent-Type: text/plain\n\nhello\n" +
+		"--a\nContent-Type: multipart/related; boundary=r\n\n" +
+		"--r\nContent-Type: text/html\n\n<p>hello</p>\n" +
+		"--r\nContent-Type: image/gif\nContent-Transfer-Encoding: base64\n\n" + wrapped(img, "\n") + "\n--r--\n" +
+		"--a--\n" +
+		"--m\nContent-Type: application/pdf\nContent-Disposition: attachment; filename=x.pdf\n\n" + string(pdf) + "\n" +
+		"--m\nContent-Type: text/calendar\n\nBEGIN:VCALENDAR\n" +
+		"--m--\n"
+	for _, tc := range []struct {
+		name string
+		msg  string
+		want []Attachment
+	}{
+		{"crlf", imageMail(wrapped(img, "\r\n")), []Attachment{{"image/gif", len(img), want}}},
+		{"lf, one line", strings.ReplaceAll(imageMail(base64.StdEncoding.EncodeToString(img)), "\r\n", "\n"), []Attachment{{"image/gif", len(img), want}}},
+		{"nested, in an alternative not shown, and attached", mixed, []Attachment{{"image/gif", len(img), want}, {"application/pdf", len(pdf), sha256.Sum256(pdf)}}},
+		{"text only", "Subject: x\n\nhello\n", nil},
+		{"empty part", imageMail(""), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx := Extract(strings.NewReader(tc.msg), DefaultLimits)
+			if len(tx.Attachments) != len(tc.want) {
+				t.Fatalf("got %d attachments %+v, want %d", len(tx.Attachments), tx.Attachments, len(tc.want))
+			}
+			for i, a := range tx.Attachments {
+				if a != tc.want[i] {
+					t.Errorf("attachment %d: got %s %d bytes %x, want %s %d bytes %x", i, a.ContentType, a.Size, a.Digest[:4], tc.want[i].ContentType, tc.want[i].Size, tc.want[i].Digest[:4])
+				}
+			}
+			if tx.Stats.AttachSkipped != 0 {
+				t.Errorf("got %d skipped, want 0", tx.Stats.AttachSkipped)
+			}
+		})
+	}
+}
+
+func TestAttachmentLimits(t *testing.T) {
+	img := bytes.Repeat([]byte{0, 1, 2, 3, 250}, 2000) // 10,000 bytes
+	one := imageMail(wrapped(img, "\r\n"))
+	for _, tc := range []struct {
+		name          string
+		lim           Limits
+		msg           string
+		digested, skp int
+	}{
+		{"within", Limits{MaxAttachBytes: 10000}, one, 1, 0},
+		{"one byte too large", Limits{MaxAttachBytes: 9999}, one, 0, 1},
+		{"none", Limits{MaxAttachments: -1}, one, 0, 0},
+		{"count", Limits{MaxAttachments: 2}, "Content-Type: multipart/mixed; boundary=m\n\n" +
+			strings.Repeat("--m\nContent-Type: image/png\n\nabc\n", 5) + "--m--\n", 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx := Extract(strings.NewReader(tc.msg), tc.lim)
+			if len(tx.Attachments) != tc.digested || tx.Stats.AttachSkipped != tc.skp {
+				t.Errorf("got %d digested, %d skipped; want %d, %d", len(tx.Attachments), tx.Stats.AttachSkipped, tc.digested, tc.skp)
+			}
+			// The rest is read as without attachments either way.
+			if tc.msg == one && tx.Subject != "look" {
+				t.Errorf("got subject %q, want look", tx.Subject)
+			}
+		})
+	}
+}
+
+// A broken base64 image is digested as far as it decodes, with the
+// defect recorded; the text around it is read as usual.
+func TestAttachmentBrokenBase64(t *testing.T) {
+	tx := Extract(strings.NewReader(imageMail("R0lGOD!!lhAQAB=AIAA\r\n%%%\r\nAAAA")), DefaultLimits)
+	found := false
+	for _, d := range tx.Defects {
+		found = found || d.Kind == DefectBase64
+	}
+	if !found {
+		t.Errorf("got defects %v, want %s", tx.Defects, DefectBase64)
+	}
+	if tx.Subject != "look" || len(tx.Parts) != 1 {
+		t.Errorf("got subject %q and %d parts, want look and 1", tx.Subject, len(tx.Parts))
+	}
+}

@@ -1,0 +1,123 @@
+package signature
+
+import (
+	"crypto/sha256"
+	"os"
+	"strings"
+	"testing"
+)
+
+func part(s string, size int) Attachment {
+	return Attachment{Size: size, Digest: sha256.Sum256([]byte(s))}
+}
+
+func TestAttachSign(t *testing.T) {
+	a, err := NewAttach(testSecret(t), AttachParams{Enabled: true, MinBytes: 100, MaxKeys: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewAttach(secretN(t, 77), AttachParams{Enabled: true, MinBytes: 100, MaxKeys: 2})
+	img, logo, pdf, other := part("image", 5000), part("spacer", 43), part("pdf", 20000), part("third", 900)
+	for _, tc := range []struct {
+		name     string
+		parts    []Attachment
+		keys     int
+		declined string
+	}{
+		{"none", nil, 0, "no attachment"},
+		{"one", []Attachment{img}, 1, ""},
+		{"twice the same", []Attachment{img, img}, 1, ""},
+		{"small left out", []Attachment{logo, img}, 1, ""},
+		{"only small", []Attachment{logo}, 0, "every attachment under 100 bytes"},
+		{"capped", []Attachment{img, pdf, other}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys, e := a.Sign(&Doc{Attachments: tc.parts}, nil)
+			if len(keys) != tc.keys || e.Keys != tc.keys || e.Declined != tc.declined {
+				t.Fatalf("got %d keys, explain %+v; want %d, declined %q", len(keys), e, tc.keys, tc.declined)
+			}
+			other, _ := b.Sign(&Doc{Attachments: tc.parts}, nil)
+			for i, k := range keys {
+				if k.Family != FamilyAttach || k.Index != 0 {
+					t.Errorf("got key %v, want family attach, index 0", k)
+				}
+				if k == other[i] {
+					t.Errorf("key %v the same under two secrets", k)
+				}
+			}
+		})
+	}
+	// The same part in another message is the same key.
+	k1, _ := a.Sign(&Doc{Attachments: []Attachment{pdf, img}}, nil)
+	k2, _ := a.Sign(&Doc{Tokens: []string{"other", "text"}, Attachments: []Attachment{img}}, nil)
+	if k1[1] != k2[0] {
+		t.Errorf("the same image gave keys %v and %v", k1[1], k2[0])
+	}
+	// The key of a fixed digest under the test secret: a change here
+	// changes stored keys and needs an AlgorithmVersion bump.
+	if got := k2[0].String(); got != goldenAttachKey {
+		t.Errorf("got key %s, want %s (bump AlgorithmVersion if the change is deliberate)", got, goldenAttachKey)
+	}
+}
+
+// goldenAttachKey is the key of part("image", 5000) under testSecret.
+const goldenAttachKey = "attach.0:2c905524c74a52cb"
+
+// The Set signs a message's parts only when no other family signed it,
+// unless WithText.
+func TestSetAttachOnlyUnsigned(t *testing.T) {
+	img := part("image", 5000)
+	imageOnly := &Doc{Attachments: []Attachment{img}}
+	text := textDoc(strings.Repeat("The quarterly newsletter of our society, with the meeting agenda and the minutes. ", 10))
+	text.Attachments = []Attachment{img}
+	for _, withText := range []bool{false, true} {
+		raw, err := os.ReadFile(fixtureLexiconPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lex, err := LoadLexicon(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := DefaultSetParams()
+		p.Secret, p.Lexicon = testSecret(t), lex
+		p.Attach.WithText = withText
+		s, err := NewSet(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, exps := s.Sign(imageOnly, nil, nil)
+		if len(keys) != 1 || keys[0].Family != FamilyAttach || exps[len(exps)-1].Keys != 1 {
+			t.Errorf("with_text=%v: image only: got keys %v, explain %+v; want one attach key", withText, keys, exps[len(exps)-1])
+		}
+		keys, exps = s.Sign(text, nil, nil)
+		n := 0
+		for _, k := range keys {
+			if k.Family == FamilyAttach {
+				n++
+			}
+		}
+		want, declined := 0, "the text is signed"
+		if withText {
+			want, declined = 1, ""
+		}
+		last := exps[len(exps)-1]
+		if n != want || len(keys) == n || last.Family != FamilyAttach || last.Declined != declined {
+			t.Errorf("with_text=%v: text and image: got %d attach keys of %d, explain %+v; want %d, declined %q", withText, n, len(keys), last, want, declined)
+		}
+		if withText && keys[len(keys)-1].Family != FamilyAttach {
+			t.Errorf("with_text: got %v last, want the attach key last", keys[len(keys)-1])
+		}
+	}
+}
+
+func TestAttachParamsValidate(t *testing.T) {
+	for _, p := range []AttachParams{{MinBytes: -1, MaxKeys: 4}, {MaxKeys: 0}, {MaxKeys: maxAttachKeys + 1}} {
+		if p.Validate() == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	if err := DefaultAttachParams().Validate(); err != nil {
+		t.Errorf("defaults rejected: %v", err)
+	}
+}
