@@ -148,6 +148,25 @@ func (s *lockedStore) Close() error {
 	return err
 }
 
+// storeObserver is the stores' observer: the metrics, and a debug line for
+// each time a store did not take as given (store.AheadObserver).
+type storeObserver struct {
+	*metrics.Metrics
+	log *slog.Logger
+}
+
+// ObserveAhead counts and logs what a store found dated more than a bucket
+// ahead of its clock (a forged date replayed, a clock stepped back).
+func (o storeObserver) ObserveAhead(what string, n int, given, counted time.Time) {
+	o.StoreAhead(what, n)
+	if o.log != nil {
+		o.log.Debug("store: dated ahead of its clock", "what", what, "n", n,
+			"given", given.UTC().Format(time.RFC3339), "counted_at", counted.UTC().Format(time.RFC3339))
+	}
+}
+
+var _ store.AheadObserver = storeObserver{}
+
 // OpenStore opens Redis when configured, else the embedded store.
 func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics.Metrics) (Backend, string, error) {
 	params := storeParams(cfg, secret)
@@ -162,7 +181,7 @@ func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{
 			Path:       cfg.StoreFile(),
 			MaxEntries: cfg.Store.MaxEntries,
-			Observer:   met,
+			Observer:   storeObserver{met, log},
 			Params:     params,
 		})
 		var corrupt *store.CorruptFileError
@@ -184,7 +203,7 @@ func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 		return nil, "", err
 	}
 	o.Params = params
-	o.Observer = met
+	o.Observer = storeObserver{met, log}
 	// A timeout in the URL may be tighter; never looser than the
 	// per-message budget.
 	if budget := cfg.Policy.StoreTimeout.D(); o.Timeout == 0 || o.Timeout > budget {

@@ -1,17 +1,21 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The embedded store is never timed out: a deadline that passed before the
@@ -97,4 +101,45 @@ func embeddedRuntime(t *testing.T) (*Runtime, config.Config) {
 	}
 	t.Cleanup(func() { rt.Close() })
 	return rt, c
+}
+
+// A message dated years ahead (a replay of a forged Date) is counted at the
+// store's present: the daemon counts it in bulkmilter_store_ahead_total and
+// says so at debug.
+func TestStoreAheadMetricAndLog(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.SecretKeyFile = filepath.Join(c.DataDir, "secret.key")
+	var logs bytes.Buffer
+	reg := prometheus.NewPedanticRegistry()
+	rt, err := NewRuntime(&c, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), metrics.New(reg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	raw := []byte("Subject: the spring planting guide\r\n\r\n" +
+		"apple river mountain letter window garden silver motor planet history market winter doctor village camera bridge\r\n")
+	if v := rt.Check(context.Background(), raw, []string{"a@example.test"}, time.Date(2087, 3, 1, 0, 0, 0, 0, time.UTC)); v.Err != nil || v.Unsigned {
+		t.Fatalf("err %v, unsigned %v", v.Err, v.Unsigned)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, f := range fams {
+		if f.GetName() == "bulkmilter_store_ahead_total" {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "observation" {
+					got = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if got != 1 {
+		t.Errorf(`bulkmilter_store_ahead_total{what="observation"} = %v, want 1`, got)
+	}
+	if !strings.Contains(logs.String(), "level=DEBUG msg=\"store: dated ahead of its clock\" what=observation n=1 given=2087-03-01T00:00:00Z") {
+		t.Errorf("no debug line for the observation dated 2087 in:\n%s", logs.String())
+	}
 }

@@ -40,6 +40,7 @@ type Metrics struct {
 	memoryLimited   prometheus.Counter
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
+	storeAhead      *prometheus.CounterVec
 	votes           *prometheus.CounterVec
 	feedbackRejects *prometheus.CounterVec
 	overrides       *prometheus.CounterVec
@@ -120,6 +121,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "store_errors_total",
 			Help: "Failed store requests, by operation.",
 		}, []string{"op"}),
+		storeAhead: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_ahead_total",
+			Help: "Times more than a bucket ahead of the store's clock: observations and votes so dated, counted at the store's present instead (what=observation, vote), and pointers and first sightings of buckets ahead of the clock dropped after the clock stepped back (what=bucket).",
+		}, []string{"what"}),
 		votes: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "feedback_votes_total",
 			Help: "Feedback votes recorded, by kind (not_bulk, bulk).",
@@ -278,6 +283,15 @@ func (m *Metrics) ObserveRequest(op string, d time.Duration, err error) {
 	}
 }
 
+// StoreAhead counts n things a store found dated more than a bucket ahead
+// of its clock (store.AheadObserver): what is "observation", "vote" or
+// "bucket".
+func (m *Metrics) StoreAhead(what string, n int) {
+	if m != nil {
+		m.storeAhead.WithLabelValues(what).Add(float64(n))
+	}
+}
+
 // Vote counts one recorded feedback vote.
 func (m *Metrics) Vote(kind string) {
 	if m != nil {
@@ -373,7 +387,7 @@ func (m *Metrics) SignatureSet(version string) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
-		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.votes,
+		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.storeAhead, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
 	}, m.refile.collectors()...)

@@ -31,6 +31,7 @@ func exercise(m *Metrics) {
 	m.Defect("bad-charset")
 	m.Truncated()
 	m.ObserveRequest("observe", time.Millisecond, errors.New("x"))
+	m.StoreAhead("observation", 1)
 	m.Vote("not_bulk")
 	m.FeedbackRejected("untrusted")
 	m.Override("user", "not_bulk")

@@ -3,7 +3,6 @@ package milter
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 
@@ -15,7 +14,7 @@ import (
 // apply turns a verdict into modifications of the message. Incoming copies
 // of the verdict and feedback headers go first, so a sender can forge
 // neither.
-func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdict, log *slog.Logger) error {
+func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdict, log *msgLogger) error {
 	act := &s.state.Actions
 	met := s.srv.opt.Observer
 	errs := s.removeIncoming(m, log)
@@ -63,7 +62,7 @@ func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdi
 			met.Action("quarantine")
 		}
 	} else if len(routed) > 0 && (act.SubjectTag != "" || act.Quarantine) {
-		log.Debug("bulk for some recipients only; subject tag and quarantine skipped",
+		log.debug("bulk for some recipients only; subject tag and quarantine skipped",
 			"routed", len(routed), "recipients", len(msg.Recipients))
 	}
 	return errors.Join(errs...)
@@ -72,7 +71,7 @@ func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdi
 // removeIncoming deletes every incoming copy of the verdict, level and
 // feedback headers, and the Authentication-Results fields of the site's
 // authserv-id that came with the message (RFC 8601 §5).
-func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error {
+func (s *session) removeIncoming(m gomilter.Modifier, log *msgLogger) []error {
 	act := &s.state.Actions
 	own := s.b.VerdictHeaders()
 	levels := s.b.LevelHeaders()
@@ -97,7 +96,7 @@ func (s *session) removeIncoming(m gomilter.Modifier, log *slog.Logger) []error 
 		// Debug: a sender can add these to every message (the message's
 		// info line counts them); the feedback handler reports untrusted
 		// feedback, rate-limited.
-		log.Debug("removed incoming verdict, level, feedback or forged Authentication-Results headers",
+		log.debug("removed incoming verdict, level, feedback or forged Authentication-Results headers",
 			"verdict_headers", own, "level_headers", levels, "feedback_headers", fb, "forged_results", len(forged))
 	}
 	return errs

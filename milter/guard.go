@@ -79,8 +79,11 @@ type guardConn struct {
 	net.Conn
 	met     Observer
 	pkt     *[]byte // the checked packet being served, nil when drained
-	pending []byte  // the unread part of *pkt
-	err     error   // sticky: once refused, the session is over
+	pending []byte  // the unread part of *pkt, or of the read-ahead (inPkt)
+	// inPkt: pending is a packet served from the read-ahead in place,
+	// which is kept until the library has read it.
+	inPkt bool
+	err   error // sticky: once refused, the session is over
 
 	in       *[]byte // read-ahead from the connection, nil when drained
 	inR, inW int
@@ -202,6 +205,10 @@ func (c *guardConn) Read(p []byte) (int, error) {
 }
 
 func (c *guardConn) release() {
+	if c.inPkt {
+		c.inPkt, c.pending = false, nil
+		c.drained()
+	}
 	if c.pkt != nil {
 		if cap(*c.pkt) <= keepPacket {
 			*c.pkt = (*c.pkt)[:0]
@@ -271,10 +278,10 @@ func (c *guardConn) skip(n int) error {
 	return nil
 }
 
-// drained returns the read-ahead buffer to the pool once it is empty, so
-// that an idle session holds none.
+// drained returns the read-ahead buffer to the pool once it is empty (and
+// no packet is served from it), so that an idle session holds none.
 func (c *guardConn) drained() {
-	if c.in != nil && c.inR == c.inW {
+	if c.in != nil && c.inR == c.inW && !c.inPkt {
 		readBufs.Put(c.in)
 		c.in, c.inR, c.inW = nil, 0, 0
 	}
@@ -283,6 +290,19 @@ func (c *guardConn) drained() {
 // fill reads the next packet into c.pending, checked.
 func (c *guardConn) fill() error {
 	defer c.drained()
+	// A packet wholly in the read-ahead, as most are, is served from it in
+	// place: no copy, and no packet buffer taken from the pool (where
+	// buffers of every size mix, and a body chunk often found one too
+	// small and made its own).
+	if avail := c.inW - c.inR; avail >= 5 {
+		b := (*c.in)[c.inR:c.inW]
+		if length := binary.BigEndian.Uint32(b); length != 0 && length <= MaxHeaderPacket && uint64(length) <= uint64(avail-4) {
+			b = b[:4+length]
+			c.inR += len(b)
+			c.pending, c.inPkt, c.started = b, true, true
+			return checkPacket(b[4], b[5:])
+		}
+	}
 	var hdr [5]byte
 	if err := c.readFull(hdr[:4]); err != nil {
 		return err

@@ -131,3 +131,40 @@ func TestGuardCoalescesWrites(t *testing.T) {
 		t.Errorf("progress not written at once: %d writes", len(sc.writes))
 	}
 }
+
+// A packet that arrived whole in the read-ahead is served from it in
+// place, without a packet buffer; one cut by the end of a read is copied
+// into one, and the read-ahead goes back to the pool once drained.
+func TestGuardServesWholePacketsInPlace(t *testing.T) {
+	var want [][]byte
+	for i := range 20 {
+		want = append(want, packet('L', cstr("X-Field"), cstr(string(bytes.Repeat([]byte("v"), i*50)))))
+	}
+	stream := bytes.Join(want, nil)
+	// Pieces of up to 700 bytes: most packets whole in one, some cut.
+	c := &guardConn{Conn: &streamConn{in: stream, rng: rand.New(rand.NewPCG(3, 4))}}
+	inPlace, copied := 0, 0
+	for i, w := range want {
+		got, err := readPacket(c)
+		if err != nil || !bytes.Equal(got, w) {
+			t.Fatalf("packet %d: %q, err %v; want %q", i, got, err, w)
+		}
+		switch {
+		case c.inPkt && c.pkt == nil:
+			inPlace++
+		case !c.inPkt && c.pkt != nil:
+			copied++
+		default:
+			t.Fatalf("packet %d: served in place %v, from a packet buffer %v", i, c.inPkt, c.pkt != nil)
+		}
+	}
+	if inPlace == 0 || copied == 0 {
+		t.Errorf("%d packets served in place, %d copied; want some of each", inPlace, copied)
+	}
+	if _, err := readPacket(c); err != io.EOF {
+		t.Errorf("after the last packet: %v, want io.EOF", err)
+	}
+	if c.in != nil || c.pkt != nil || c.inPkt {
+		t.Errorf("buffers held by a drained session")
+	}
+}

@@ -791,3 +791,56 @@ func TestForgedHeaderNameWithBlanks(t *testing.T) {
 		t.Errorf("the pipeline saw the forged header: %q", v)
 	}
 }
+
+// A closed session's message builder serves the next session (the
+// server's pool): the next message is built afresh, nothing of the last
+// one kept, and a builder made for a state since replaced (a reload) is
+// never used for a message of the new state.
+func TestBuilderReusedAcrossSessions(t *testing.T) {
+	h := start(t, nil)
+	var cur atomic.Pointer[State]
+	cur.Store(h.state)
+	srv := NewServer(Options{State: cur.Load, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { srv.Close() })
+	h.addr = ln.Addr().String()
+	env := mtaclient.Envelope{From: "a@example.com", Rcpts: []string{"b@example.test"}}
+	long := "Subject: first\nX-Bulk: forged\n\n" + strings.Repeat("the first message's long body\n", 400)
+	for i := range 5 {
+		h.send(t, env, long)
+		res := h.send(t, env, "From: a@example.com\n\nsecond\n")
+		h.pipe.mu.Lock()
+		body, msg := h.pipe.bodies[len(h.pipe.bodies)-1], h.pipe.seen[len(h.pipe.seen)-1]
+		h.pipe.mu.Unlock()
+		if body != "second\r\n" || msg.Header.Has("Subject") || msg.Header.Has("X-Bulk") {
+			t.Fatalf("round %d: the second message has body %.40q…, Subject %v, X-Bulk %v; want only its own", i, body,
+				msg.Header.Has("Subject"), msg.Header.Has("X-Bulk"))
+		}
+		// Only the verdict header is added: the first message's forged
+		// copy is not counted against the second.
+		if got := mods(res); len(got) != 1 || !strings.Contains(got[0], `"X-Bulk"`) {
+			t.Fatalf("round %d: modifications %q, want only the verdict header added", i, got)
+		}
+	}
+
+	// A reload: the new state's header name and limits.
+	next := defaultState()
+	next.Pipeline, next.Feedback = h.pipe, h.fb
+	next.Actions.Header = "X-Mass"
+	next.Limits.BodyBytes = 5
+	cur.Store(next)
+	for i := range 5 {
+		res := h.send(t, env, "X-Mass: forged\nFrom: a@example.com\n\nlonger than five\n")
+		h.pipe.mu.Lock()
+		body := h.pipe.bodies[len(h.pipe.bodies)-1]
+		h.pipe.mu.Unlock()
+		got := mods(res)
+		if body != "longe" || len(got) != 2 || !strings.Contains(strings.Join(got, " "), `"X-Mass"`) || strings.Contains(strings.Join(got, " "), `"X-Bulk"`) {
+			t.Fatalf("after the reload, message %d: body %q, modifications %q; want 5 bytes and X-Mass removed and added", i, body, got)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -217,6 +218,35 @@ type Server struct {
 	storeFailures ratelog.Sampler
 	// held is what all sessions keep of their messages (State.MaxHeldBytes).
 	held atomic.Int64
+	// builders keeps the message builders of closed sessions (*pooledBuilder)
+	// for the next: most MTA connections carry one message, and a new
+	// builder grew its body buffer again by doubling for every message (a
+	// tenth of the milter path's allocations).
+	builders sync.Pool
+}
+
+// pooledBuilder is a reset builder and the state it was made for.
+type pooledBuilder struct {
+	b     *detect.Builder
+	state *State
+}
+
+// builder returns a reset builder for messages of the state: a pooled one
+// made for the same state, or a new one.
+func (s *Server) builder(st *State) *pooledBuilder {
+	for {
+		p, ok := s.builders.Get().(*pooledBuilder)
+		if !ok {
+			break
+		}
+		if p.state == st {
+			return p
+		}
+		// Made for a state since replaced (a reload): let it go.
+	}
+	b := detect.NewBuilder(st.Limits, st.Actions.Header, st.Actions.FeedbackHeader)
+	b.LevelHeader, b.AuthservID = st.Actions.LevelHeader, st.Actions.AuthservID
+	return &pooledBuilder{b: b, state: st}
 }
 
 // grant accounts for n more bytes kept by a session, up to limit; within

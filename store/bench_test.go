@@ -59,7 +59,7 @@ func newWorkload(n int) workload {
 	return workload{
 		Keys:   envInt("BULKMILTER_BENCH_KEYS", 10),
 		Repeat: envFloat("BULKMILTER_BENCH_REPEAT", 0),
-		Base:   time.Now().Truncate(6 * time.Hour),
+		Base:   bench.PastBase(),
 		Span:   24*time.Hour - time.Minute,
 		N:      n,
 	}
@@ -222,8 +222,16 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	cb := at.UnixMilli() / bucketMs
 	split := envInt("BULKMILTER_BENCH_SPLIT", store.DefaultFirstSightSplit)
 	rng := rand.New(rand.NewPCG(1, 2))
-	recs := func() []byte {
-		buf := make([]byte, 8*records)
+	// the support families' share of the records (lab/bench's workload):
+	// 8 bytes in the current string, 6 in the older one
+	sup := 0
+	if k := envInt("BULKMILTER_BENCH_KEYS", 10); k >= 43 {
+		sup = records * 26 / k
+	} else if k >= 37 {
+		sup = records * 10 / k
+	}
+	recs := func(n, size int) []byte {
+		buf := make([]byte, size*n)
 		for i := range buf {
 			buf[i] = byte(rng.Uint32())
 		}
@@ -235,16 +243,19 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 		for sub := range split {
 			// the current bucket's string, and the older buckets' sections
 			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
-			cur = append(cur, recs()...)
+			cur = binary.BigEndian.AppendUint32(cur, uint32(8*(records-sup)))
+			cur = append(cur, recs(records, 8)...)
 			var old []byte
 			for bk := cb - 1; bk > cb-nb; bk-- {
 				old = binary.BigEndian.AppendUint32(old, uint32(bk))
-				old = binary.BigEndian.AppendUint32(old, uint32(8*records))
-				old = append(old, recs()...)
+				old = binary.BigEndian.AppendUint32(old, uint32(8*(records-sup)))
+				old = binary.BigEndian.AppendUint32(old, uint32(6*sup))
+				old = append(old, recs(records-sup, 8)...)
+				old = append(old, recs(sup, 6)...)
 			}
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"pc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"po:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"qc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"qo:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {
@@ -296,7 +307,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.ReportMetric(float64(keys)/float64(b.N), "rediskeys/msg")
 	// How many first-sighting hashes left listpack encoding (a sample).
 	var sampled, listpack int
-	it := c.Scan(ctx, 0, "bm2:{*}:p[co]:*", 1000).Iterator()
+	it := c.Scan(ctx, 0, "bm2:{*}:q[co]:*", 1000).Iterator()
 	for it.Next(ctx) && sampled < 300 {
 		sampled++
 		if enc, _ := c.ObjectEncoding(ctx, it.Val()).Result(); enc == "listpack" || enc == "ziplist" {
@@ -385,6 +396,14 @@ func BenchmarkEmbeddedMemory(b *testing.B) {
 // of a near-empty and of a full database, 27 whole-string rewrites, and
 // the primitives of a lookup in tables of fixed-size slots (BITFIELD_RO
 // and BITFIELD SET with many fields, GETRANGE of a key's probe window).
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 func BenchmarkRedisScriptPrimitives(b *testing.B) {
 	r := startRedis(b)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
@@ -484,6 +503,12 @@ return hit`
 	}{
 		{"empty-162keys-70args", "return 1", keys162, args70},
 		{"empty-1arg", "return 1", nil, []any{strings.Repeat("abcdefghi", 27)}},
+		// the same names as 232 ARGV, or packed in one argument that Lua
+		// cuts into 162 names (what declaring KEYS costs, and what not
+		// declaring them would)
+		{"empty-0keys-232args", "return 1", nil, append(anys(keys162), args70...)},
+		{"cut-1arg-162names", "local s, n = ARGV[1], {} for k in string.gmatch(s, '[^,]+') do n[#n + 1] = k end return #n", nil, []any{strings.Join(keys162, ",")}},
+		{"cut-1arg-162names-fixed", "local s, n, w = ARGV[1], {}, #KEYS for i = 1, 162 do n[i] = string.sub(s, (i - 1) * 21 + 1, i * 21 - 1) end return #n", nil, []any{strings.Join(keys162, ",") + ","}},
 		{"reply-27-nested-rows", "local v = {} for s = 1, 27 do v[s] = {0, 0, {}} end return {1, v}", nil, nil},
 		{"135-HGET", "for i = 1, #KEYS do redis.call('HGET', KEYS[i], 'f') end return 1", names(135, "bm2:{%04x}:none"), nil},
 		{"MGET-135x128B", mget, small, nil},
@@ -497,6 +522,10 @@ return hit`
 		{"lookup-write-27-GETRANGE-64B", windowGetrange, tables[:1], probeArgs},
 		{"lookup-5buckets-write-27-GETRANGE-64B", windowGetrange, tables, probeArgs},
 		{"lookup-write-27-BITFIELD-8slots", windowBitfield, tables[:1], probeArgs},
+		// the pointer writes of a message of 43 new keys: one SET a
+		// string (as the script) or one MSET of them all
+		{"43-SET-KEEPTTL-136B", "local v = string.rep('z', 136) for i = 1, 43 do redis.call('SET', KEYS[i], v, 'KEEPTTL') end return 1", small[:43], nil},
+		{"MSET-43x136B", "local v, a = string.rep('z', 136), {} for i = 1, 43 do a[#a + 1] = KEYS[i] a[#a + 1] = v end redis.call('MSET', unpack(a)) return 1", small[:43], nil},
 		{"27-GET-SET-1600B", "for i = 1, 27 do local v = redis.call('GET', KEYS[i]) redis.call('SET', KEYS[i], string.sub(v, 9) .. 'abcdefgh', 'KEEPTTL') end return 1", full, nil},
 	} {
 		b.Run(p.name, func(b *testing.B) {

@@ -48,7 +48,11 @@
 // recipient seen less than Window ago is counted, none seen
 // Window+Window/Buckets ago or earlier is (the effective window is between
 // 24h and 30h by default). A recipient seen again moves to the newer
-// bucket. Recipients are normalised (trimmed, lower-cased) and counted once
+// bucket. An observation or vote dated more than a bucket ahead of the
+// store's clock is counted at the store's present (its latest counted
+// time, or its clock when that is earlier), and a bucket ahead of the clock
+// (a clock stepped back) gives its slot to the present (ahead.go).
+// Recipients are normalised (trimmed, lower-cased) and counted once
 // per campaign: the same newsletter twice to one person is 1, one message
 // with 200 RCPT TO is 200. A key's pointer lives in the bucket it was last
 // written in and is read over the same window.
@@ -127,23 +131,32 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:pc:<s>            string: key pointers of the current bucket and
+//	bm2:{tttt}:qc:<s>            string: key pointers of the current bucket and
 //	                             split <s> (bits 32+ of the key's hash mod
-//	                             fs_split): the bucket (4 bytes), then 8-byte
-//	                             records, 4 bytes of the key's hash (low 32
-//	                             bits) and 4 of the pointer (ref << 3 | the
+//	                             fs_split): the bucket (4 bytes), the length of
+//	                             the main records (4 bytes), the main records,
+//	                             then the support families' (terms, contain):
+//	                             8-byte records, 4 bytes of the key's hash (low
+//	                             32 bits) and 4 of the pointer (ref << 3 | the
 //	                             key's campaign switches, saturating at 7). At
 //	                             most FirstSightCap records (past it a key is
 //	                             not remembered in that bucket). The first
 //	                             write of a later bucket moves its records to
-//	                             po: as a section.
-//	bm2:{tttt}:po:<s>            string: the same split's pointers of the
+//	                             qo: as a section.
+//	bm2:{tttt}:qo:<s>            string: the same split's pointers of the
 //	                             window's earlier buckets, sections newest
 //	                             first: the bucket (4 bytes), the length of its
-//	                             records (4 bytes), the records. A lookup reads
-//	                             two strings, not one a bucket (until 2026-11
-//	                             the pointers were in p:<s>:<bucket>, one string
-//	                             a bucket; those expire with their window).
+//	                             main records and of its support records (4
+//	                             bytes each), the main records (8 bytes), the
+//	                             support records (6 bytes: the low 2 bytes of
+//	                             the check; a false match names a campaign that
+//	                             a support key alone never joins, ~1 % of
+//	                             support lookups at a million messages a day).
+//	                             A lookup reads two strings, not one a bucket
+//	                             (until 2026-11 the pointers were in
+//	                             p:<s>:<bucket>, one string a bucket, then in
+//	                             pc:/po: with 8-byte records throughout; those
+//	                             expire with their window).
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first

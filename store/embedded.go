@@ -63,6 +63,7 @@ type Embedded struct {
 	mixedUpTo atomic.Int64
 
 	evicted atomic.Int64
+	present present    // the latest time counted (ahead.go)
 	saveMu  sync.Mutex // one save at a time
 	lastErr atomic.Pointer[error]
 	lastAt  atomic.Int64 // unix ms of the last successful save
@@ -313,7 +314,7 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 	tabs, cbits := ps.ring(r), ringCheckBits(r)
 	slot := &tabs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
-		if !slot.empty() && slot.id > cb {
+		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // older than the window held here
 		}
 		ps.entries -= slot.size()
@@ -357,8 +358,23 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 	}
 }
 
+// aheadDrop reports whether a ring's bucket b, newer than the bucket a
+// write is for, is ahead of the clock (ahead.go: a clock stepped back),
+// so that the write takes its slot; it counts the n entries dropped.
+func (e *Embedded) aheadDrop(b int64, n int) bool {
+	if b <= e.c.aheadBucket() {
+		return false
+	}
+	e.noteBucketAhead(b, n)
+	return true
+}
+
+func (e *Embedded) noteBucketAhead(b int64, n int) {
+	noteAhead(e.observer, "bucket", n, time.UnixMilli(b*e.c.bucketLen.Milliseconds()), e.c.Now())
+}
+
 // packBits returns the group bits of bucket cb's packed pointers once it
-// holds n at t: about four pointers a group for as many as it will hold
+// holds n at t: groupTarget pointers a group for as many as it will hold
 // at this rate by its end (the first 64th of the bucket counts as a 64th),
 // or as the bucket before held, whichever is more.
 func (e *Embedded) packBits(tabs []fsBucket, cb int64, n int, t time.Time) uint {
@@ -368,15 +384,16 @@ func (e *Embedded) packBits(tabs []fsBucket, cb int64, n int, t time.Time) uint 
 	if prev := &tabs[mod(cb-1, int64(e.c.nb))]; prev.id == cb-1 {
 		want = max(want, prev.size())
 	}
-	return min(denseBits(want), 26)
+	return min(groupBits(want), 26)
 }
 
 // packable reports whether n more pointers can be packed into d (nil:
 // none) while its groups stay short: a lookup scans a group, and another
-// key matches it with probability about its length/2³². Past that (a
-// bucket many times the one before) they stay in the open table.
+// key matches it with probability about its length/2^cbits. Past 4 ×
+// groupTarget a group on average (a bucket several times the one before
+// or its forecast) they stay in the open table.
 func packable(d *denseTable, n int) bool {
-	return n > 0 && (d == nil || d.len()+n <= 16<<d.gbits)
+	return n > 0 && (d == nil || d.len()+n <= 4*groupTarget<<d.gbits)
 }
 
 // freeRef returns ref, or the next ref no live campaign of another origin
@@ -435,9 +452,9 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 	if err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
-	t := o.Time
-	if t.IsZero() {
-		t = e.c.Now()
+	t, ahead := e.c.countAt(&e.present, o.Time)
+	if ahead {
+		noteAhead(e.observer, "observation", 1, o.Time, t)
 	}
 	cb := e.c.bucket(t)
 	res = Result{Volumes: make([]int64, len(o.Keys)), Votes: make([]Tally, len(o.Keys))}
@@ -686,7 +703,7 @@ func (e *Embedded) recPut(sh *eshard, cb int64, r fsRec) {
 	nb := int64(e.c.nb)
 	slot := &sh.fs[mod(cb, nb)]
 	if slot.id != cb || slot.empty() {
-		if !slot.empty() && slot.id > cb {
+		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // an observation older than the window held here: count it, keep nothing
 		}
 		sh.entries -= slot.size()
@@ -892,11 +909,15 @@ func (e *Embedded) evictIfNeeded(sh *eshard, cb int64) {
 func (e *Embedded) sweep(now time.Time) {
 	cb := e.c.bucket(now)
 	oldest := cb - int64(e.c.nb) + 1
+	ahead := e.c.bucket(now.Add(e.c.bucketLen)) // later buckets: a clock stepped back (ahead.go)
 	for i := range e.shards {
 		sh := &e.shards[i]
 		sh.mu.Lock()
 		for j := range sh.fs {
-			if slot := &sh.fs[j]; !slot.empty() && slot.id < oldest {
+			if slot := &sh.fs[j]; !slot.empty() && (slot.id < oldest || slot.id > ahead) {
+				if slot.id > ahead {
+					e.noteBucketAhead(slot.id, slot.size())
+				}
 				sh.entries -= slot.size()
 				slot.drop()
 			}
@@ -918,7 +939,10 @@ func (e *Embedded) sweep(now time.Time) {
 		ps.mu.Lock()
 		for _, ring := range [][]fsBucket{ps.tabs, ps.stabs} {
 			for j := range ring {
-				if slot := &ring[j]; !slot.empty() && slot.id < oldest {
+				if slot := &ring[j]; !slot.empty() && (slot.id < oldest || slot.id > ahead) {
+					if slot.id > ahead {
+						e.noteBucketAhead(slot.id, slot.size())
+					}
 					ps.entries -= slot.size()
 					slot.drop()
 				}
@@ -947,9 +971,9 @@ func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	if normalise(v.Voter) == "" {
 		return errors.New("record vote: empty voter")
 	}
-	t := v.Time
-	if t.IsZero() {
-		t = e.c.Now()
+	t, ahead := e.c.countAt(&e.present, v.Time)
+	if ahead {
+		noteAhead(e.observer, "vote", 1, v.Time, t)
 	}
 	ids, err := withCampaign(ctx, e.observeAs, uniq(v.Keys), t)
 	if err != nil {

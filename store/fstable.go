@@ -139,20 +139,21 @@ func (t *fsTable) each(fn func(sig uint64, fp uint32)) {
 
 // denseTable holds the pointers of a closed bucket, which only change in
 // place: entries sorted by the key's mixed hash and grouped by its top
-// gbits bits (about four a group), each with the next cbits bits of the
-// hash (its check) and its value. A key is told apart by 6 bits (the
-// shard: the low bits) + gbits + cbits: another key matches a lookup with
-// probability about its group's length/2^cbits. A table of the families
-// that name a campaign keeps 32 bits of check (4/2³², as Redis's 32-bit
-// record in a string of a few hundred); one of the support families'
-// keys (supportFamily), which cannot join a campaign alone, keeps 16
-// (4/2¹⁶: the false matches are measured in docs/performance.md).
+// gbits bits (4 to 8 a group: groupTarget), each with the next cbits bits
+// of the hash (its check) and its value. A key is told apart by 6 bits
+// (the shard: the low bits) + gbits + cbits: another key matches a lookup
+// with probability about its group's length/2^cbits. A table of the
+// families that name a campaign keeps 32 bits of check (~6/2³², as
+// Redis's 32-bit record in a string of a few hundred, 1/2³² a record);
+// one of the support families' keys (supportFamily), which cannot join a
+// campaign alone, keeps 16 (~6/2¹⁶: the false matches are measured in
+// docs/performance.md).
 //
 // Group g's entries are [start(g), start(g+1)): a 16-bit offset per group
 // from a 32-bit base per idxBlock groups, 2 bytes a group where a 32-bit
 // index cost 4; idx32 holds the starts instead in the table (never seen)
-// whose block would span 2¹⁶ entries or more. About 6.6 bytes an entry
-// with a 16-bit check, 8.6 with a 32-bit one, where an fsTable slot costs
+// whose block would span 2¹⁶ entries or more. About 6.3 bytes an entry
+// with a 16-bit check, 8.3 with a 32-bit one, where an fsTable slot costs
 // 15 at its average load.
 type denseTable struct {
 	idx     []uint16 // group g starts at base[g>>idxBlockBits] + idx[g]
@@ -165,13 +166,24 @@ type denseTable struct {
 	cbits   uint // 32 or 16
 }
 
-// idxBlockBits: a 32-bit base per 256 groups (about a thousand entries),
+// idxBlockBits: a 32-bit base per 256 groups (about 1,500 entries),
 // 2¹⁶ entries being far past what a block holds.
 const idxBlockBits = 8
 
 // denseBits is the number of group bits for n entries: about four a
 // group.
 func denseBits(n int) uint { return uint(bits.Len(uint(n / 4))) }
+
+// groupTarget is the entries a packed group holds, about: groupBits
+// gives a table of n entries 4 to 8 a group (denseBits, 2 to 4, was the
+// rule before 2026-11-27; files of version 3 are still read with it). A
+// lookup scans one group, so longer groups cost a few comparisons and
+// double the false matches (docs/performance.md), for half the index:
+// −18 B a message at 43 keys.
+const groupTarget = 8
+
+// groupBits is the number of group bits for n entries (groupTarget).
+func groupBits(n int) uint { return uint(bits.Len(uint(n / groupTarget))) }
 
 // denseHash is what a dense table keeps of a key's hash: its top
 // cbits+gbits bits (gbits ≤ 26 leaves the shard's low bits out).
@@ -275,7 +287,7 @@ func packed(d *denseTable, t *fsTable, cbits uint) *denseTable {
 	add := make([]hv, 0, t.n)
 	t.each(func(sig uint64, v uint32) { add = append(add, hv{denseHash(sig), v}) })
 	if d == nil {
-		return newDense(nil, add, min(denseBits(t.n), 26), cbits)
+		return newDense(nil, add, min(groupBits(t.n), 26), cbits)
 	}
 	return newDense(d, add, d.gbits, cbits)
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,14 +55,14 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 2)
-	want := []string{":pc:", ":po:", ":v:v1:imatch.0:00ab"}
+	want := []string{":qc:", ":qo:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	// The pointer strings are named without a bucket: they hold it.
-	if strings.Replace(sk.keys[0], ":pc:", ":po:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+	if strings.Replace(sk.keys[0], ":qc:", ":qo:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
 		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.
@@ -891,5 +893,80 @@ func TestUnionCount(t *testing.T) {
 	u.add(nil, 250)
 	if got := u.count(); got != 250 {
 		t.Errorf("with a HyperLogLog: %d, want 250", got)
+	}
+}
+
+// aheadRecorder records what a store reports dated ahead of its clock.
+type aheadRecorder struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (a *aheadRecorder) ObserveRequest(string, time.Duration, error) {}
+
+func (a *aheadRecorder) ObserveAhead(what string, n int, given, counted time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.got == nil {
+		a.got = map[string]int{}
+	}
+	a.got[what] += n
+}
+
+func (a *aheadRecorder) count(what string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.got[what]
+}
+
+// TestEmbeddedAheadObserved: observations and votes dated ahead of the
+// clock are reported once each, and the buckets a stepped-back clock
+// left ahead are reported as dropped, by the write that takes their slot
+// or by the sweep, and no longer held.
+func TestEmbeddedAheadObserved(t *testing.T) {
+	var ms atomic.Int64
+	base := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	ms.Store(base.UnixMilli())
+	now := func() time.Time { return time.UnixMilli(ms.Load()) }
+	var rec aheadRecorder
+	e, err := OpenEmbedded(EmbeddedOptions{Observer: &rec, Params: Params{Now: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	obs := func(at time.Time, keys ...string) {
+		t.Helper()
+		if _, err := e.Observe(ctx, Observation{Keys: keys, Recipients: []string{"a@x"}, Time: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs(base, "v1:imatch.0:01")
+	obs(base.Add(5*time.Hour), "v1:imatch.0:02")                       // within a bucket of the clock: as given
+	obs(base.AddDate(61, 0, 0), "v1:imatch.0:03")                      // ahead
+	obs(time.Date(9744, 1, 1, 0, 0, 0, 0, time.UTC), "v1:imatch.0:04") // ahead
+	if err := e.RecordVote(ctx, Vote{Keys: []string{"v1:imatch.0:01"}, Voter: "v@x", Kind: VoteBulk, Time: base.AddDate(1, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.count("observation"); got != 2 {
+		t.Errorf("observations reported ahead: %d, want 2", got)
+	}
+	if got := rec.count("vote"); got != 1 {
+		t.Errorf("votes reported ahead: %d, want 1", got)
+	}
+	if got := rec.count("bucket"); got != 0 {
+		t.Errorf("buckets dropped with the clock going forward only: %d, want 0", got)
+	}
+	// The clock steps back three days: everything held is ahead of it.
+	held := e.Stats()
+	ms.Store(base.Add(-72 * time.Hour).UnixMilli())
+	obs(time.Time{}, "v1:imatch.0:05")
+	e.sweep(now())
+	st := e.Stats()
+	if st.Pointers != 1 || st.FirstSightings != 1 {
+		t.Errorf("after the step back and a sweep: %d pointers and %d first sightings, want the present's 1 and 1", st.Pointers, st.FirstSightings)
+	}
+	if got, want := rec.count("bucket"), held.Pointers+held.FirstSightings; got != want {
+		t.Errorf("entries reported dropped: %d, want the %d held before the step", got, want)
 	}
 }

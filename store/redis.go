@@ -149,6 +149,7 @@ type Redis struct {
 	split    uint64 // requested; the value in effect is fsSplit
 	timeout  time.Duration
 	observer Observer
+	present  present // the latest time counted (ahead.go)
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
@@ -369,6 +370,7 @@ type sigKeys struct {
 	slot  int
 	field string // pointer field: low 32 bits of the hash
 	keys  []string
+	sup   bool // a support family's key (its older records keep 2 bytes of check)
 }
 
 func (r *Redis) tagOf(h uint64) string {
@@ -399,7 +401,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	b := make([]byte, 0, 3*len(pre)+2*len(sub)+len(id)+12)
 	var ends [3]int
-	for i, kind := range [2]string{"pc:", "po:"} {
+	for i, kind := range [2]string{"qc:", "qo:"} {
 		b = append(b, pre...)
 		b = append(b, kind...)
 		b = append(b, sub...)
@@ -487,9 +489,9 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	if err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
 	}
-	t := o.Time
-	if t.IsZero() {
-		t = r.c.Now()
+	t, ahead := r.c.countAt(&r.present, o.Time)
+	if ahead {
+		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
 	ob.prepare()
@@ -526,8 +528,10 @@ type redisObs struct {
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
 	for _, id := range ob.ids {
-		ob.sks = append(ob.sks, ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit)))
+		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
 		f := familyOf(id)
+		sk.sup = supportFamily(f)
+		ob.sks = append(ob.sks, sk)
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
@@ -563,7 +567,20 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for _, sk := range sks {
 		args = append(args, sk.field)
 	}
-	return keys, args
+	return keys, append(args, supFlags(sks))
+}
+
+// supFlags is a '0' or '1' per key, 1 for a support family's key: the
+// script keeps their older records with 2 bytes of check.
+func supFlags(sks []sigKeys) string {
+	b := make([]byte, len(sks))
+	for i, sk := range sks {
+		b[i] = '0'
+		if sk.sup {
+			b[i] = '1'
+		}
+	}
+	return string(b)
 }
 
 // campaignOutcome is what a store learnt of an observation's campaign.
@@ -741,6 +758,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	type wgroup struct {
 		keys []string
 		args []any
+		sup  []sigKeys
 	}
 	var wgs []*wgroup
 	wBySlot := map[int]*wgroup{}
@@ -758,6 +776,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			}
 			g.keys = append(g.keys, sk.keys[0], sk.keys[1])
 			g.args = append(g.args, sk.field, int64(np))
+			g.sup = append(g.sup, sk)
 		}
 	}
 	cv := "0"
@@ -783,6 +802,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			for j := range n {
 				args = append(args, g.args[2*j+1])
 			}
+			args = append(args, supFlags(g.sup))
 			keys = g.keys
 		case i == len(wgs): // the joined (or new) campaign
 			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
@@ -1054,9 +1074,9 @@ func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	if len(v.Keys) == 0 {
 		return nil
 	}
-	t := v.Time
-	if t.IsZero() {
-		t = r.c.Now()
+	t, ahead := r.c.countAt(&r.present, v.Time)
+	if ahead {
+		noteAhead(r.observer, "vote", 1, v.Time, t)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()

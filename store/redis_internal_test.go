@@ -40,8 +40,8 @@ func TestRedisPointerOverflow(t *testing.T) {
 	}
 	sk := s.sigKeys(ids[0], 1)
 	n, err := s.client.StrLen(ctx, sk.keys[0]).Result()
-	if err != nil || n != 4+8*FirstSightCap {
-		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 4+8*FirstSightCap)
+	if err != nil || n != 8+8*FirstSightCap {
+		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 8+8*FirstSightCap)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
 	for _, id := range []string{ids[0], ids[len(ids)-1]} {
@@ -69,30 +69,87 @@ func TestRedisDamagedStrings(t *testing.T) {
 	}
 	defer s.Close()
 	at := time.Now()
-	id := "v1:imatch.0:00000000000000dd"
 	lim, _ := s.limits(ctx)
-	sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
-	ref, _ := newRef([]string{id})
-	ck, field := s.campKeys(ref, s.c.bucket(at), uint64(lim.FirstSightSplit))
 	nb := s.c.nb
 	cb := s.c.bucket(at)
-	u32 := func(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint32(v))) }
-	// current strings: a bucket and records; older strings: sections of
-	// a bucket, a length and records
+	// a key of a family that names campaigns, and a support family's
+	for _, id := range []string{"v1:imatch.0:00000000000000dd", "v1:contain.0:00000000000000dd"} {
+		sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
+		ref, _ := newRef([]string{id})
+		ck, field := s.campKeys(ref, s.c.bucket(at), uint64(lim.FirstSightSplit))
+		testDamagedStrings(t, s, id, sk, ck[nb-1], field, cb, at)
+	}
+}
+
+func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field string, cb int64, at time.Time) {
+	ctx := context.Background()
+	// current strings: a bucket, the main records' length, the records;
+	// older strings: sections of a bucket, the main and support records'
+	// lengths, the records (support: 2 bytes of check)
+	chk := sk.field[2:]
 	for _, v := range []struct{ cur, old string }{
 		{sk.field, sk.field},
 		{"12345678" + sk.field + "12", "1234567"},
-		{"1234567", u32(cb-1) + u32(800) + sk.field + "1234"},
-		{u32(cb) + "12345678" + sk.field + "12", u32(cb-1) + u32(12) + "12345678" + sk.field},
-		{u32(cb+1) + sk.field, u32(cb-1) + u32(7) + "1234567" + u32(cb-2) + u32(4) + sk.field},
-		{u32(cb-1) + "1234" + sk.field, u32(cb-2) + u32(8) + "1234" + sk.field + u32(cb-3)},
+		{"1234567", u32(cb-1) + u32(800) + u32(0) + sk.field + "1234"},
+		{u32(cb) + u32(12) + "12345678" + sk.field + "12", u32(cb-1) + u32(12) + u32(0) + "12345678" + sk.field},
+		{u32(cb) + u32(800) + sk.field + "1234", u32(cb-1) + u32(0) + u32(800) + chk + "1234"},
+		{u32(cb+1) + u32(4) + sk.field, u32(cb-1) + u32(7) + u32(0) + "1234567" + u32(cb-2) + u32(4) + u32(0) + sk.field},
+		{u32(cb-1) + u32(12) + "1234" + sk.field + "5678", u32(cb-2) + u32(8) + u32(4) + "1234" + sk.field + chk + u32(cb-3)},
+		{u32(cb-1) + u32(0) + "12" + sk.field + "34", u32(cb-2) + u32(0) + u32(7) + "1" + chk + "1234" + u32(cb-3)},
 	} {
 		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
 		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
-		s.client.Set(ctx, ck[nb-1], "0123456789abcdefghij"+field+"xx", time.Hour)
+		s.client.Set(ctx, fs, "0123456789abcdefghij"+field+"xx", time.Hour)
 		res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{"a@x"}, Time: at})
 		if err != nil || res.Volumes[0] < 1 {
-			t.Errorf("pointer strings %q, %q: %v, %v; want a count", v.cur, v.old, res.Volumes, err)
+			t.Errorf("%s: pointer strings %q, %q: %v, %v; want a count", id, v.cur, v.old, res.Volumes, err)
+		}
+		// and a message dated a bucket back (its older section written)
+		res, err = s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{"b@x"}, Time: at.Add(-s.c.bucketLen)})
+		if err != nil || res.Volumes[0] < 1 {
+			t.Errorf("%s: pointer strings %q, %q, a bucket back: %v, %v; want a count", id, v.cur, v.old, res.Volumes, err)
+		}
+	}
+}
+
+func u32(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint32(v))) }
+
+// A bucket's records move to the older string when a later bucket is
+// first written: a support family's key with 2 bytes of check (6-byte
+// records), another family's with 4 (8 bytes), and both are found there.
+func TestRedisOlderSupportRecords(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	ctx := context.Background()
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim, _ := s.limits(ctx)
+	ids := []string{"v1:imatch.0:00000000000000aa", "v1:contain.0:00000000000000bb"}
+	sks := []sigKeys{s.sigKeys(ids[0], uint64(lim.FirstSightSplit)), s.sigKeys(ids[1], uint64(lim.FirstSightSplit))}
+	if sks[0].keys[0] == sks[1].keys[0] {
+		t.Fatal("the two keys share a pointer string: pick others")
+	}
+	at := time.Now()
+	first, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"a@x"}, Time: at.Add(-s.c.bucketLen)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 2 || second.Volumes[1] != 2 {
+		t.Errorf("second copy: campaign %+v, volumes %v; want campaign %d joined by both keys, volume 2",
+			second.Campaign, second.Volumes, first.Campaign.ID)
+	}
+	for i, want := range []int64{12 + 8, 12 + 6} {
+		if n, err := s.client.StrLen(ctx, sks[i].keys[1]).Result(); err != nil || n != want {
+			t.Errorf("%s: older string of %d bytes, %v; want %d", ids[i], n, err, want)
+		}
+		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != 8+8 {
+			t.Errorf("%s: current string of %d bytes, %v; want 16", ids[i], n, err)
 		}
 	}
 }

@@ -441,92 +441,129 @@ end
 
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
--- a bucket (4 bytes) and that bucket's 8-byte records; the older string
--- the window's earlier buckets as sections, newest first: a bucket (4
--- bytes), the length of its records (4 bytes), the records. Two strings
--- a key to read, not one a bucket: when a key's string of a new bucket
--- is first written, its current records become an older section.
+-- a bucket (4 bytes), the length of its main records (4 bytes), the
+-- records of the families that name campaigns (8 bytes: 4 of the key's
+-- hash, 4 of the pointer), then the support families' (8 bytes too: a
+-- record of the current bucket is rewritten in place, which needs the
+-- whole check). The older string holds the window's earlier buckets as
+-- sections, newest first: a bucket (4 bytes), the length of its main
+-- records and of its support records (4 bytes each), the main records
+-- (8 bytes), the support records (6 bytes: 2 bytes of the check; a false
+-- match there only names a campaign no other family names, which a
+-- support key alone never joins). Two strings a key to read, not one a
+-- bucket: when a key's string of a new bucket is first written, its
+-- current records become an older section.
+local SREC = 6 -- an older support record: 2 bytes of the check, 4 of the pointer
 
 local function u32at(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- rec_find finds field at a record boundary of the whole records in s
--- from byte from to byte to: a damaged string never yields a partial
--- record.
-local function rec_find(s, field, from, to)
+-- rec_find finds field at a record boundary (records of rec bytes from
+-- byte from) of the whole records in s up to byte to: a damaged string
+-- never yields a partial record.
+local function rec_find(s, field, from, to, rec)
   local init = from
   while true do
     local p = string.find(s, field, init, true)
-    if not p or p + REC - 1 > to then return nil end
-    if (p - from) % REC == 0 then return p end
+    if not p or p + rec - 1 > to then return nil end
+    if (p - from) % rec == 0 then return p end
     init = p + 1
   end
 end
 
--- cur_read looks for field in current string s; it returns the pointer
--- and the bucket, or nil.
-local function cur_read(s, field, cb, oldest)
-  if #s < 4 then return nil, nil end
+-- cur_main returns the length of current string s's main records, or
+-- nil when s holds no header (or a damaged one).
+local function cur_main(s)
+  if #s < 8 then return nil end
+  local ml = u32at(s, 5)
+  if ml > #s - 8 then return nil end
+  return ml
+end
+
+-- cur_read looks for field in current string s (sup: among the support
+-- records); it returns the pointer and the bucket, or nil.
+local function cur_read(s, field, sup, cb, oldest)
+  local ml = cur_main(s)
+  if not ml then return nil, nil end
   local bk = u32at(s, 1)
   if bk > cb or bk < oldest then return nil, nil end
-  local p = rec_find(s, field, 5, #s)
+  local p
+  if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
   if p then return u32at(s, p + 4), bk end
   return nil, nil
 end
 
 -- old_read looks for field in the sections of older string s, newest
--- first.
-local function old_read(s, field, cb, oldest)
+-- first (a support key by the last 2 bytes of its check).
+local function old_read(s, field, sup, cb, oldest)
   local pos, n = 1, #s
-  while pos + 7 <= n do
-    local bk, len = u32at(s, pos), u32at(s, pos + 4)
-    local from = pos + 8
-    local to = from + len - 1
+  local chk = sup and string.sub(field, 3, 4)
+  while pos + 11 <= n do
+    local bk, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
+    local from = pos + 12
+    local to = from + ml + sl - 1
     if to > n then return nil, nil end
     if bk <= cb and bk >= oldest then
-      local p = rec_find(s, field, from, to)
-      if p then return u32at(s, p + 4), bk end
+      if sup then
+        local p = rec_find(s, chk, from + ml, to, SREC)
+        if p then return u32at(s, p + 2), bk end
+      else
+        local p = rec_find(s, field, from, from + ml - 1, REC)
+        if p then return u32at(s, p + 4), bk end
+      end
     end
     pos = to + 1
   end
   return nil, nil
 end
 
--- old_put adds records recs to bucket bk's section of older string k
--- (field: one record, replaced in place if there, at most cap records a
--- section; nil: a whole bucket's records), drops the sections that left
+-- short turns 8-byte support records into the older string's 6-byte ones.
+local function short(recs)
+  local out = {}
+  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + REC - 1) end
+  return table.concat(out)
+end
+
+-- sec_add adds records to one part (main records of rec bytes, or
+-- support records) of a section: one record (chk: its check, replaced in
+-- place if there, at most cap records in the section) or a whole
+-- bucket's (chk nil).
+local function sec_add(body, recs, chk, rec, room)
+  if not chk then return body .. recs end
+  local p = rec_find(body, chk, 1, #body, rec)
+  if p then return string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + rec) end
+  if room then return body .. recs end
+  return body
+end
+
+-- old_put adds main records mrecs and support records srecs to bucket
+-- bk's section of older string k (chk: they are one record of that
+-- check; nil: a whole bucket's records), drops the sections that left
 -- the window, and gives the string the life of its newest section.
-local function old_put(k, bk, recs, field, cb, oldest, cap, ttl, blen)
+local function old_put(k, bk, mrecs, srecs, chk, cb, oldest, cap, ttl, blen)
   local s = fs_get(k)
   local secs, pos, n = {}, 1, #s
   local done = false
-  while pos + 7 <= n do
-    local sb, len = u32at(s, pos), u32at(s, pos + 4)
-    local to = pos + 8 + len - 1
+  while pos + 11 <= n do
+    local sb, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
+    local to = pos + 12 + ml + sl - 1
     if to > n then break end
-    local body = string.sub(s, pos + 8, to)
+    local main, sup = string.sub(s, pos + 12, pos + 11 + ml), string.sub(s, pos + 12 + ml, to)
     if sb == bk then
-      if field then
-        local p = rec_find(body, field, 1, #body)
-        if p then
-          body = string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + REC)
-        elseif #body < cap * REC then
-          body = body .. recs
-        end
-      else
-        body = body .. recs
-      end
+      local room = #main / REC + #sup / SREC < cap
+      if mrecs ~= '' then main = sec_add(main, mrecs, chk, REC, room) end
+      if srecs ~= '' then sup = sec_add(sup, srecs, chk, SREC, room) end
       done = true
     end
-    if sb >= oldest then secs[#secs + 1] = {sb, body} end
+    if sb >= oldest then secs[#secs + 1] = {sb, main, sup} end
     pos = to + 1
   end
-  if not done then secs[#secs + 1] = {bk, recs} end
+  if not done then secs[#secs + 1] = {bk, mrecs, srecs} end
   table.sort(secs, function(a, b) return a[1] > b[1] end)
   local parts = {}
-  for i, sec in ipairs(secs) do parts[i] = u32(sec[1]) .. u32(#sec[2]) .. sec[2] end
+  for i, sec in ipairs(secs) do parts[i] = u32(sec[1]) .. u32(#sec[2]) .. u32(#sec[3]) .. sec[2] .. sec[3] end
   local ns = table.concat(parts)
   fscache[k] = ns
   if ns == '' then
@@ -537,11 +574,12 @@ local function old_put(k, bk, recs, field, cb, oldest, cap, ttl, blen)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
--- when the key is there already, else appended); the first write of a
--- new bucket moves the current records to older string pok.
+-- when the key is there already, else added to its part: sup, a
+-- support family's key); the first write of a new bucket moves the
+-- current records to older string pok.
 local u32c = {} -- u32 of the pointers written: most keys of a message take the same
 
-local function ptr_write(pck, pok, field, v, cb, oldest, cap, ttl, blen)
+local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local e = u32c[v]
   if not e then
     e = u32(v)
@@ -549,17 +587,24 @@ local function ptr_write(pck, pok, field, v, cb, oldest, cap, ttl, blen)
   end
   local rec = field .. e
   local s = fs_get(pck)
+  local ml = cur_main(s)
   local bk = -1
-  if #s >= 4 then bk = u32at(s, 1) end
+  if ml then bk = u32at(s, 1) end
   if bk == cb then
-    local p = rec_find(s, field, 5, #s)
+    local p
+    if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
     if p then
       if string.sub(s, p, p + REC - 1) ~= rec then
         redis.call('SETRANGE', pck, p - 1, rec)
         fscache[pck] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
       end
-    elseif #s - 4 < cap * REC then
-      local ns = s .. rec
+    elseif #s - 8 < cap * REC then
+      local ns
+      if sup then
+        ns = s .. rec
+      else
+        ns = string.sub(s, 1, 4) .. u32(ml + REC) .. string.sub(s, 9, 8 + ml) .. rec .. string.sub(s, 9 + ml)
+      end
       redis.call('SET', pck, ns, 'KEEPTTL')
       fscache[pck] = ns
     end
@@ -568,11 +613,19 @@ local function ptr_write(pck, pok, field, v, cb, oldest, cap, ttl, blen)
   if bk > cb then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string
-    old_put(pok, cb, rec, field, cb, oldest, cap, ttl, blen)
+    if sup then
+      local chk = string.sub(field, 3, 4)
+      old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
+    else
+      old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
+    end
     return
   end
-  if bk >= oldest and #s > 4 then old_put(pok, bk, string.sub(s, 5), nil, cb, oldest, cap, ttl, blen) end
-  local ns = u32(cb) .. rec
+  if bk >= oldest and #s > 8 then
+    old_put(pok, bk, string.sub(s, 9, 8 + ml), short(string.sub(s, 9 + ml)), nil, cb, oldest, cap, ttl, blen)
+  end
+  local ns
+  if sup then ns = u32(cb) .. u32(0) .. rec else ns = u32(cb) .. u32(REC) .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
@@ -615,8 +668,9 @@ end
 
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
-  -- recipients (6 bytes), nsig fields (4 bytes); 'c' also nsig family
-  -- numbers, fresh ref, network, sender, prefix, split.
+  -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
+  -- support family's); 'c' also nsig family numbers, fresh ref, network,
+  -- sender, prefix, split.
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -628,6 +682,9 @@ if mode == 'c' or mode == 'r' then
   local rs = {}
   for j = 1, nr do rs[j] = ARGV[11 + j] end
   local f0 = 11 + nr
+  local sf = ARGV[f0 + nsig + 1]
+  local issup = {}
+  for s = 1, nsig do issup[s] = string.byte(sf, s) == 49 end
   local oldest = cb - nb + 1
   -- KEYS: the nsig current pointer strings, the nsig older ones, the
   -- nsig vote hashes (ranges unpacked as they are, no list built). The
@@ -640,7 +697,7 @@ if mode == 'c' or mode == 'r' then
     local v = vals[s] or ''
     fscache[KEYS[s]] = v
     local bk
-    ptrs[s], bk = cur_read(v, ARGV[f0 + s], cb, oldest)
+    ptrs[s], bk = cur_read(v, ARGV[f0 + s], issup[s], cb, oldest)
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
@@ -666,7 +723,7 @@ if mode == 'c' or mode == 'r' then
         local v = vals[s] or ''
         fscache[KEYS[nsig + s]] = v
         local bk
-        ptrs[s], bk = old_read(v, ARGV[f0 + s], cb, oldest)
+        ptrs[s], bk = old_read(v, ARGV[f0 + s], issup[s], cb, oldest)
         if bk then at[s] = bk - oldest + 1 end
       end
     end
@@ -692,7 +749,7 @@ if mode == 'c' or mode == 'r' then
     end
     return out
   end
-  local a0 = f0 + nsig
+  local a0 = f0 + nsig + 1
   local fams, nfam, nf = {}, {}, 0
   for s = 1, nsig do
     fams[s] = tonumber(ARGV[a0 + s])
@@ -777,7 +834,7 @@ if mode == 'c' or mode == 'r' then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
       if changed or at[s] ~= nb then
-        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], v, cb, oldest, cap, ttl, blen)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen)
       end
     end
   end
@@ -828,14 +885,16 @@ end
 
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
-  -- cap, n, cb, nb, blen, n fields, n pointers.
+  -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
+  -- support family's).
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local cur = {}
   for i = 1, n do cur[i] = KEYS[2 * i - 1] end
   fs_mget(cur)
   for i = 1, n do
-    ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen)
+    ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], string.byte(ARGV[8 + 2 * n], i) == 49,
+      tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen)
   end
   return n
 end

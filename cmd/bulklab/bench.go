@@ -53,6 +53,7 @@ type benchFlags struct {
 	cpuProfile  string
 	memProfile  string
 	milterProf  string
+	milterMem   string
 	config      string
 }
 
@@ -84,6 +85,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to `file`")
 	fs.StringVar(&f.milterProf, "milter-cpuprofile", "", "write a CPU profile of each bench milter process into `directory` (noop.prof, embedded.prof, redis.prof)")
+	fs.StringVar(&f.milterMem, "milter-memprofile", "", "write an allocation profile of each bench milter process into `directory` (noop.mprof, embedded.mprof, redis.mprof)")
 	fs.StringVar(&f.config, "config", "", "daemon configuration `file` (default: built-in defaults)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -386,6 +388,7 @@ type e2eMilter struct {
 	redis  bool   // read the run's Redis INFO before and after
 	pids   func() []int
 	store  func() []int
+	stats  func() (bench.RuntimeStats, error) // a Go milter's runtime statistics, or nil
 }
 
 // endToEnd measures, under the same load, the do-nothing milter, the
@@ -413,16 +416,20 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 		return p, nil
 	}
 	prof := func(name string) []string {
-		if f.milterProf == "" {
-			return nil
+		var args []string
+		if f.milterProf != "" {
+			args = append(args, "-cpuprofile", filepath.Join(f.milterProf, name+".prof"))
 		}
-		return []string{"-cpuprofile", filepath.Join(f.milterProf, name+".prof")}
+		if f.milterMem != "" {
+			args = append(args, "-memprofile", filepath.Join(f.milterMem, name+".mprof"))
+		}
+		return args
 	}
 	base, err := start(bench.NameBaseline, append([]string{"-kind", "noop"}, prof("noop")...)...)
 	if err != nil {
 		return err
 	}
-	milters = append(milters, e2eMilter{name: bench.NameBaseline, addr: base.Addr, pids: pidsOf(base.Pid())})
+	milters = append(milters, e2eMilter{name: bench.NameBaseline, addr: base.Addr, pids: pidsOf(base.Pid()), stats: base.Stats})
 	stores := []struct{ name, url string }{{bench.NameEmbedded, ""}}
 	if redisURL != "" {
 		stores = append(stores, struct{ name, url string }{bench.NameRedis, redisURL})
@@ -445,7 +452,7 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 		if err != nil {
 			return err
 		}
-		m := e2eMilter{name: st.name, addr: p.Addr, header: cfg.Actions.Header, redis: st.url != "", pids: pidsOf(p.Pid())}
+		m := e2eMilter{name: st.name, addr: p.Addr, header: cfg.Actions.Header, redis: st.url != "", pids: pidsOf(p.Pid()), stats: p.Stats}
 		if m.redis && redisPid != 0 {
 			m.store = pidsOf(redisPid)
 		}
@@ -478,7 +485,7 @@ func (e *benchEnv) endToEnd(ctx context.Context, rep *bench.Report, corp *sample
 				progress("end to end, round %d: %s%s", round, m.name, suffix)
 				o := bench.EndToEndOptions{Name: m.name + suffix, Round: round, Addr: m.addr, Sessions: f.sessions,
 					PerSession: f.perSession, Messages: f.messages, Corpus: corp, Recipients: f.rcpts, Header: m.header,
-					Rate: rate, MilterPids: m.pids, StorePids: m.store}
+					Rate: rate, MilterPids: m.pids, StorePids: m.store, MilterStats: m.stats}
 				if f.messages == 0 {
 					o.Duration = f.duration
 				}

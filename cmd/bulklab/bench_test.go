@@ -88,6 +88,19 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: %.0f msgs/s, p50 %.2f p99 %.2f p99.9 %.2f", e.Name, e.MsgsPerSec, e.P50, e.P99, e.P999)
 		}
 		milterCPU[names[i%4]] += e.MilterCPUPerMsg
+		// A message is one connection: the MTA's packets in one read or
+		// more, the negotiation and the final reply in a write each (the
+		// Go milters; Rspamd's processes may run as a user of their own,
+		// whose /proc/PID/io only root reads).
+		if i%4 != 3 && (e.MilterReadsPerMsg < 1 || e.MilterWritesPerMsg < 2) {
+			t.Errorf("%s: %.1f reads and %.1f writes a message, want at least 1 and 2", e.Name, e.MilterReadsPerMsg, e.MilterWritesPerMsg)
+		}
+		// The Go milters report their runtime; Rspamd does not.
+		if rt := e.MilterRuntime; (rt != nil) != (i%4 != 3) {
+			t.Errorf("%s: runtime statistics %+v", e.Name, rt)
+		} else if rt != nil && (rt.AllocsPerMsg < 10 || rt.KBPerMsg <= 0) {
+			t.Errorf("%s: %.1f allocations, %.1f KB a message, want at least 10 and some", e.Name, rt.AllocsPerMsg, rt.KBPerMsg)
+		}
 		base := rep.EndToEnd[i-i%4]
 		if i%4 == 0 {
 			if e.Ratio != 0 || len(e.Verdicts) != 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,7 +29,8 @@ import (
 const benchMilterEnv = "BULKLAB_BENCH_MILTER"
 
 // benchMilterMain serves one milter on a loopback port, prints its address
-// on stdout and serves until stdin closes. Arguments: -kind noop (the
+// on stdout and serves until stdin closes; for each line "stats" on stdin
+// it prints its runtime statistics (bench.RuntimeStats) as one JSON line. Arguments: -kind noop (the
 // do-nothing milter) or daemon (the daemon's runtime), and for daemon the
 // configuration: -config, -data, -store-file, -redis; -cpuprofile writes
 // the process's CPU profile.
@@ -41,6 +43,7 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	storeFile := fs.String("store-file", "", "embedded store file")
 	redisURL := fs.String("redis", "", "Redis URL")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of this process to the file when it stops")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,6 +59,17 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			pf, err := os.Create(*memProfile)
+			if err == nil {
+				err = errors.Join(pprof.Lookup("allocs").WriteTo(pf, 0), pf.Close())
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+			}
+		}()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var (
@@ -101,17 +115,32 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		return 2
 	}
 	fmt.Fprintln(stdout, addr)
-	_, _ = io.Copy(io.Discard, stdin)
+	in := bufio.NewScanner(stdin)
+	for in.Scan() {
+		if in.Text() != "stats" {
+			continue
+		}
+		b, err := json.Marshal(bench.ReadRuntimeStats())
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if _, err := fmt.Fprintf(stdout, "%s\n", b); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
 	stop()
 	return 0
 }
 
 // milterProc is a milter served by a child process (benchMilterMain).
 type milterProc struct {
-	Addr  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *strings.Builder
+	Addr   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	out    *strings.Builder
 }
 
 // startMilterProc starts this program again to serve one milter.
@@ -133,7 +162,8 @@ func startMilterProc(args ...string) (*milterProc, error) {
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench milter: %w", err)
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	p.stdout = bufio.NewReader(stdout)
+	line, err := p.stdout.ReadString('\n')
 	if err != nil {
 		p.stdin.Close()
 		werr := p.cmd.Wait()
@@ -141,6 +171,22 @@ func startMilterProc(args ...string) (*milterProc, error) {
 	}
 	p.Addr = strings.TrimSpace(line)
 	return p, nil
+}
+
+// Stats asks the milter process for its runtime statistics so far.
+func (p *milterProc) Stats() (bench.RuntimeStats, error) {
+	var st bench.RuntimeStats
+	if _, err := io.WriteString(p.stdin, "stats\n"); err != nil {
+		return st, fmt.Errorf("bench milter stats: %w", err)
+	}
+	line, err := p.stdout.ReadString('\n')
+	if err != nil {
+		return st, fmt.Errorf("bench milter stats: %w: %s", err, p.out)
+	}
+	if err := json.Unmarshal([]byte(line), &st); err != nil {
+		return st, fmt.Errorf("bench milter stats %q: %w", line, err)
+	}
+	return st, nil
 }
 
 // Pid is the milter process's id.

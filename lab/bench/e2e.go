@@ -73,6 +73,9 @@ type EndToEndOptions struct {
 	// those of its store (redis-server), for CPU per process; empty when
 	// they run in this process.
 	MilterPids, StorePids func() []int
+	// MilterStats, when set, returns the milter process's runtime
+	// statistics so far (a Go milter; RuntimeStats).
+	MilterStats func() (RuntimeStats, error)
 	// Round numbers the run among alternating rounds.
 	Round int
 }
@@ -99,6 +102,14 @@ type EndToEndResult struct {
 	CPUPerMsg       float64 `json:"process_cpu_us_per_msg"`
 	MilterCPUPerMsg float64 `json:"milter_cpu_us_per_msg,omitempty"`
 	StoreCPUPerMsg  float64 `json:"store_cpu_us_per_msg,omitempty"`
+	// MilterReadsPerMsg and MilterWritesPerMsg are the read and write
+	// system calls of the milter's processes a message (ProcessIO), when
+	// it runs in processes of its own.
+	MilterReadsPerMsg  float64 `json:"milter_reads_per_msg,omitempty"`
+	MilterWritesPerMsg float64 `json:"milter_writes_per_msg,omitempty"`
+	// MilterRuntime is what the milter process's Go runtime did in the
+	// row, when it reports it (EndToEndOptions.MilterStats).
+	MilterRuntime *RowRuntime `json:"milter_runtime,omitempty"`
 	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
 	// baseline's p99 (ms). Zero for the baseline itself. PeerRatio is
 	// MsgsPerSec over the peer's (Rspamd) in the same round.
@@ -134,6 +145,34 @@ type RedisPerMsg struct {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// RowRuntime is a milter process's runtime statistics over one row.
+type RowRuntime struct {
+	AllocsPerMsg float64 `json:"allocs_per_msg"`
+	KBPerMsg     float64 `json:"kb_per_msg"`
+	// GCPer1000 is collections per 1,000 messages; GCCPUus the
+	// collector's CPU a message (runtime/metrics' estimate, µs).
+	GCPer1000 float64 `json:"gc_per_1000_msgs"`
+	GCCPUus   float64 `json:"gc_cpu_us_per_msg"`
+	// SchedP99us and SchedP999us are quantiles of how long a goroutine
+	// waited runnable before it ran (µs, the bucket's upper bound): the
+	// queueing for a CPU inside the milter process.
+	SchedP99us  float64 `json:"sched_latency_p99_us"`
+	SchedP999us float64 `json:"sched_latency_p999_us"`
+	// GCPauses is the stop-the-world pauses, GCPauseMaxUs the longest
+	// (µs, the bucket's upper bound).
+	GCPauses     uint64  `json:"gc_pauses"`
+	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+}
+
+func rowRuntime(d RuntimeStats, n float64) *RowRuntime {
+	return &RowRuntime{
+		AllocsPerMsg: float64(d.AllocObjects) / n, KBPerMsg: float64(d.AllocBytes) / 1024 / n,
+		GCPer1000: float64(d.GCCycles) * 1000 / n, GCCPUus: d.GCCPU * 1e6 / n,
+		SchedP99us: d.SchedLatency.Quantile(0.99) * 1e6, SchedP999us: d.SchedLatency.Quantile(0.999) * 1e6,
+		GCPauses: d.GCPauses.Total(), GCPauseMaxUs: d.GCPauses.Quantile(1) * 1e6,
+	}
+}
 
 // EndToEnd drives the milter at o.Addr with lab/load.
 func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
@@ -191,6 +230,14 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	}
 	milterPids, storePids := pids(o.MilterPids), pids(o.StorePids)
 	mcpu0, scpu0 := ProcessCPU(milterPids...), ProcessCPU(storePids...)
+	mr0, mw0 := ProcessIO(milterPids...)
+	var rt0 RuntimeStats
+	if o.MilterStats != nil {
+		var err error
+		if rt0, err = o.MilterStats(); err != nil {
+			return EndToEndResult{}, err
+		}
+	}
 	cpu0 := CPUTime()
 	rep, err := load.Run(ctx, load.Options{
 		Network: "tcp", Addr: o.Addr, Sessions: o.Sessions, PerSession: o.PerSession,
@@ -201,6 +248,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	}
 	cpu := CPUTime() - cpu0
 	mcpu, scpu := ProcessCPU(milterPids...)-mcpu0, ProcessCPU(storePids...)-scpu0
+	mr, mw := ProcessIO(milterPids...)
+	var rt RuntimeStats
+	if o.MilterStats != nil {
+		if rt, err = o.MilterStats(); err != nil {
+			return EndToEndResult{}, err
+		}
+	}
 	r := EndToEndResult{
 		Name: o.Name, Round: o.Round, Rate: o.Rate, Sent: rep.Sent, Answered: rep.Answered, Failed: rep.Failed, Errors: rep.Errors,
 		Wall: rep.Elapsed.Seconds(), MsgsPerSec: rep.PerSecond(),
@@ -212,6 +266,10 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		r.CPUPerMsg = float64(cpu.Microseconds()) / n
 		r.MilterCPUPerMsg = float64(mcpu.Microseconds()) / n
 		r.StoreCPUPerMsg = float64(scpu.Microseconds()) / n
+		r.MilterReadsPerMsg, r.MilterWritesPerMsg = float64(mr-mr0)/n, float64(mw-mw0)/n
+		if o.MilterStats != nil {
+			r.MilterRuntime = rowRuntime(rt.Sub(rt0), n)
+		}
 		// Unsigned messages (no family could sign them) never reach the
 		// store: Redis figures are per message that did.
 		if o.Header != "" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -207,7 +208,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(r.Summary) > 0 {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "Medians over the rounds (range); ratios taken within each round:")
-			p("milter\trounds\tmsgs/s\tratio\tvs peer\tp99 ms\tΔp99 ms\tclient µs\tmilter µs\tstore µs\t\n")
+			p("milter\trounds\tmsgs/s\tratio\tvs peer\tp99 ms\tΔp99 ms\tclient µs\tmilter µs\tstore µs\tmilter reads\twrites\t\n")
 			rng := func(x Spread, f string) string {
 				if x.Median == 0 && x.Min == 0 && x.Max == 0 {
 					return "—"
@@ -219,8 +220,21 @@ func (r *Report) WriteText(w io.Writer) error {
 				if s.Ratio.Median > 0 {
 					dp = rng(s.P99Delta, "%+.2f")
 				}
-				p("%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t\n", s.Name, s.Rounds, rng(s.MsgsPerS, "%.0f"),
-					rng(s.Ratio, "%.2f"), rng(s.PeerRatio, "%.2f"), s.P99.Median, dp, s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median)
+				p("%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", s.Name, s.Rounds, rng(s.MsgsPerS, "%.0f"),
+					rng(s.Ratio, "%.2f"), rng(s.PeerRatio, "%.2f"), s.P99.Median, dp, s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median,
+					s.MilterReads.Median, s.MilterWrites.Median)
+			}
+			tw.Flush()
+		}
+		if slices.ContainsFunc(r.Summary, func(s Summary) bool { return s.Runtime != nil }) {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "The milter process's Go runtime over each row (runtime/metrics), medians over the rounds; sched = time a goroutine waited runnable, pause = the collector's stop-the-world:")
+			p("milter\tallocs/msg\tKB/msg\tGC/1000 msgs\tGC CPU µs/msg\tsched p99 µs\tsched p99.9 µs\tmax GC pause µs\t\n")
+			for _, s := range r.Summary {
+				if x := s.Runtime; x != nil {
+					p("%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t\n", s.Name, x.AllocsPerMsg.Median, x.KBPerMsg.Median, x.GCPer1000.Median,
+						x.GCCPUus.Median, x.SchedP99us.Median, x.SchedP999us.Median, x.GCPauseMaxUs.Median)
+				}
 			}
 			tw.Flush()
 		}

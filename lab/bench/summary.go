@@ -39,6 +39,24 @@ type Summary struct {
 	ClientCPU Spread  `json:"process_cpu_us_per_msg"`
 	MilterCPU Spread  `json:"milter_cpu_us_per_msg"`
 	StoreCPU  Spread  `json:"store_cpu_us_per_msg"`
+	// MilterReads and MilterWrites are the milter's read and write
+	// system calls a message.
+	MilterReads  Spread `json:"milter_reads_per_msg"`
+	MilterWrites Spread `json:"milter_writes_per_msg"`
+	// Runtime is the medians of the rows' RowRuntime, when the milter
+	// reported it.
+	Runtime *RuntimeSummary `json:"milter_runtime,omitempty"`
+}
+
+// RuntimeSummary is RowRuntime over the rounds.
+type RuntimeSummary struct {
+	AllocsPerMsg Spread `json:"allocs_per_msg"`
+	KBPerMsg     Spread `json:"kb_per_msg"`
+	GCPer1000    Spread `json:"gc_per_1000_msgs"`
+	GCCPUus      Spread `json:"gc_cpu_us_per_msg"`
+	SchedP99us   Spread `json:"sched_latency_p99_us"`
+	SchedP999us  Spread `json:"sched_latency_p999_us"`
+	GCPauseMaxUs Spread `json:"gc_pause_max_us"`
 }
 
 // Summarize groups rows by name, in the order names first appear.
@@ -61,16 +79,40 @@ func Summarize(rows []EndToEndResult) []Summary {
 			}
 			return spread(v)
 		}
+		var rt *RuntimeSummary
+		if rs[0].MilterRuntime != nil {
+			rcol := func(f func(*RowRuntime) float64) Spread {
+				v := make([]float64, 0, len(rs))
+				for _, r := range rs {
+					if r.MilterRuntime != nil {
+						v = append(v, f(r.MilterRuntime))
+					}
+				}
+				return spread(v)
+			}
+			rt = &RuntimeSummary{
+				AllocsPerMsg: rcol(func(r *RowRuntime) float64 { return r.AllocsPerMsg }),
+				KBPerMsg:     rcol(func(r *RowRuntime) float64 { return r.KBPerMsg }),
+				GCPer1000:    rcol(func(r *RowRuntime) float64 { return r.GCPer1000 }),
+				GCCPUus:      rcol(func(r *RowRuntime) float64 { return r.GCCPUus }),
+				SchedP99us:   rcol(func(r *RowRuntime) float64 { return r.SchedP99us }),
+				SchedP999us:  rcol(func(r *RowRuntime) float64 { return r.SchedP999us }),
+				GCPauseMaxUs: rcol(func(r *RowRuntime) float64 { return r.GCPauseMaxUs }),
+			}
+		}
 		out = append(out, Summary{
-			Name: n, Rate: rs[0].Rate, Rounds: len(rs),
-			MsgsPerS:  col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
-			Ratio:     col(func(r EndToEndResult) float64 { return r.Ratio }),
-			PeerRatio: col(func(r EndToEndResult) float64 { return r.PeerRatio }),
-			P99:       col(func(r EndToEndResult) float64 { return r.P99 }),
-			P99Delta:  col(func(r EndToEndResult) float64 { return r.P99Delta }),
-			ClientCPU: col(func(r EndToEndResult) float64 { return r.CPUPerMsg }),
-			MilterCPU: col(func(r EndToEndResult) float64 { return r.MilterCPUPerMsg }),
-			StoreCPU:  col(func(r EndToEndResult) float64 { return r.StoreCPUPerMsg }),
+			Runtime: rt,
+			Name:    n, Rate: rs[0].Rate, Rounds: len(rs),
+			MsgsPerS:     col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
+			Ratio:        col(func(r EndToEndResult) float64 { return r.Ratio }),
+			PeerRatio:    col(func(r EndToEndResult) float64 { return r.PeerRatio }),
+			P99:          col(func(r EndToEndResult) float64 { return r.P99 }),
+			P99Delta:     col(func(r EndToEndResult) float64 { return r.P99Delta }),
+			ClientCPU:    col(func(r EndToEndResult) float64 { return r.CPUPerMsg }),
+			MilterCPU:    col(func(r EndToEndResult) float64 { return r.MilterCPUPerMsg }),
+			StoreCPU:     col(func(r EndToEndResult) float64 { return r.StoreCPUPerMsg }),
+			MilterReads:  col(func(r EndToEndResult) float64 { return r.MilterReadsPerMsg }),
+			MilterWrites: col(func(r EndToEndResult) float64 { return r.MilterWritesPerMsg }),
 		})
 	}
 	return out

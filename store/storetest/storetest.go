@@ -65,6 +65,8 @@ func Run(t *testing.T, h Harness) {
 		{"WindowSlides", s.windowSlides},
 		{"WindowHLLTier", s.windowHLL},
 		{"RealClockExpiry", s.realClock},
+		{"TimesAhead", s.timesAhead},
+		{"ClockSteppedBack", s.clockSteppedBack},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
 		{"Votes", s.votes},
