@@ -152,8 +152,8 @@ func grow[T any](s []T, n int) []T {
 // with a one-bit-per-value filter in front: most lookups (I-Match's
 // context pairs) miss, and the filter, 16 bits a value, answers nearly all
 // of them from a table an eighth of the slots' size, where a probe of the
-// slots went to memory (docs/performance.md, "Sixth pass, the analysis"). The filter
-// has no false negatives, so the answers are the slots'.
+// slots went to memory (docs/performance.md, "Sixth pass, the analysis").
+// The filter has no false negatives, so the answers are the slots'.
 type u64set struct {
 	slots  []uint64
 	mask   uint64
