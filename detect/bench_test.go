@@ -112,16 +112,24 @@ func BenchmarkAnalyze(b *testing.B) {
 	reportCPU(b, c, cpu0)
 }
 
-// BenchmarkCheck: the whole pipeline with the embedded store, as the
-// daemon runs it at end of message.
-func BenchmarkCheck(b *testing.B) {
+// benchEmbedded is the bench corpus and the pipeline over a fresh
+// embedded store, closed when b ends: BenchmarkCheck's and
+// BenchmarkCheckGoroutine's setup.
+func benchEmbedded(b *testing.B) (*sample.Corpus, *detect.Engine) {
+	b.Helper()
 	c := loadBenchCorpus(b)
 	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
-	e := benchEngine(b, st)
+	b.Cleanup(func() { st.Close() })
+	return c, benchEngine(b, st)
+}
+
+// BenchmarkCheck: the whole pipeline with the embedded store, as the
+// daemon runs it at end of message.
+func BenchmarkCheck(b *testing.B) {
+	c, e := benchEmbedded(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	cpu0 := sample.CPUTime()
@@ -138,13 +146,7 @@ func BenchmarkCheck(b *testing.B) {
 // connection, and an MTA opens a connection a message or a few): what it
 // adds to BenchmarkCheck is the goroutine's start and its stack's growth.
 func BenchmarkCheckGoroutine(b *testing.B) {
-	c := loadBenchCorpus(b)
-	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	e := benchEngine(b, st)
+	c, e := benchEmbedded(b)
 	ctx := context.Background()
 	done := make(chan error)
 	b.ReportAllocs()

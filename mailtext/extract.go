@@ -51,10 +51,13 @@ type walker struct {
 	raw    []byte // raw lines of the current text part
 	dec    []byte // transfer-decoded bytes
 	html   htmlExtractor
+	// The word sets of wordSimilarity, empty between uses.
+	simA, simB map[string]struct{}
 }
 
 var walkerPool = sync.Pool{New: func() any {
-	return &walker{br: bufio.NewReaderSize(nil, lineBufSize)}
+	return &walker{br: bufio.NewReaderSize(nil, lineBufSize),
+		simA: make(map[string]struct{}), simB: make(map[string]struct{})}
 }}
 
 func getWalker(lim Limits) *walker {
@@ -568,7 +571,7 @@ func (w *walker) chooseAlternative(groups []result, out *result) {
 			if i == pick || groups[i].hasHTML() || !groups[i].hasText() {
 				continue
 			}
-			sim, ok := wordSimilarity(joinParts(&groups[i]), joinParts(&groups[pick]))
+			sim, ok := wordSimilarity(joinParts(&groups[i]), joinParts(&groups[pick]), w.simA, w.simB)
 			if ok && sim < altMismatchThreshold {
 				w.t.Stats.AltMismatch++
 				w.defect(DefectAltMismatch, "similarity "+strconv.FormatFloat(sim, 'f', 2, 64))

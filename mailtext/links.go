@@ -226,8 +226,14 @@ const altMinWords = 8
 
 // wordSimilarity is the Jaccard similarity of the sets of lower-case words
 // (runs of letters) of a and b; ok=false when either has too few words.
-func wordSimilarity(a, b string) (float64, bool) {
-	sa, sb := wordSet(a), wordSet(b)
+// The sets are built in sa and sb, emptied first and after: the walker's
+// maps, reused from message to message rather than two maps grown for
+// each message.
+func wordSimilarity(a, b string, sa, sb map[string]struct{}) (float64, bool) {
+	defer clear(sa)
+	defer clear(sb)
+	wordSet(a, sa)
+	wordSet(b, sb)
 	if len(sa) < altMinWords || len(sb) < altMinWords {
 		return 0, false
 	}
@@ -244,8 +250,9 @@ func wordSimilarity(a, b string) (float64, bool) {
 // maxSimWords bounds the words compared per alternative.
 const maxSimWords = 2000
 
-func wordSet(s string) map[string]struct{} {
-	set := make(map[string]struct{})
+// wordSet adds the lower-case words of s to set, which it empties first.
+func wordSet(s string, set map[string]struct{}) {
+	clear(set)
 	start := -1
 	for i, r := range s {
 		if unicode.IsLetter(r) {
@@ -258,12 +265,11 @@ func wordSet(s string) map[string]struct{} {
 			set[strings.ToLower(s[start:i])] = struct{}{}
 			start = -1
 			if len(set) >= maxSimWords {
-				return set
+				return
 			}
 		}
 	}
 	if start >= 0 {
 		set[strings.ToLower(s[start:])] = struct{}{}
 	}
-	return set
 }

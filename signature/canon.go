@@ -434,17 +434,31 @@ func (st *canonState) doc(domains []string) *Doc {
 	// built only from the first token that breaks the stream (most
 	// messages have one early: "the end"), replaying the tokens before it.
 	contiguous := true
-	prev, last := "", ""
+	prev := ""
 	letters := st.letters[:0]
+	// addLetters appends a token to the letters stream, without its first
+	// character when the last token that added any ends with it; that
+	// token is letters[lastStart:].
+	lastStart := 0
 	addLetters := func(r tokRef) {
-		part := all[r.start+r.lskip : r.end]
-		if last != "" && boundaryDouble(last, part) {
-			_, n := utf8.DecodeRuneInString(part)
-			part = part[n:]
+		part := st.tok[r.start+r.lskip : r.end]
+		if len(letters) > 0 && len(part) > 0 {
+			a, b := letters[len(letters)-1], part[0]
+			if a < utf8.RuneSelf && b < utf8.RuneSelf {
+				if a == b {
+					part = part[1:]
+				}
+			} else {
+				r1, _ := utf8.DecodeLastRune(letters[lastStart:])
+				r2, n := utf8.DecodeRune(part)
+				if r1 == r2 && !isCJK(r1) {
+					part = part[n:]
+				}
+			}
 		}
-		letters = append(letters, part...)
-		if part != "" {
-			last = part
+		if len(part) > 0 {
+			lastStart = len(letters)
+			letters = append(letters, part...)
 		}
 	}
 	for i, r := range st.refs {

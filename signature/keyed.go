@@ -148,10 +148,17 @@ func grow[T any](s []T, n int) []T {
 	return make([]T, n, n+n/4)
 }
 
-// u64set is an immutable open-addressing set of non-zero 64-bit values.
+// u64set is an immutable open-addressing set of non-zero 64-bit values,
+// with a one-bit-per-value filter in front: most lookups (I-Match's
+// context pairs) miss, and the filter, 16 bits a value, answers nearly all
+// of them from a table an eighth of the slots' size, where a probe of the
+// slots went to memory (docs/performance.md, "Sixth pass, the analysis").
+// The filter has no false negatives, so the answers are the slots'.
 type u64set struct {
-	slots []uint64
-	mask  uint64
+	slots  []uint64
+	mask   uint64
+	filter []uint64 // bit (v>>32)&fmask set for every value v
+	fmask  uint64
 }
 
 func newU64set(vals []uint64) u64set {
@@ -160,6 +167,11 @@ func newU64set(vals []uint64) u64set {
 		size <<= 1
 	}
 	s := u64set{slots: make([]uint64, size), mask: uint64(size - 1)}
+	bits := 64
+	for bits < 16*len(vals) {
+		bits <<= 1
+	}
+	s.filter, s.fmask = make([]uint64, bits/64), uint64(bits-1)
 	for _, v := range vals {
 		v = nonZero(v)
 		j := v & s.mask
@@ -167,12 +179,17 @@ func newU64set(vals []uint64) u64set {
 			j = (j + 1) & s.mask
 		}
 		s.slots[j] = v
+		f := (v >> 32) & s.fmask
+		s.filter[f>>6] |= 1 << (f & 63)
 	}
 	return s
 }
 
 func (s u64set) has(v uint64) bool {
 	v = nonZero(v)
+	if f := (v >> 32) & s.fmask; s.filter[f>>6]&(1<<(f&63)) == 0 {
+		return false
+	}
 	j := v & s.mask
 	for {
 		switch s.slots[j] {

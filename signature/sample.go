@@ -3,6 +3,7 @@ package signature
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -107,15 +108,21 @@ type oph struct {
 	n      int    // values added
 }
 
+// reset empties o. An empty bin holds the largest value, so that add needs
+// one comparison: the first value offered to a bin is never above it, and
+// a value equal to a bin's minimum leaves it as it was.
 func (s *sampler) reset(o *oph) {
 	o.filled, o.n = 0, 0
+	for i := range o.min[:s.bins] {
+		o.min[i] = math.MaxUint64
+	}
 }
 
 // add offers one shingle hash.
 func (s *sampler) add(o *oph, h uint64) {
 	v := s.value.mix(h)
 	b := fastrange(v, s.bins)
-	if o.filled&(1<<b) == 0 || v < o.min[b] {
+	if v <= o.min[b] {
 		o.min[b] = v
 		o.filled |= 1 << b
 	}

@@ -274,25 +274,14 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	e := Explain{Family: FamilyCharShingle}
 	sc := charPool.Get().(*charScratch)
 	defer func() { recycle(&charPool, sc, cap(sc.vals)) }()
-	sc.vals = sc.vals[:0]
-	s := d.Letters
-	if cap(sc.vals) < len(s) {
-		// One value per letter at most, plus the wrap-around: sized once
-		// rather than grown by doubling (a 1 MiB text grew 31 MB).
-		sc.vals = make([]uint64, 0, len(s)+64)
+	o := &sc.o
+	n := c.roll(d.Letters, o)
+	if n < c.p.Width {
+		// Fewer letters than a shingle: the ring wraps around more than
+		// once, which roll does not do (never with the default sample,
+		// which signs from 40 letters).
+		n = c.rollShort(d.Letters, sc)
 	}
-	for i := 0; i < len(s); {
-		ch := s[i]
-		if ch < utf8.RuneSelf {
-			sc.vals = append(sc.vals, c.table[ch])
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		sc.vals = append(sc.vals, c.letter(r))
-		i += size
-	}
-	n := len(sc.vals)
 	bands := c.p.Sample.bands(n)
 	detail := "letters=" + strconv.Itoa(n)
 	if bands == 0 {
@@ -300,18 +289,91 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 		e.Detail = detail
 		return dst, e
 	}
+	before := len(dst)
+	dst = c.smp.keys(o, bands, dst)
+	e.Keys = len(dst) - before
+	e.Detail = detail
+	return dst, e
+}
+
+// roll offers o the hash of every Width-letter shingle of s, read as a
+// ring (the last shingles wrap around to the first letters, as for words),
+// in one pass over s: the letters of the window and the first Width−1 are
+// kept in two small arrays. It returns the number of letters; when it is
+// below Width, o is incomplete and rollShort must sign s instead.
+func (c *CharShingle) roll(s string, o *oph) int {
+	w := c.p.Width
+	base, basek, table := c.base, c.basek, c.table
+	var head [64]uint64 // the first w−1 letters, for the wrap-around
+	var ring [64]uint64 // letter i at i%64; w ≤ 64
+	c.smp.reset(o)
+	var h uint64
+	n := -1 // the letters of s, once read
+	for i, k := 0, 0; ; i++ {
+		var v uint64
+		switch {
+		case k < len(s) && s[k] < utf8.RuneSelf:
+			v = table[s[k]]
+			k++
+		case k < len(s):
+			r, size := utf8.DecodeRuneInString(s[k:])
+			v = c.letter(r)
+			k += size
+		default:
+			if n < 0 {
+				n = i
+				if n < w {
+					return n
+				}
+			}
+			if i-n == w-1 {
+				return n
+			}
+			v = head[i-n]
+		}
+		old := ring[(i-w)&63] // letter i−w (w ≤ 64)
+		ring[i&63] = v
+		h = mulmod61(h, base) + v
+		if i < w-1 {
+			head[i] = v
+			continue
+		}
+		// h = Σ v[j]·base^(i−j) over the window ending at i.
+		if i >= w {
+			h += mersenne61 - mulmod61(old, basek)
+		}
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		if h >= mersenne61 {
+			h -= mersenne61
+		}
+		c.smp.add(o, h)
+	}
+}
+
+// rollShort is roll for a text of fewer letters than a shingle, with
+// every letter's value kept.
+func (c *CharShingle) rollShort(s string, sc *charScratch) int {
+	sc.vals = sc.vals[:0]
+	for _, r := range s {
+		sc.vals = append(sc.vals, c.letter(r))
+	}
+	o := &sc.o
+	c.smp.reset(o)
+	n := len(sc.vals)
+	if n == 0 {
+		return 0
+	}
 	w := c.p.Width
 	for i := 0; i < w-1; i++ { // ring, as for words
 		sc.vals = append(sc.vals, sc.vals[i%n])
 	}
-	o := &sc.o
-	c.smp.reset(o)
 	var h uint64
 	for i := range w - 1 {
 		h = mulmod61(h, c.base) + sc.vals[i]
 	}
 	for i := w - 1; i < n+w-1; i++ {
-		// h = Σ v[j]·base^(i−j) over the window ending at i.
 		h = mulmod61(h, c.base) + sc.vals[i]
 		if i >= w {
 			h += mersenne61 - mulmod61(sc.vals[i-w], c.basek)
@@ -324,9 +386,5 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 		}
 		c.smp.add(o, h)
 	}
-	before := len(dst)
-	dst = c.smp.keys(o, bands, dst)
-	e.Keys = len(dst) - before
-	e.Detail = detail
-	return dst, e
+	return n
 }

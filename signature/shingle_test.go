@@ -242,3 +242,38 @@ func TestShingleParamsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestCharShingleRollOnePass: the one-pass rolling hash (roll, a ring of
+// the window and the first letters kept) offers the sampler exactly what
+// the hash over every letter's value does (rollShort, the form before it),
+// at every length from a shingle's width up, ASCII or not.
+func TestCharShingleRollOnePass(t *testing.T) {
+	for _, width := range []int{2, 12, 64} {
+		p := DefaultCharShingleParams()
+		p.Width = width
+		c, err := NewCharShingle(testSecret(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		letters := []rune("abcdefghijklmnopqrstuvwxyzéжщ谢ü0123456789")
+		var b strings.Builder
+		var sc charScratch
+		var o oph
+		for n := 1; n <= 300; n++ {
+			b.WriteRune(letters[(n*7919+n*n)%len(letters)])
+			s := b.String()
+			got := c.roll(s, &o)
+			want := c.rollShort(s, &sc)
+			if got != want {
+				t.Fatalf("width %d, %d letters: roll counted %d, rollShort %d", width, n, got, want)
+			}
+			if n < width {
+				continue // roll leaves these to rollShort
+			}
+			if o.filled != sc.o.filled || o.n != sc.o.n || o.min != sc.o.min {
+				t.Fatalf("width %d, %d letters: roll's sample differs from rollShort's (filled %x/%x, n %d/%d)",
+					width, n, o.filled, sc.o.filled, o.n, sc.o.n)
+			}
+		}
+	}
+}

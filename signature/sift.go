@@ -142,9 +142,8 @@ func newSift(s Secret, th tokenHasher, p SiftParams) (*Sift, error) {
 func (t *Sift) Family() Family { return FamilySift }
 
 type siftScratch struct {
-	vals     []uint64 // sift's token values
-	parts    []uint8  // partition of each token
-	pass     []uint64 // the tokens one pass considers
+	passes   [8][]uint64 // the tokens each pass considers (Partitions ≤ 8)
+	pass     []uint64    // the pass being formed
 	clusters []uint64
 	o        oph
 }
@@ -152,29 +151,38 @@ type siftScratch struct {
 var siftPool = sync.Pool{New: func() any { return new(siftScratch) }}
 
 // clusters appends the cluster hashes of a document's keyed token hashes.
+// Every pass's tokens are gathered in one loop over the document: pass q
+// keeps the tokens outside partition q (all of them when b is 1).
 func (t *Sift) clusters(th []uint64, sc *siftScratch) {
 	sc.clusters = sc.clusters[:0]
 	b := t.p.Partitions
-	sc.vals = grow(sc.vals, len(th))
-	sc.parts = grow(sc.parts, len(th))
-	for i, h := range th {
-		sc.vals[i] = t.tok.mix(h)
-		sc.parts[i] = uint8(fastrange(t.part.mix(h), b))
+	passes := sc.passes[:b]
+	for q := range passes {
+		passes[q] = grow(passes[q], len(th))[:0]
 	}
-	for q := range b {
-		sc.pass = sc.pass[:0]
-		for i, v := range sc.vals {
-			if b > 1 && int(sc.parts[i]) == q {
-				continue // this pass ignores the token's set
-			}
-			sc.pass = append(sc.pass, v)
+	if b == 1 {
+		for _, h := range th {
+			passes[0] = append(passes[0], t.tok.mix(h))
 		}
+	} else {
+		for _, h := range th {
+			v, part := t.tok.mix(h), fastrange(t.part.mix(h), b)
+			for q := range passes {
+				if q != part {
+					passes[q] = append(passes[q], v)
+				}
+			}
+		}
+	}
+	for q := range passes {
+		sc.pass = passes[q]
 		if t.p.Formation == SiftWindow {
 			t.window(sc)
 		} else {
 			t.skip(sc)
 		}
 	}
+	sc.pass = nil
 }
 
 func (t *Sift) window(sc *siftScratch) {
@@ -290,7 +298,7 @@ func (t *Sift) sign(p *prepared, dst []Key) ([]Key, Explain) {
 		return dst, e
 	}
 	sc := siftPool.Get().(*siftScratch)
-	defer func() { recycle(&siftPool, sc, max(cap(sc.vals), cap(sc.clusters))) }()
+	defer func() { recycle(&siftPool, sc, max(cap(sc.passes[0]), cap(sc.clusters))) }()
 	t.clusters(p.th, sc)
 	e.Detail = "tokens=" + strconv.Itoa(n) + " clusters=" + strconv.Itoa(len(sc.clusters))
 	if len(sc.clusters) == 0 {
@@ -327,7 +335,7 @@ func (t *Sift) Fingerprint(d *Doc, how Sifting) []uint64 {
 	p := prepare(d, t.th, nil)
 	defer p.release()
 	sc := siftPool.Get().(*siftScratch)
-	defer func() { recycle(&siftPool, sc, max(cap(sc.vals), cap(sc.clusters))) }()
+	defer func() { recycle(&siftPool, sc, max(cap(sc.passes[0]), cap(sc.clusters))) }()
 	t.clusters(p.th, sc)
 	var out []uint64
 	switch how {

@@ -2,7 +2,6 @@ package signature
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 )
@@ -75,7 +74,8 @@ func (t *TermSet) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 
 type termScratch struct {
 	o   oph
-	idx []int32
+	idx []int32  // the distinct terms, in order of first appearance
+	bit []uint64 // bit i: term i is in idx (all clear between messages)
 }
 
 var termPool = sync.Pool{New: func() any { return new(termScratch) }}
@@ -87,17 +87,27 @@ func (t *TermSet) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	o := &sc.o
 	t.smp.reset(o)
 	sc.idx = sc.idx[:0]
+	// The distinct terms are counted with one bit a lexicon term (6.5 KB
+	// for the bundled lexicon), cleared again through idx: sorting the
+	// indexes cost more than the rest of the family.
+	sc.bit = grow(sc.bit, (len(t.kl.lex.terms)+63)/64)
 	for i, idx := range p.lex {
 		if idx < 0 || p.class[i] == classDict || !p.kolcz[i] {
 			continue
 		}
 		// A repeated term offers the same value again, which min-hashing
 		// ignores; only the count of distinct terms needs the indexes.
-		sc.idx = append(sc.idx, idx)
+		w, m := idx>>6, uint64(1)<<(idx&63)
+		if sc.bit[w]&m == 0 {
+			sc.bit[w] |= m
+			sc.idx = append(sc.idx, idx)
+		}
 		t.smp.add(o, p.th[i])
 	}
-	slices.Sort(sc.idx)
-	n := len(slices.Compact(sc.idx))
+	for _, idx := range sc.idx {
+		sc.bit[idx>>6] = 0
+	}
+	n := len(sc.idx)
 	bands := t.p.Sample.bands(n)
 	e.Detail = "terms=" + strconv.Itoa(n)
 	if bands == 0 {
