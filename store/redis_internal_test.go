@@ -17,7 +17,8 @@ import (
 func TestRedisPointerOverflow(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, FirstSightSplit: 1})
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, FirstSightSplit: 1,
+		Timeout: 2 * time.Minute}) // counts, not speed: a loaded machine must not fail it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 func TestRedisDamagedStrings(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}})
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func u32(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint
 func TestRedisOlderSupportRecords(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}})
+	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
