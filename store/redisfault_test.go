@@ -221,10 +221,13 @@ func TestRedisFaultClientPause(t *testing.T) {
 	obs := newCountingObserver()
 	s := newFaultStore(t, r.Addr(), obs)
 	observeCounted(t, s, "v1:fault:01", "a@x")
-	cli(t, r, "client", "pause", "1500", "all")
+	// Five seconds, not one and a half: spawning redis-cli and three
+	// 300 ms calls took longer than a short pause on a loaded machine, and
+	// the calls then met an unpaused server (engineer S, load 25).
 	start := time.Now()
+	cli(t, r, "client", "pause", "5000", "all")
 	expectOutage(t, s, "clients paused", 3)
-	if time.Since(start) > 1400*time.Millisecond {
+	if time.Since(start) > 4900*time.Millisecond {
 		t.Skip("machine too slow to observe the pause window")
 	}
 	expectRecovery(t, s, "pause over", func(v int64) bool { return v == 2 })
