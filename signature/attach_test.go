@@ -2,7 +2,6 @@ package signature
 
 import (
 	"crypto/sha256"
-	"os"
 	"strings"
 	"testing"
 )
@@ -71,21 +70,7 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 	text := textDoc(strings.Repeat("The quarterly newsletter of our society, with the meeting agenda and the minutes. ", 10))
 	text.Attachments = []Attachment{img}
 	for _, withText := range []bool{false, true} {
-		raw, err := os.ReadFile(fixtureLexiconPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lex, err := LoadLexicon(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := DefaultSetParams()
-		p.Secret, p.Lexicon = testSecret(t), lex
-		p.Attach.WithText = withText
-		s, err := NewSet(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := fixtureSetWith(t, func(p *SetParams) { p.Attach.WithText = withText })
 		keys, exps := s.Sign(imageOnly, nil, nil)
 		if len(keys) != 1 || keys[0].Family != FamilyAttach || exps[len(exps)-1].Keys != 1 {
 			t.Errorf("with_text=%v: image only: got keys %v, explain %+v; want one attach key", withText, keys, exps[len(exps)-1])

@@ -50,7 +50,10 @@ func TestFixtureLexiconReproducible(t *testing.T) {
 	}
 }
 
-func fixtureSet(t testing.TB) *Set {
+func fixtureSet(t testing.TB) *Set { return fixtureSetWith(t, nil) }
+
+// fixtureSetWith is fixtureSet with the default parameters changed by edit.
+func fixtureSetWith(t testing.TB, edit func(*SetParams)) *Set {
 	t.Helper()
 	raw, err := os.ReadFile(fixtureLexiconPath)
 	if err != nil {
@@ -62,6 +65,9 @@ func fixtureSet(t testing.TB) *Set {
 	}
 	p := DefaultSetParams()
 	p.Secret, p.Lexicon = testSecret(t), lex
+	if edit != nil {
+		edit(&p)
+	}
 	s, err := NewSet(p)
 	if err != nil {
 		t.Fatal(err)

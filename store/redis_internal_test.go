@@ -62,13 +62,8 @@ func TestRedisPointerOverflow(t *testing.T) {
 // records) are read as far as they hold whole records: the message is
 // counted, never an error.
 func TestRedisDamagedStrings(t *testing.T) {
-	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	_, s := countingRedis(t)
 	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, Timeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	at := time.Now()
 	lim, _ := s.limits(ctx)
 	nb := s.c.nb
@@ -119,13 +114,8 @@ func u32(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint
 // first written: a support family's key with 2 bytes of check (6-byte
 // records), another family's with 4 (8 bytes), and both are found there.
 func TestRedisOlderSupportRecords(t *testing.T) {
-	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	_, s := countingRedis(t)
 	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, Timeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	lim, _ := s.limits(ctx)
 	ids := []string{"v1:imatch.0:00000000000000aa", "v1:contain.0:00000000000000bb"}
 	sks := []sigKeys{s.sigKeys(ids[0], uint64(lim.FirstSightSplit)), s.sigKeys(ids[1], uint64(lim.FirstSightSplit))}
@@ -153,4 +143,17 @@ func TestRedisOlderSupportRecords(t *testing.T) {
 			t.Errorf("%s: current string of %d bytes, %v; want 16", ids[i], n, err)
 		}
 	}
+}
+
+// countingRedis starts a Redis and a store on it for a test that checks
+// counts, not speed: its calls get minutes, not the default second.
+func countingRedis(t *testing.T) (*testenv.Redis, *Redis) {
+	t.Helper()
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	s, err := NewRedis(context.Background(), RedisOptions{Addrs: []string{r.Addr()}, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return r, s
 }
