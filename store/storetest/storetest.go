@@ -325,7 +325,7 @@ func (s *suite) campaignNoChaining(t *testing.T) {
 // recipient of both once; one key naming another campaign unions nothing.
 func (s *suite) campaignUnion(t *testing.T) {
 	st := s.open(t, store.Params{})
-	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	k := familyKey
 	// Two parts of one campaign that shared nothing: A and B.
 	a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
 		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
@@ -1041,7 +1041,7 @@ func aliasParts(t *testing.T, st store.Store, k func(string, int, int) string) (
 // merging copy counts nothing twice.
 func (s *suite) campaignAlias(t *testing.T) {
 	st := s.open(t, store.Params{})
-	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	k := familyKey
 	a, b, keys := aliasParts(t, st, k)
 	// A retry: the keys point to A now; A with its part B counts a1, a2,
 	// b1, b2 and u once each (without the merge, A's own a1, a2, u).
@@ -1083,7 +1083,7 @@ func (s *suite) campaignAlias(t *testing.T) {
 // for the copy naming it and merges nothing.
 func (s *suite) campaignAliasGuard(t *testing.T) {
 	st := s.open(t, store.Params{})
-	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	k := familyKey
 	a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
 		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
 	c := observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0xe2),
@@ -1115,7 +1115,7 @@ func (s *suite) campaignAliasGuard(t *testing.T) {
 func (s *suite) campaignAliasExpires(t *testing.T) {
 	p := store.Params{Window: 4 * time.Hour, Buckets: 4}
 	st := s.open(t, p)
-	k := func(f string, i int, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
+	k := familyKey
 	a, b, _ := aliasParts(t, st, k)
 	wantID := a.ID
 	if s.h.NoMerge {
@@ -1145,3 +1145,8 @@ func (s *suite) campaignAliasExpires(t *testing.T) {
 		t.Errorf("A past the window: %+v, want %08x with its recent copies' recipients only", got, a.ID)
 	}
 }
+
+// familyKey is a key of family f's i-th signature with value v, in the
+// form the signature set writes, for cases that choose which keys two
+// messages share.
+func familyKey(f string, i, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
