@@ -369,7 +369,7 @@ type sigKeys struct {
 	tag   string
 	slot  int
 	field string // pointer field: low 32 bits of the hash
-	keys  []string
+	keys  [3]string
 	sup   bool // a support family's key (its older records keep 2 bytes of check)
 }
 
@@ -387,9 +387,8 @@ func appendTag(b []byte, h uint64) []byte {
 }
 
 // sigKeys names one signature's keys (its current and older pointer
-// strings and its vote hash), built in one buffer and one string (a
-// message has some forty signatures). The names hold no bucket: the
-// strings do.
+// strings and its vote hash), built in one allocation (a message has
+// some forty signatures). The names hold no bucket: the strings do.
 func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	h := sigHash(id)
 	var preArr [64]byte
@@ -399,21 +398,24 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	pre = append(pre, '}', ':')
 	var numArr [20]byte
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
-	b := make([]byte, 0, 3*len(pre)+2*len(sub)+len(id)+12)
+	var b strings.Builder
+	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
 	var ends [3]int
 	for i, kind := range [2]string{"qc:", "qo:"} {
-		b = append(b, pre...)
-		b = append(b, kind...)
-		b = append(b, sub...)
-		ends[i] = len(b)
+		b.Write(pre)
+		b.WriteString(kind)
+		b.Write(sub)
+		ends[i] = b.Len()
 	}
-	b = append(b, pre...)
-	b = append(b, 'v', ':')
-	b = append(b, id...)
-	ends[2] = len(b)
-	b = binary.BigEndian.AppendUint32(b, uint32(h))
-	all := string(b)
-	keys := []string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
+	b.Write(pre)
+	b.WriteString("v:")
+	b.WriteString(id)
+	ends[2] = b.Len()
+	var f [4]byte
+	binary.BigEndian.PutUint32(f[:], uint32(h))
+	b.Write(f[:])
+	all := b.String()
+	keys := [3]string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
 	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys}
 }
@@ -528,6 +530,8 @@ type redisObs struct {
 
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
+	ob.sks = make([]sigKeys, 0, len(ob.ids))
+	ob.fams = make([]int, 0, len(ob.ids))
 	for _, id := range ob.ids {
 		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
 		f := familyOf(id)
@@ -569,8 +573,8 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 			keys = append(keys, sk.keys[i])
 		}
 	}
-	for _, sk := range sks {
-		args = append(args, sk.field)
+	for i := range sks {
+		args = append(args, &sks[i].field) // callScript: a pointer is not copied
 	}
 	return keys, append(args, supFlags(sks))
 }
@@ -634,8 +638,8 @@ func (m campaignOutcome) assemble(keys, ids []string, own int64, vols []int64) C
 func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 	r := ob.r
 	keys, args := ob.head("c", ob.sks)
-	for _, f := range ob.fams {
-		args = append(args, f)
+	for i := range ob.fams {
+		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
 	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.afam)
@@ -888,13 +892,32 @@ func (ob *redisObs) countCall(c campCall) ([]string, []any) {
 }
 
 // callScript adds one call of the store script to p: EVALSHA, or EVAL
-// (which loads the script) when run retries a NOSCRIPT.
+// (which loads the script) when run retries a NOSCRIPT. It builds the
+// command line as go-redis's Eval does, but with each key as a *string,
+// which go-redis writes as its value: a pointer fits in an interface,
+// where a string is copied to the heap (a message's ~130 key names were
+// as many allocations). keys and args must not change until p is sent.
 func callScript(ctx context.Context, p redis.Pipeliner, eval bool, keys []string, args []any) *redis.Cmd {
+	line := make([]any, 0, 3+len(keys)+len(args))
 	if eval {
-		return script.Eval(ctx, p, keys, args...)
+		line = append(line, "eval", scriptSrcArg)
+	} else {
+		line = append(line, "evalsha", scriptHashArg)
 	}
-	return script.EvalSha(ctx, p, keys, args...)
+	line = append(line, len(keys))
+	for i := range keys {
+		line = append(line, &keys[i])
+	}
+	cmd := redis.NewCmd(ctx, append(line, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // where a Cluster finds the slot
+	}
+	_ = p.Process(ctx, cmd) // a pipeline's error comes with Exec
+	return cmd
 }
+
+// The script's source and hash as arguments, boxed once.
+var scriptSrcArg, scriptHashArg any = scriptSrc, script.Hash()
 
 // membersOf reads a campaign's members as the script returns them:
 // {HyperLogLog count or -1, {4-byte fingerprints}}.

@@ -1,0 +1,56 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/lab/bench"
+	"github.com/bulkmilter/bulkmilter/store"
+)
+
+// TestRedisObserveAllocs holds the objects an observation allocates in
+// the milter's process on a single server (the default signature set's
+// 43 keys, one recipient): the call's ~130 key names and ~90 arguments
+// were an allocation each (go-redis boxes every string into an
+// interface); callScript passes them as pointers.
+func TestRedisObserveAllocs(t *testing.T) {
+	const budget = 130 // measured 101; 399 before
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	ctx := context.Background()
+	s, err := store.NewRedis(ctx, store.RedisOptions{Addrs: []string{r.Addr()},
+		Timeout: 2 * time.Minute}) // allocations, not speed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := bench.StoreWorkload{Keys: 43, Base: bench.PastBase()}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const runs = 200
+	obs := make([]store.Observation, runs+1)
+	for i := range obs {
+		obs[i] = w.Observation(i%50, rng) // a campaign's copies and new messages
+	}
+	var i int
+	var failed error
+	allocs := testing.AllocsPerRun(runs, func() {
+		res, err := s.Observe(ctx, obs[i])
+		i++
+		switch {
+		case err != nil:
+			failed = err
+		case len(res.Volumes) != 43:
+			failed = fmt.Errorf("%d volumes for 43 keys", len(res.Volumes))
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	t.Logf("%.1f objects allocated an observation", allocs)
+	if allocs > budget {
+		t.Errorf("an observation allocates %.1f objects, budget %d", allocs, budget)
+	}
+}
