@@ -27,3 +27,5 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/d--j/go-milter => ./third_party/go-milter

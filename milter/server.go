@@ -24,7 +24,9 @@
 // its Serve returns on the first failed Accept (the guard retries), it
 // clears HELO-stage macros on ABORT (connection facts are kept in session
 // state), and when a milter requests any macro list Postfix sends only the
-// macros listed (every macro used is requested, for every stage).
+// macros listed (every macro used is requested, for every stage). It is
+// built from third_party/go-milter, a copy of v0.10.2 whose header value
+// conversion skips values with nothing to convert (its README says why).
 package milter
 
 import (

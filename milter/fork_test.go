@@ -1,0 +1,39 @@
+package milter
+
+import (
+	"testing"
+
+	"github.com/d--j/go-milter/milterutil"
+)
+
+// TestForkFastPath: the patched go-milter (third_party/go-milter) returns
+// a header value with nothing to replace as it is, without allocating,
+// and replaces what upstream replaces in the others.
+func TestForkFastPath(t *testing.T) {
+	tests := []struct {
+		in, lf, space string
+	}{
+		{"no, family=imatch, volume=1", "no, family=imatch, volume=1", "no, family=imatch, volume=1"},
+		{"", "", ""},
+		{"a\nb", "a\nb", "a b"},
+		{"a\r\nb", "a\nb", "a b"},
+		{"a\rb\r", "a\nb\n", "a b "},
+		{"a\x00b", "a b", "a b"},
+		{"a\r\n\r\nb\x00", "a\n\nb ", "a  b "},
+	}
+	for _, tt := range tests {
+		if got := milterutil.CrLfToLf(tt.in); got != tt.lf {
+			t.Errorf("CrLfToLf(%q) = %q, want %q", tt.in, got, tt.lf)
+		}
+		if got := milterutil.NewlineToSpace(tt.in); got != tt.space {
+			t.Errorf("NewlineToSpace(%q) = %q, want %q", tt.in, got, tt.space)
+		}
+	}
+	v := "no, family=imatch, volume=1, threshold=50"
+	if n := testing.AllocsPerRun(100, func() { v = milterutil.CrLfToLf(v) }); n != 0 {
+		t.Errorf("CrLfToLf allocates %.0f objects for a value with nothing to replace", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { v = milterutil.NewlineToSpace(v) }); n != 0 {
+		t.Errorf("NewlineToSpace allocates %.0f objects for a value with nothing to replace", n)
+	}
+}
