@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"slices"
@@ -601,24 +602,35 @@ type campaignOutcome struct {
 	cvotes                   any   // the campaign's {notbulk, bulk, votes}, or nil
 }
 
+// keyIDs yields each key's index i and its id's index j in ids, which
+// are uniq(keys): a key's id is found by walking both in step (a map of
+// the ids was 1.8 KB a message, 5 % of the bytes BenchmarkCheck allocates).
+func keyIDs(keys, ids []string) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		next := 0 // ids[:next] have been met in keys
+		for i, k := range keys {
+			j := next
+			if j < len(ids) && ids[j] == k {
+				next++ // the first of an id: ids are keys' firsts, in order
+			} else {
+				j = slices.Index(ids, k) // a repeated key
+			}
+			if !yield(i, j) {
+				return
+			}
+		}
+	}
+}
+
 // assemble fills vols and returns the campaign: a key that voted for the
 // joined campaign (or any key of a new one) carries its volume, a key new
-// to a joined campaign this message's own count. ids are uniq(keys), so a
-// key's id is found by walking both in step (a map of the ids was 1.8 KB
-// a message, 5 % of the bytes BenchmarkCheck allocates).
+// to a joined campaign this message's own count. ids are uniq(keys).
 func (m campaignOutcome) assemble(keys, ids []string, own int64, vols []int64) Campaign {
 	if !m.known {
 		return Campaign{}
 	}
 	c := Campaign{ID: m.d.ref, Recipients: m.count, Networks: m.nets, Senders: m.snds, First: time.Unix(m.first, 0)}
-	next := 0 // ids[:next] have been met in keys
-	for i, k := range keys {
-		j := next
-		if j < len(ids) && ids[j] == k {
-			next++ // the first of an id: ids are keys' firsts, in order
-		} else {
-			j = slices.Index(ids, k) // a repeated key
-		}
+	for i, j := range keyIDs(keys, ids) {
 		switch {
 		case j >= 0 && (!m.d.join || m.d.voters[j]):
 			vols[i] = m.count
@@ -958,8 +970,11 @@ func (ob *redisObs) votes(rows []any, camp any, res *Result) error {
 		tally Tally
 		own   []ownVote
 	}
-	results := make(map[string]sigResult, len(ob.ids))
-	when := map[string]int64{}
+	var results []sigResult // by distinct key; none when no key has votes
+	if len(rows) > 0 {
+		results = make([]sigResult, len(rows))
+	}
+	var when map[string]int64
 	rc := ob.rc
 	for j, row := range rows {
 		tally, own, err := ob.voteRow(row)
@@ -970,13 +985,17 @@ func (ob *redisObs) votes(rows []any, camp any, res *Result) error {
 			if res.UserVotes == nil {
 				res.UserVotes = map[string]VoteKind{}
 				res.OwnVotes = map[string][]VoteKind{}
+				when = map[string]int64{}
 			}
 			mergeUserVotes(res.UserVotes, when, rc.names[ov.rcpt], userVote{kind: ov.kind, at: ov.at})
 		}
-		results[ob.ids[j]] = sigResult{tally, own}
+		results[j] = sigResult{tally, own}
 	}
-	for i, id := range ob.o.Keys {
-		sr := results[id]
+	for i, j := range keyIDs(ob.o.Keys, ob.ids) {
+		if j < 0 || results == nil {
+			continue // no votes: the tallies stay zero
+		}
+		sr := results[j]
 		res.Votes[i] = sr.tally
 		for _, ov := range sr.own {
 			setOwnVote(res.OwnVotes, rc.names[ov.rcpt], len(ob.o.Keys), i, ov.kind)
