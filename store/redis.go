@@ -985,6 +985,8 @@ func (ob *redisObs) votes(rows []any, camp any, res *Result) error {
 			if res.UserVotes == nil {
 				res.UserVotes = map[string]VoteKind{}
 				res.OwnVotes = map[string][]VoteKind{}
+			}
+			if when == nil {
 				when = map[string]int64{}
 			}
 			mergeUserVotes(res.UserVotes, when, rc.names[ov.rcpt], userVote{kind: ov.kind, at: ov.at})
