@@ -245,17 +245,23 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
 			cur = binary.BigEndian.AppendUint32(cur, uint32(8*(records-sup)))
 			cur = append(cur, recs(records, 8)...)
-			var old []byte
+			// the older string: the main part's length, the main part,
+			// the support part, its length; sections newest first
+			var main, supp []byte
 			for bk := cb - 1; bk > cb-nb; bk-- {
-				old = binary.BigEndian.AppendUint32(old, uint32(bk))
-				old = binary.BigEndian.AppendUint32(old, uint32(8*(records-sup)))
-				old = binary.BigEndian.AppendUint32(old, uint32(6*sup))
-				old = append(old, recs(records-sup, 8)...)
-				old = append(old, recs(sup, 6)...)
+				main = binary.BigEndian.AppendUint16(main, uint16(bk))
+				main = binary.BigEndian.AppendUint16(main, uint16(8*(records-sup)))
+				main = append(main, recs(records-sup, 8)...)
+				supp = binary.BigEndian.AppendUint16(supp, uint16(bk))
+				supp = binary.BigEndian.AppendUint16(supp, uint16(6*sup))
+				supp = append(supp, recs(sup, 6)...)
 			}
+			old := binary.BigEndian.AppendUint32(nil, uint32(len(main)))
+			old = append(append(old, main...), supp...)
+			old = binary.BigEndian.AppendUint32(old, uint32(len(supp)))
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
 			p.Set(ctx, base+"qc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"qo:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"qs:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

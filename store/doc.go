@@ -142,21 +142,31 @@
 //	                             most FirstSightCap records (past it a key is
 //	                             not remembered in that bucket). The first
 //	                             write of a later bucket moves its records to
-//	                             qo: as a section.
-//	bm2:{tttt}:qo:<s>            string: the same split's pointers of the
-//	                             window's earlier buckets, sections newest
-//	                             first: the bucket (4 bytes), the length of its
-//	                             main records and of its support records (4
-//	                             bytes each), the main records (8 bytes), the
-//	                             support records (6 bytes: the low 2 bytes of
-//	                             the check; a false match names a campaign that
-//	                             a support key alone never joins, ~1 % of
-//	                             support lookups at a million messages a day).
-//	                             A lookup reads two strings, not one a bucket
-//	                             (until 2026-11 the pointers were in
-//	                             p:<s>:<bucket>, one string a bucket, then in
-//	                             pc:/po: with 8-byte records throughout; those
-//	                             expire with their window).
+//	                             qs: as a section.
+//	bm2:{tttt}:qs:<s>            string: the same split's pointers of the
+//	                             window's earlier buckets, in two parts: the
+//	                             main part's length (4 bytes), the main part,
+//	                             the support part, the support part's length
+//	                             (4 bytes). Each part is sections newest
+//	                             first: the bucket (2 bytes, read as the
+//	                             nearest bucket to the reader's), the records'
+//	                             length (2 bytes), the records: main 8 bytes,
+//	                             support 6 (the low 2 bytes of the check; a
+//	                             false match names a campaign that a support
+//	                             key alone never joins, ~1 % of support
+//	                             lookups at a million messages a day). A key
+//	                             reads only its part, from its end of the
+//	                             string (GETRANGE: the start for a main key,
+//	                             the end for a support key), as many bytes as
+//	                             its current string suggests and the rest
+//	                             when that falls short; near-empty strings
+//	                             are read whole, in one MGET. A lookup reads
+//	                             two strings, not one a bucket (until 2026-11
+//	                             the pointers were in p:<s>:<bucket>, one
+//	                             string a bucket, then in pc:/po: with 8-byte
+//	                             records throughout, then in qo: with each
+//	                             section's parts together; those expire with
+//	                             their window).
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first

@@ -80,18 +80,24 @@ func TestRedisDamagedStrings(t *testing.T) {
 func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field string, cb int64, at time.Time) {
 	ctx := context.Background()
 	// current strings: a bucket, the main records' length, the records;
-	// older strings: sections of a bucket, the main and support records'
-	// lengths, the records (support: 2 bytes of check)
+	// older strings: the main part's length, the main part, the support
+	// part, its length, each part sections of a bucket (2 bytes) and the
+	// records' length (2 bytes), then the records (support: 2 bytes of
+	// check)
 	chk := sk.field[2:]
+	older := func(main, sup string) string { return u32(int64(len(main))) + main + sup + u32(int64(len(sup))) }
 	for _, v := range []struct{ cur, old string }{
 		{sk.field, sk.field},
 		{"12345678" + sk.field + "12", "1234567"},
-		{"1234567", u32(cb-1) + u32(800) + u32(0) + sk.field + "1234"},
-		{u32(cb) + u32(12) + "12345678" + sk.field + "12", u32(cb-1) + u32(12) + u32(0) + "12345678" + sk.field},
-		{u32(cb) + u32(800) + sk.field + "1234", u32(cb-1) + u32(0) + u32(800) + chk + "1234"},
-		{u32(cb+1) + u32(4) + sk.field, u32(cb-1) + u32(7) + u32(0) + "1234567" + u32(cb-2) + u32(4) + u32(0) + sk.field},
-		{u32(cb-1) + u32(12) + "1234" + sk.field + "5678", u32(cb-2) + u32(8) + u32(4) + "1234" + sk.field + chk + u32(cb-3)},
-		{u32(cb-1) + u32(0) + "12" + sk.field + "34", u32(cb-2) + u32(0) + u32(7) + "1" + chk + "1234" + u32(cb-3)},
+		{"1234567", older(u16(cb-1)+u16(800)+sk.field+"1234", "")},
+		{u32(cb) + u32(12) + "12345678" + sk.field + "12", older(u16(cb-1)+u16(12)+"12345678"+sk.field, "")},
+		{u32(cb) + u32(800) + sk.field + "1234", older("", u16(cb-1)+u16(800)+chk+"1234")},
+		{u32(cb+1) + u32(4) + sk.field, older(u16(cb-1)+u16(7)+"1234567"+u16(cb-2)+u16(4)+sk.field, "")},
+		{u32(cb-1) + u32(12) + "1234" + sk.field + "5678", older(u16(cb-2)+u16(8)+"1234"+sk.field, u16(cb-2)+u16(4)+chk+u16(cb-3))},
+		{u32(cb-1) + u32(0) + "12" + sk.field + "34", older("", u16(cb-2)+u16(7)+"1"+chk+"1234"+u16(cb-3))},
+		{"", u32(9000) + sk.field + chk + u32(9000)},
+		{"", u32(4) + u16(cb-1) + u16(8) + sk.field + "1234" + u32(0)},
+		{"", sk.field + "12" + u32(0xffffffff)},
 	} {
 		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
 		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
@@ -109,6 +115,7 @@ func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field
 }
 
 func u32(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint32(v))) }
+func u16(v int64) string { return string(binary.BigEndian.AppendUint16(nil, uint16(v))) }
 
 // A bucket's records move to the older string when a later bucket is
 // first written: a support family's key with 2 bytes of check (6-byte
@@ -135,13 +142,81 @@ func TestRedisOlderSupportRecords(t *testing.T) {
 		t.Errorf("second copy: campaign %+v, volumes %v; want campaign %d joined by both keys, volume 2",
 			second.Campaign, second.Volumes, first.Campaign.ID)
 	}
-	for i, want := range []int64{12 + 8, 12 + 6} {
+	for i, want := range []int64{8 + 4 + 8, 8 + 4 + 6} {
 		if n, err := s.client.StrLen(ctx, sks[i].keys[1]).Result(); err != nil || n != want {
 			t.Errorf("%s: older string of %d bytes, %v; want %d", ids[i], n, err, want)
 		}
 		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != 8+8 {
 			t.Errorf("%s: current string of %d bytes, %v; want 16", ids[i], n, err)
 		}
+	}
+}
+
+// At density a key reads only its part of the older string, from its end
+// of the string (GETRANGE), as much as its current string suggests, and
+// the rest when that falls short: a key whose record is in the oldest
+// section, behind hundreds of others, is found either way, a family that
+// names campaigns (main part, read from the start) and a support family
+// (read from the end).
+func TestRedisOlderPartRead(t *testing.T) {
+	_, s := countingRedis(t)
+	ctx := context.Background()
+	lim, _ := s.limits(ctx)
+	ids := []string{"v1:imatch.0:00000000000000aa", "v1:contain.0:00000000000000bb"}
+	at := time.Now()
+	cb := s.c.bucket(at)
+	fill := func(n, size int, seed string) string {
+		var b []byte
+		for i := range n {
+			b = append(b, fmt.Sprintf("%s%07d", seed, i)[:size]...)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name       string
+		cur, older int // records in the current string, and in each older section
+	}{
+		{"the guess covers the part", 200, 150},
+		{"the guess falls short", 40, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.client.FlushAll(ctx)
+			s.prepared = false
+			lim, _ = s.limits(ctx)
+			first, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"a@x"}, Time: at.Add(-3 * s.c.bucketLen)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
+				cur, err := s.client.Get(ctx, sk.keys[0]).Result()
+				if err != nil || len(cur) != 16 {
+					t.Fatalf("%s: current string %q, %v", id, cur, err)
+				}
+				rec := cur[8:]
+				// a current string of the last bucket, full of other keys
+				c := u32(cb-1) + u32(int64(8*tc.cur/2)) + fill(tc.cur/2, 8, "m") + fill(tc.cur/2, 8, "s")
+				var main, sup string
+				for bk := cb - 2; bk >= cb-4; bk-- {
+					mr, sr := fill(tc.older, 8, "M"), fill(tc.older, 6, "S")
+					if bk == cb-3 && i == 0 {
+						mr += rec
+					}
+					if bk == cb-3 && i == 1 {
+						sr += rec[2:]
+					}
+					main += u16(bk) + u16(int64(len(mr))) + mr
+					sup += u16(bk) + u16(int64(len(sr))) + sr
+				}
+				s.client.Set(ctx, sk.keys[0], c, time.Hour)
+				s.client.Set(ctx, sk.keys[1], u32(int64(len(main)))+main+sup+u32(int64(len(sup))), time.Hour)
+			}
+			second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
+			if err != nil || second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 2 || second.Volumes[1] != 2 {
+				t.Errorf("second copy: campaign %+v, volumes %v, %v; want campaign %d joined by both keys, volume 2",
+					second.Campaign, second.Volumes, err, first.Campaign.ID)
+			}
+		})
 	}
 }
 

@@ -499,28 +499,87 @@ local function cur_read(s, field, sup, cb, oldest)
   return nil, nil
 end
 
--- old_read looks for field in the sections of older string s, newest
--- first (a support key by the last 2 bytes of its check).
-local function old_read(s, field, sup, cb, oldest)
-  local pos, n = 1, #s
-  local chk = sup and string.sub(field, 3, 4)
-  while pos + 11 <= n do
-    local bk, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
-    local from = pos + 12
-    local to = from + ml + sl - 1
-    if to > n then return nil, nil end
+-- The older string (store/doc.go): the main part's length ML (4 bytes),
+-- the main part, the support part, its length SL (4 bytes); each part is
+-- sections newest first, a section the bucket (2 bytes, read as the
+-- nearest bucket to the reader's) and the records' length (2 bytes), then
+-- its records. A key reads its own part only, from its end of the string
+-- (GETRANGE): at a million messages a day the string holds ~9 KB and
+-- copying it into Lua was the largest cost of a lookup.
+local function bk16(v, cb)
+  local d = (v - cb) % 65536
+  if d >= 32768 then d = d - 65536 end
+  return cb + d
+end
+
+local function u16at(s, i)
+  local a, b = string.byte(s, i, i + 1)
+  return a * 256 + b
+end
+
+-- old_read looks for field in the sections of s from byte from to byte
+-- to, newest first (a support key by the last 2 bytes of its check); it
+-- returns the pointer and the bucket, or nil.
+local function old_read(s, from, to, field, sup, cb, oldest)
+  local rec, chk = REC, field
+  if sup then rec, chk = SREC, string.sub(field, 3, 4) end
+  local pos = from
+  while pos + 3 <= to do
+    local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
+    local a = pos + 4
+    local z = a + len - 1
+    if z > to then return nil, nil end
     if bk <= cb and bk >= oldest then
-      if sup then
-        local p = rec_find(s, chk, from + ml, to, SREC)
-        if p then return u32at(s, p + 2), bk end
-      else
-        local p = rec_find(s, field, from, from + ml - 1, REC)
-        if p then return u32at(s, p + 4), bk end
-      end
+      local p = rec_find(s, chk, a, z, rec)
+      if p then return u32at(s, p + rec - 4), bk end
     end
-    pos = to + 1
+    pos = z + 1
   end
   return nil, nil
+end
+
+-- old_part returns where a key's part (sup: the support part) lies in s,
+-- the bytes of older string k read so far: the whole string (whole), or
+-- its first (main) or last (support) bytes, at least want of them unless
+-- the string is shorter; it reads the rest of the part when s falls
+-- short of it. It returns s, from, to; from > to when there is nothing
+-- (or the string is damaged).
+local function old_part(k, s, sup, whole, want)
+  local n = #s
+  if n < 8 then return s, 1, 0 end
+  if whole and 8 + u32at(s, 1) + u32at(s, n - 3) ~= n then return s, 1, 0 end
+  if not sup then
+    local ml = u32at(s, 1)
+    if 4 + ml > n then
+      if whole or n < want then return s, 1, 0 end
+      s = s .. redis.call('GETRANGE', k, n, 3 + ml)
+      if 4 + ml > #s then return s, 1, 0 end
+    end
+    return s, 5, 4 + ml
+  end
+  local sl = u32at(s, n - 3)
+  if 4 + sl > n then
+    if whole or n < want then return s, 1, 0 end
+    s = redis.call('GETRANGE', k, -(4 + sl), -(n + 1)) .. s
+    n = #s
+    if 4 + sl > n then return s, 1, 0 end
+  end
+  return s, n - 3 - sl, n - 4
+end
+
+-- OLDWHOLE: a key whose older part is guessed at most this many bytes
+-- reads the whole string in the one MGET of such strings (a near-empty
+-- database: one command, not one a key).
+local OLDWHOLE = 512
+
+-- old_guess is the bytes of a key's older part, guessed from its current
+-- string cur (the same traffic filled the older buckets).
+local function old_guess(cur, sup, nb, ml)
+  local part = 0
+  if ml then
+    if sup then part = (#cur - 8 - ml) / REC * SREC else part = ml end
+  end
+  return math.floor(4 + (nb - 1) * (4 + part) * 5 / 4) + 64
 end
 
 -- short turns 8-byte support records into the older string's 6-byte ones.
@@ -542,39 +601,65 @@ local function sec_add(body, recs, chk, rec, room)
   return body
 end
 
+-- old_secs returns the sections of older string s by bucket, {bucket,
+-- main records, support records} (none when s is damaged).
+local function old_secs(s, cb)
+  local secs = {}
+  local n = #s
+  if n < 8 then return secs end
+  local ml, sl = u32at(s, 1), u32at(s, n - 3)
+  if 8 + ml + sl ~= n then return secs end
+  local function part(from, to, i)
+    local pos = from
+    while pos + 3 <= to do
+      local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
+      local z = pos + 3 + len
+      if z > to then return end
+      local sec = secs[bk] or {bk, '', ''}
+      secs[bk] = sec
+      sec[i] = string.sub(s, pos + 4, z)
+      pos = z + 1
+    end
+  end
+  part(5, 4 + ml, 2)
+  part(5 + ml, 4 + ml + sl, 3)
+  return secs
+end
+
 -- old_put adds main records mrecs and support records srecs to bucket
 -- bk's section of older string k (chk: they are one record of that
 -- check; nil: a whole bucket's records), drops the sections that left
 -- the window, and gives the string the life of its newest section.
 local function old_put(k, bk, mrecs, srecs, chk, cb, oldest, cap, ttl, blen)
-  local s = fs_get(k)
-  local secs, pos, n = {}, 1, #s
-  local done = false
-  while pos + 11 <= n do
-    local sb, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
-    local to = pos + 12 + ml + sl - 1
-    if to > n then break end
-    local main, sup = string.sub(s, pos + 12, pos + 11 + ml), string.sub(s, pos + 12 + ml, to)
-    if sb == bk then
-      local room = #main / REC + #sup / SREC < cap
-      if mrecs ~= '' then main = sec_add(main, mrecs, chk, REC, room) end
-      if srecs ~= '' then sup = sec_add(sup, srecs, chk, SREC, room) end
-      done = true
-    end
-    if sb >= oldest then secs[#secs + 1] = {sb, main, sup} end
-    pos = to + 1
+  local secs = old_secs(fs_get(k), cb)
+  local sec = secs[bk]
+  if sec then
+    local room = #sec[2] / REC + #sec[3] / SREC < cap
+    if mrecs ~= '' then sec[2] = sec_add(sec[2], mrecs, chk, REC, room) end
+    if srecs ~= '' then sec[3] = sec_add(sec[3], srecs, chk, SREC, room) end
+  else
+    secs[bk] = {bk, mrecs, srecs}
   end
-  if not done then secs[#secs + 1] = {bk, mrecs, srecs} end
-  table.sort(secs, function(a, b) return a[1] > b[1] end)
-  local parts = {}
-  for i, sec in ipairs(secs) do parts[i] = u32(sec[1]) .. u32(#sec[2]) .. u32(#sec[3]) .. sec[2] .. sec[3] end
-  local ns = table.concat(parts)
-  fscache[k] = ns
-  if ns == '' then
+  local list = {}
+  for b, sec in pairs(secs) do
+    if b >= oldest then list[#list + 1] = sec end
+  end
+  table.sort(list, function(x, y) return x[1] > y[1] end)
+  local main, sup = {}, {}
+  for _, sec in ipairs(list) do
+    local h = u16(sec[1] % 65536)
+    if sec[2] ~= '' then main[#main + 1] = h .. u16(#sec[2]) .. sec[2] end
+    if sec[3] ~= '' then sup[#sup + 1] = h .. u16(#sec[3]) .. sec[3] end
+  end
+  if #main + #sup == 0 then
+    fscache[k] = ''
     redis.call('DEL', k)
     return
   end
-  redis.call('SET', k, ns, 'PX', ttl - (cb - secs[1][1]) * blen)
+  local m, su = table.concat(main), table.concat(sup)
+  local ns = u32(#m) .. m .. su .. u32(#su)
+  fscache[k] = ns
+  redis.call('SET', k, ns, 'PX', ttl - (cb - list[1][1]) * blen)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -723,29 +808,36 @@ if mode == 'c' or mode == 'r' then
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
-    if miss == nsig then
-      vals = redis.call('MGET', unpack(KEYS, nsig + 1, 2 * nsig))
-    else
-      local list = {}
-      for s = 1, nsig do
-        if not at[s] then list[#list + 1] = KEYS[nsig + s] end
-      end
-      local got = redis.call('MGET', unpack(list))
-      vals = {}
-      local j = 0
-      for s = 1, nsig do
-        if not at[s] then
-          j = j + 1
-          vals[s] = got[j]
+    -- each older string's part the key needs: small ones whole in one
+    -- MGET, the others from their part's end (old_part)
+    local whole = {}
+    for s = 1, nsig do
+      if not at[s] then
+        local cur = fscache[KEYS[s]]
+        local want = old_guess(cur, issup[s], nb, cur_main(cur))
+        local k = KEYS[nsig + s]
+        if want <= OLDWHOLE then
+          whole[#whole + 1] = s
+        else
+          local v
+          if issup[s] then v = redis.call('GETRANGE', k, -want, -1) else v = redis.call('GETRANGE', k, 0, want - 1) end
+          local str, from, to = old_part(k, v, issup[s], false, want)
+          local bk
+          ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+          if bk then at[s] = bk - oldest + 1 end
         end
       end
     end
-    for s = 1, nsig do
-      if not at[s] then
-        local v = vals[s] or ''
-        fscache[KEYS[nsig + s]] = v
+    if #whole > 0 then
+      local list = {}
+      for i, s in ipairs(whole) do list[i] = KEYS[nsig + s] end
+      local got = redis.call('MGET', unpack(list))
+      for i, s in ipairs(whole) do
+        local v = got[i] or ''
+        fscache[list[i]] = v
+        local str, from, to = old_part(list[i], v, issup[s], true, 0)
         local bk
-        ptrs[s], bk = old_read(v, ARGV[f0 + s], issup[s], cb, oldest)
+        ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
         if bk then at[s] = bk - oldest + 1 end
       end
     end
