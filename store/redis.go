@@ -401,7 +401,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	b := make([]byte, 0, 3*len(pre)+2*len(sub)+len(id)+12)
 	var ends [3]int
-	for i, kind := range [2]string{"qc:", "qs:"} {
+	for i, kind := range [2]string{"qn:", "qs:"} {
 		b = append(b, pre...)
 		b = append(b, kind...)
 		b = append(b, sub...)

@@ -477,12 +477,21 @@ local function rec_find(s, field, from, to, rec)
   end
 end
 
+-- The current string (store/doc.go): the bucket (4 bytes), the length of
+-- its main records, and of the older string's main and support parts (2
+-- bytes each), the main records, then the support records, at most QCAP
+-- in all: past it they move to the older string's section of the bucket
+-- (old_put), so that the string read and rewritten by every new key
+-- stays small whatever the traffic.
+local HDR, QCAP = 10, 48
+
 -- cur_main returns the length of current string s's main records, or
 -- nil when s holds no header (or a damaged one).
 local function cur_main(s)
-  if #s < 8 then return nil end
-  local ml = u32at(s, 5)
-  if ml > #s - 8 then return nil end
+  if #s < HDR then return nil end
+  local a, b = string.byte(s, 5, 6)
+  local ml = a * 256 + b
+  if ml > #s - HDR then return nil end
   return ml
 end
 
@@ -494,7 +503,7 @@ local function cur_read(s, field, sup, cb, oldest)
   local bk = u32at(s, 1)
   if bk > cb or bk < oldest then return nil, nil end
   local p
-  if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
+  if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
   if p then return u32at(s, p + 4), bk end
   return nil, nil
 end
@@ -538,48 +547,42 @@ local function old_read(s, from, to, field, sup, cb, oldest)
   return nil, nil
 end
 
--- old_part returns where a key's part (sup: the support part) lies in s,
--- the bytes of older string k read so far: the whole string (whole), or
--- its first (main) or last (support) bytes, at least want of them unless
--- the string is shorter; it reads the rest of the part when s falls
--- short of it. It returns s, from, to; from > to when there is nothing
--- (or the string is damaged).
-local function old_part(k, s, sup, whole, want)
+-- old_whole returns where a key's part (sup: the support part) lies in
+-- older string s, read whole; from > to when there is nothing (or s is
+-- damaged).
+local function old_whole(s, sup)
   local n = #s
-  if n < 8 then return s, 1, 0 end
-  if whole and 8 + u32at(s, 1) + u32at(s, n - 3) ~= n then return s, 1, 0 end
-  if not sup then
-    local ml = u32at(s, 1)
-    if 4 + ml > n then
-      if whole or n < want then return s, 1, 0 end
-      s = s .. redis.call('GETRANGE', k, n, 3 + ml)
-      if 4 + ml > #s then return s, 1, 0 end
-    end
-    return s, 5, 4 + ml
-  end
-  local sl = u32at(s, n - 3)
-  if 4 + sl > n then
-    if whole or n < want then return s, 1, 0 end
-    s = redis.call('GETRANGE', k, -(4 + sl), -(n + 1)) .. s
-    n = #s
-    if 4 + sl > n then return s, 1, 0 end
-  end
-  return s, n - 3 - sl, n - 4
+  if n < 8 then return 1, 0 end
+  local ml, sl = u32at(s, 1), u32at(s, n - 3)
+  if 8 + ml + sl ~= n then return 1, 0 end
+  if sup then return 5 + ml, 4 + ml + sl end
+  return 5, 4 + ml
 end
 
--- OLDWHOLE: a key whose older part is guessed at most this many bytes
--- reads the whole string in the one MGET of such strings (a near-empty
--- database: one command, not one a key).
+-- OLDWHOLE: an older string of at most this many bytes is read whole,
+-- in the one MGET of such strings (a near-empty database: one command,
+-- not one a key).
 local OLDWHOLE = 512
 
--- old_guess is the bytes of a key's older part, guessed from its current
--- string cur (the same traffic filled the older buckets).
-local function old_guess(cur, sup, nb, ml)
-  local part = 0
-  if ml then
-    if sup then part = (#cur - 8 - ml) / REC * SREC else part = ml end
+-- old_part reads a key's part (sup: the support part) of older string k
+-- by GETRANGE, where cur, its current string, says the parts lie, with
+-- the part's length field, which must agree. It returns the bytes read
+-- and where the part lies in them, or nil when the string is to be read
+-- whole (small, or cur says nothing, or disagrees).
+local function old_part(k, cur, sup)
+  if not cur_main(cur) then return nil end
+  local ml, sl = u16at(cur, 7), u16at(cur, 9)
+  if 8 + ml + sl <= OLDWHOLE then return nil end
+  if sup then
+    if sl == 0 then return '', 1, 0 end
+    local v = redis.call('GETRANGE', k, 4 + ml, 7 + ml + sl)
+    if #v ~= sl + 4 or u32at(v, sl + 1) ~= sl then return nil end
+    return v, 1, sl
   end
-  return math.floor(4 + (nb - 1) * (4 + part) * 5 / 4) + 64
+  if ml == 0 then return '', 1, 0 end
+  local v = redis.call('GETRANGE', k, 0, 3 + ml)
+  if #v ~= ml + 4 or u32at(v, 1) ~= ml then return nil end
+  return v, 5, 4 + ml
 end
 
 -- short turns 8-byte support records into the older string's 6-byte ones.
@@ -592,9 +595,11 @@ end
 -- sec_add adds records to one part (main records of rec bytes, or
 -- support records) of a section: one record (chk: its check, replaced in
 -- place if there, at most cap records in the section) or a whole
--- bucket's (chk nil).
+-- bucket's or a current string's (chk nil: they are newer and go
+-- first, as many as the section has room for).
 local function sec_add(body, recs, chk, rec, room)
-  if not chk then return body .. recs end
+  -- newer records first: a key found twice in a section is the first
+  if not chk then return recs .. body end
   local p = rec_find(body, chk, 1, #body, rec)
   if p then return string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + rec) end
   if room then return body .. recs end
@@ -628,38 +633,49 @@ end
 
 -- old_put adds main records mrecs and support records srecs to bucket
 -- bk's section of older string k (chk: they are one record of that
--- check; nil: a whole bucket's records), drops the sections that left
--- the window, and gives the string the life of its newest section.
+-- check; nil: a bucket's records from a current string, newer than the
+-- section's, kept as far as the section has room), drops the sections
+-- that left the window, and gives the string the life of its newest
+-- section. It returns the lengths of the string's main and support parts.
 local function old_put(k, bk, mrecs, srecs, chk, cb, oldest, cap, ttl, blen)
   local secs = old_secs(fs_get(k), cb)
   local sec = secs[bk]
-  if sec then
-    local room = #sec[2] / REC + #sec[3] / SREC < cap
+  if not sec then
+    sec = {bk, '', ''}
+    secs[bk] = sec
+  end
+  local have = #sec[2] / REC + #sec[3] / SREC
+  if chk then
+    local room = have < cap
     if mrecs ~= '' then sec[2] = sec_add(sec[2], mrecs, chk, REC, room) end
     if srecs ~= '' then sec[3] = sec_add(sec[3], srecs, chk, SREC, room) end
   else
-    secs[bk] = {bk, mrecs, srecs}
+    local free = math.max(cap - have, 0)
+    local m = math.min(#mrecs / REC, free)
+    sec[2] = sec_add(sec[2], string.sub(mrecs, 1, m * REC), nil, REC)
+    sec[3] = sec_add(sec[3], string.sub(srecs, 1, math.min(#srecs / SREC, free - m) * SREC), nil, SREC)
   end
   local list = {}
-  for b, sec in pairs(secs) do
-    if b >= oldest then list[#list + 1] = sec end
+  for b, sc in pairs(secs) do
+    if b >= oldest and #sc[2] + #sc[3] > 0 then list[#list + 1] = sc end
   end
   table.sort(list, function(x, y) return x[1] > y[1] end)
   local main, sup = {}, {}
-  for _, sec in ipairs(list) do
-    local h = u16(sec[1] % 65536)
-    if sec[2] ~= '' then main[#main + 1] = h .. u16(#sec[2]) .. sec[2] end
-    if sec[3] ~= '' then sup[#sup + 1] = h .. u16(#sec[3]) .. sec[3] end
+  for _, sc in ipairs(list) do
+    local h = u16(sc[1] % 65536)
+    if sc[2] ~= '' then main[#main + 1] = h .. u16(#sc[2]) .. sc[2] end
+    if sc[3] ~= '' then sup[#sup + 1] = h .. u16(#sc[3]) .. sc[3] end
   end
-  if #main + #sup == 0 then
+  if #list == 0 then
     fscache[k] = ''
     redis.call('DEL', k)
-    return
+    return 0, 0
   end
   local m, su = table.concat(main), table.concat(sup)
   local ns = u32(#m) .. m .. su .. u32(#su)
   fscache[k] = ns
   redis.call('SET', k, ns, 'PX', ttl - (cb - list[1][1]) * blen)
+  return #m, #su
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -677,44 +693,54 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local rec = field .. e
   local s = fs_get(pck)
   local ml = cur_main(s)
-  local bk = -1
-  if ml then bk = u32at(s, 1) end
+  local bk, olen = -1, ''
+  if ml then bk, olen = u32at(s, 1), string.sub(s, 7, HDR) end
   if bk == cb then
     local p
-    if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
+    if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
     if p then
       if string.sub(s, p, p + REC - 1) ~= rec then
         redis.call('SETRANGE', pck, p - 1, rec)
         fscache[pck] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
       end
-    elseif #s - 8 < cap * REC then
+      return
+    end
+    if #s - HDR < QCAP * REC then
       local ns
       if sup then
         ns = s .. rec
       else
-        ns = string.sub(s, 1, 4) .. u32(ml + REC) .. string.sub(s, 9, 8 + ml) .. rec .. string.sub(s, 9 + ml)
+        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. olen .. string.sub(s, HDR + 1, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
       end
       redis.call('SET', pck, ns, 'KEEPTTL')
       fscache[pck] = ns
+      return
     end
-    return
   end
   if bk > cb then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string
+    local om, os
     if sup then
       local chk = string.sub(field, 3, 4)
-      old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
+      om, os = old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
     else
-      old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
+      om, os = old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
     end
+    olen = u16(om) .. u16(os)
+    redis.call('SETRANGE', pck, 6, olen)
+    fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
     return
   end
-  if bk >= oldest and #s > 8 then
-    old_put(pok, bk, string.sub(s, 9, 8 + ml), short(string.sub(s, 9 + ml)), nil, cb, oldest, cap, ttl, blen)
+  -- a full current string, or one of an earlier bucket: its records
+  -- move to the older string
+  if bk >= oldest and #s > HDR then
+    local om, os = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, cb, oldest, cap, ttl, blen)
+    olen = u16(om) .. u16(os)
   end
+  if olen == '' then olen = u16(0) .. u16(0) end
   local ns
-  if sup then ns = u32(cb) .. u32(0) .. rec else ns = u32(cb) .. u32(REC) .. rec end
+  if sup then ns = u32(cb) .. u16(0) .. olen .. rec else ns = u32(cb) .. u16(REC) .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
@@ -808,23 +834,19 @@ if mode == 'c' or mode == 'r' then
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
-    -- each older string's part the key needs: small ones whole in one
-    -- MGET, the others from their part's end (old_part)
+    -- each older string's part the key needs, where its current
+    -- string's header says it is (old_part); small strings, and those
+    -- whose current string says nothing, whole in one MGET
     local whole = {}
     for s = 1, nsig do
       if not at[s] then
-        local cur = fscache[KEYS[s]]
-        local want = old_guess(cur, issup[s], nb, cur_main(cur))
-        local k = KEYS[nsig + s]
-        if want <= OLDWHOLE then
-          whole[#whole + 1] = s
-        else
-          local v
-          if issup[s] then v = redis.call('GETRANGE', k, -want, -1) else v = redis.call('GETRANGE', k, 0, want - 1) end
-          local str, from, to = old_part(k, v, issup[s], false, want)
+        local str, from, to = old_part(KEYS[nsig + s], fscache[KEYS[s]], issup[s])
+        if str then
           local bk
           ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
           if bk then at[s] = bk - oldest + 1 end
+        else
+          whole[#whole + 1] = s
         end
       end
     end
@@ -835,9 +857,9 @@ if mode == 'c' or mode == 'r' then
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
-        local str, from, to = old_part(list[i], v, issup[s], true, 0)
+        local from, to = old_whole(v, issup[s])
         local bk
-        ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+        ptrs[s], bk = old_read(v, from, to, ARGV[f0 + s], issup[s], cb, oldest)
         if bk then at[s] = bk - oldest + 1 end
       end
     end
