@@ -565,14 +565,11 @@ end
 local OLDWHOLE = 512
 
 -- old_part reads a key's part (sup: the support part) of older string k
--- by GETRANGE, where cur, its current string, says the parts lie, with
--- the part's length field, which must agree. It returns the bytes read
--- and where the part lies in them, or nil when the string is to be read
--- whole (small, or cur says nothing, or disagrees).
-local function old_part(k, cur, sup)
-  if not cur_main(cur) then return nil end
-  local ml, sl = u16at(cur, 7), u16at(cur, 9)
-  if 8 + ml + sl <= OLDWHOLE then return nil end
+-- by GETRANGE, where its current string says the parts lie (ml, sl
+-- bytes), with the part's length field, which must agree. It returns the
+-- bytes read and where the part lies in them, or nil when the string is
+-- to be read whole (its current string disagrees).
+local function old_part(k, ml, sl, sup)
   if sup then
     if sl == 0 then return '', 1, 0 end
     local v = redis.call('GETRANGE', k, 4 + ml, 7 + ml + sl)
@@ -738,9 +735,9 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
     local om, os = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, cb, oldest, cap, ttl, blen)
     olen = u16(om) .. u16(os)
   end
-  if olen == '' then olen = u16(0) .. u16(0) end
+  if olen == '' then olen = '\0\0\0\0' end
   local ns
-  if sup then ns = u32(cb) .. u16(0) .. olen .. rec else ns = u32(cb) .. u16(REC) .. olen .. rec end
+  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
@@ -840,7 +837,16 @@ if mode == 'c' or mode == 'r' then
     local whole = {}
     for s = 1, nsig do
       if not at[s] then
-        local str, from, to = old_part(KEYS[nsig + s], fscache[KEYS[s]], issup[s])
+        -- the older string's part lengths, from the current string's
+        -- header (cur_main's checks, inline: once a key)
+        local cur = fscache[KEYS[s]]
+        local n, ml, sl = #cur, 0, 0
+        if n >= HDR then
+          local a, b, c, d, e, f = string.byte(cur, 5, 10)
+          if a * 256 + b <= n - HDR then ml, sl = c * 256 + d, e * 256 + f end
+        end
+        local str, from, to
+        if 8 + ml + sl > OLDWHOLE then str, from, to = old_part(KEYS[nsig + s], ml, sl, issup[s]) end
         if str then
           local bk
           ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
@@ -857,10 +863,12 @@ if mode == 'c' or mode == 'r' then
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
-        local from, to = old_whole(v, issup[s])
-        local bk
-        ptrs[s], bk = old_read(v, from, to, ARGV[f0 + s], issup[s], cb, oldest)
-        if bk then at[s] = bk - oldest + 1 end
+        if v ~= '' then
+          local from, to = old_whole(v, issup[s])
+          local bk
+          ptrs[s], bk = old_read(v, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+          if bk then at[s] = bk - oldest + 1 end
+        end
       end
     end
   end
