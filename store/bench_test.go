@@ -241,21 +241,38 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	p := c.Pipeline()
 	for tag := range 1 << 14 {
 		for sub := range split {
-			// the current bucket's string, and the older buckets' sections
-			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
-			cur = binary.BigEndian.AppendUint32(cur, uint32(8*(records-sup)))
-			cur = append(cur, recs(records, 8)...)
-			var old []byte
-			for bk := cb - 1; bk > cb-nb; bk-- {
-				old = binary.BigEndian.AppendUint32(old, uint32(bk))
-				old = binary.BigEndian.AppendUint32(old, uint32(8*(records-sup)))
-				old = binary.BigEndian.AppendUint32(old, uint32(6*sup))
-				old = append(old, recs(records-sup, 8)...)
-				old = append(old, recs(sup, 6)...)
+			// the older string: the main part's length, the main part,
+			// the support part, its length; sections newest first, the
+			// current bucket's holding what its current string (half
+			// full, as on average) does not
+			inCur := min(24, records)
+			var main, supp []byte
+			for bk := cb; bk > cb-nb; bk-- {
+				n, ns := records, sup
+				if bk == cb {
+					n, ns = records-inCur, sup-sup*inCur/records
+				}
+				main = binary.BigEndian.AppendUint16(main, uint16(bk))
+				main = binary.BigEndian.AppendUint16(main, uint16(8*(n-ns)))
+				main = append(main, recs(n-ns, 8)...)
+				supp = binary.BigEndian.AppendUint16(supp, uint16(bk))
+				supp = binary.BigEndian.AppendUint16(supp, uint16(6*ns))
+				supp = append(supp, recs(ns, 6)...)
 			}
+			old := binary.BigEndian.AppendUint32(nil, uint32(len(main)))
+			old = append(append(old, main...), supp...)
+			old = binary.BigEndian.AppendUint32(old, uint32(len(supp)))
+			// the current string: its bucket, the lengths of its main
+			// records and of the older string's parts, its records
+			cs := sup * inCur / records
+			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
+			cur = binary.BigEndian.AppendUint16(cur, uint16(8*(inCur-cs)))
+			cur = binary.BigEndian.AppendUint16(cur, uint16(len(main)))
+			cur = binary.BigEndian.AppendUint16(cur, uint16(len(supp)))
+			cur = append(cur, recs(inCur, 8)...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"qc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"qo:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"qn:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"qs:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

@@ -131,32 +131,49 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:qc:<s>            string: key pointers of the current bucket and
-//	                             split <s> (bits 32+ of the key's hash mod
-//	                             fs_split): the bucket (4 bytes), the length of
-//	                             the main records (4 bytes), the main records,
-//	                             then the support families' (terms, contain):
-//	                             8-byte records, 4 bytes of the key's hash (low
-//	                             32 bits) and 4 of the pointer (ref << 3 | the
-//	                             key's campaign switches, saturating at 7). At
-//	                             most FirstSightCap records (past it a key is
-//	                             not remembered in that bucket). The first
-//	                             write of a later bucket moves its records to
-//	                             qo: as a section.
-//	bm2:{tttt}:qo:<s>            string: the same split's pointers of the
-//	                             window's earlier buckets, sections newest
-//	                             first: the bucket (4 bytes), the length of its
-//	                             main records and of its support records (4
-//	                             bytes each), the main records (8 bytes), the
-//	                             support records (6 bytes: the low 2 bytes of
-//	                             the check; a false match names a campaign that
-//	                             a support key alone never joins, ~1 % of
+//	bm2:{tttt}:qn:<s>            string: the newest key pointers of the current
+//	                             bucket and split <s> (bits 32+ of the key's
+//	                             hash mod fs_split): the bucket (4 bytes), the
+//	                             length of the main records and of the qs:
+//	                             string's main and support parts (2 bytes
+//	                             each, so that a key reads only its part of
+//	                             qs:), the main records, then the support
+//	                             families' (terms, contain): 8-byte records, 4
+//	                             bytes of the key's hash (low 32 bits) and 4 of
+//	                             the pointer (ref << 3 | the key's campaign
+//	                             switches, saturating at 7). At most 48 records:
+//	                             the next key's write, or the first write of a
+//	                             later bucket, moves them to qs: (a new key
+//	                             rewrites this string, which thus stays small
+//	                             whatever the traffic). A key rewritten here
+//	                             shadows its record in qs:.
+//	bm2:{tttt}:qs:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from qn: and the
+//	                             window's earlier buckets', in two parts: the
+//	                             main part's length (4 bytes), the main part,
+//	                             the support part, the support part's length
+//	                             (4 bytes). Each part is sections newest
+//	                             first: the bucket (2 bytes, read as the
+//	                             nearest bucket to the reader's), the records'
+//	                             length (2 bytes), the records, newest first:
+//	                             main 8 bytes, support 6 (the low 2 bytes of
+//	                             the check; a false match names a campaign
+//	                             that a support key alone never joins, ~1 % of
 //	                             support lookups at a million messages a day).
-//	                             A lookup reads two strings, not one a bucket
-//	                             (until 2026-11 the pointers were in
-//	                             p:<s>:<bucket>, one string a bucket, then in
-//	                             pc:/po: with 8-byte records throughout; those
-//	                             expire with their window).
+//	                             At most FirstSightCap records a bucket (past
+//	                             it a key is not remembered in that bucket). A
+//	                             key reads only its part (GETRANGE, where qn:
+//	                             says it lies, checked against the part's
+//	                             length field); strings of at most 512 bytes,
+//	                             and any whose qn: says otherwise, are read
+//	                             whole, in one MGET. A lookup reads two
+//	                             strings, not one a bucket (until 2026-11 the
+//	                             pointers were in p:<s>:<bucket>, one string a
+//	                             bucket, then in pc:/po: with 8-byte records
+//	                             throughout, then in qc:/qo: with a bucket's
+//	                             records in qc: and each section's parts
+//	                             together in qo:; those expire with their
+//	                             window).
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
@@ -187,8 +204,8 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the newest bucket's strings of every key first, the older
-// buckets only of the keys not found there), decides the campaign (the same integer arithmetic as
+// pointers (the qn: strings of every key first, the parts of the qs:
+// strings only of the keys not found there), decides the campaign (the same integer arithmetic as
 // model.go's decide), writes the pointers and counts the campaign, naming
 // the campaign's keys itself, and those of the campaigns counted with it
 // (a single server allows undeclared keys). On

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
-// A pointer string full at FirstSightCap records: later keys of the same
+// A bucket's pointers full at FirstSightCap records: later keys of the same
 // tag, split and bucket are not remembered, and a message of such a key
 // alone still finds the campaign it started (same keys, same ref and
 // origin), so it counts the same.
@@ -26,7 +27,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 	// Signature ids that share one tag (the split is 1).
 	var ids []string
 	want := sigHash("v1:o:0") >> 50
-	for i := 0; len(ids) < FirstSightCap+20; i++ {
+	for i := 0; len(ids) < FirstSightCap+100; i++ {
 		id := fmt.Sprint("v1:o:", i)
 		if sigHash(id)>>50 == want {
 			ids = append(ids, id)
@@ -39,10 +40,13 @@ func TestRedisPointerOverflow(t *testing.T) {
 			t.Fatalf("%s: %v, %v; want volume 1", id, res.Volumes, err)
 		}
 	}
+	// the bucket's section of the older string holds FirstSightCap
+	// records (past them the records a full current string moves there
+	// are dropped)
 	sk := s.sigKeys(ids[0], 1)
-	n, err := s.client.StrLen(ctx, sk.keys[0]).Result()
-	if err != nil || n != 8+8*FirstSightCap {
-		t.Errorf("pointer string: %d bytes, %v; want %d", n, err, 8+8*FirstSightCap)
+	n, err := s.client.StrLen(ctx, sk.keys[1]).Result()
+	if want := int64(4 + 4 + 8*FirstSightCap + 4); err != nil || n != want {
+		t.Errorf("older pointer string: %d bytes, %v; want %d", n, err, want)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
 	for _, id := range []string{ids[0], ids[len(ids)-1]} {
@@ -53,8 +57,8 @@ func TestRedisPointerOverflow(t *testing.T) {
 			}
 		}
 	}
-	if n2, _ := s.client.StrLen(ctx, sk.keys[0]).Result(); n2 != n {
-		t.Errorf("the full string grew to %d bytes", n2)
+	if n2, _ := s.client.StrLen(ctx, sk.keys[1]).Result(); n2 != n {
+		t.Errorf("the full section grew to %d bytes", n2)
 	}
 }
 
@@ -79,19 +83,32 @@ func TestRedisDamagedStrings(t *testing.T) {
 
 func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field string, cb int64, at time.Time) {
 	ctx := context.Background()
-	// current strings: a bucket, the main records' length, the records;
-	// older strings: sections of a bucket, the main and support records'
-	// lengths, the records (support: 2 bytes of check)
+	// current strings: a bucket (4 bytes), the main records' length and
+	// the older string's parts' lengths (2 bytes each), the records;
+	// older strings: the main part's length, the main part, the support
+	// part, its length, each part sections of a bucket (2 bytes) and the
+	// records' length (2 bytes), then the records (support: 2 bytes of
+	// check). Lengths in a current string that the older string does not
+	// bear out (600, 700) send the lookup to the whole older string.
 	chk := sk.field[2:]
+	older := func(main, sup string) string { return u32(int64(len(main))) + main + sup + u32(int64(len(sup))) }
+	cur := func(bk, ml, om, os int64, recs string) string { return u32(bk) + u16(ml) + u16(om) + u16(os) + recs }
+	big := strings.Repeat("12345678", 80)
 	for _, v := range []struct{ cur, old string }{
 		{sk.field, sk.field},
-		{"12345678" + sk.field + "12", "1234567"},
-		{"1234567", u32(cb-1) + u32(800) + u32(0) + sk.field + "1234"},
-		{u32(cb) + u32(12) + "12345678" + sk.field + "12", u32(cb-1) + u32(12) + u32(0) + "12345678" + sk.field},
-		{u32(cb) + u32(800) + sk.field + "1234", u32(cb-1) + u32(0) + u32(800) + chk + "1234"},
-		{u32(cb+1) + u32(4) + sk.field, u32(cb-1) + u32(7) + u32(0) + "1234567" + u32(cb-2) + u32(4) + u32(0) + sk.field},
-		{u32(cb-1) + u32(12) + "1234" + sk.field + "5678", u32(cb-2) + u32(8) + u32(4) + "1234" + sk.field + chk + u32(cb-3)},
-		{u32(cb-1) + u32(0) + "12" + sk.field + "34", u32(cb-2) + u32(0) + u32(7) + "1" + chk + "1234" + u32(cb-3)},
+		{"1234567890" + sk.field + "12", "1234567"},
+		{"123456789", older(u16(cb-1)+u16(800)+sk.field+"1234", "")},
+		{cur(cb, 12, 600, 700, "12345678"+sk.field+"12"), older(u16(cb-1)+u16(12)+"12345678"+sk.field, "")},
+		{cur(cb, 800, 0, 0, sk.field+"1234"), older("", u16(cb-1)+u16(800)+chk+"1234")},
+		{cur(cb+1, 4, 2, 2, sk.field), older(u16(cb-1)+u16(7)+"1234567"+u16(cb-2)+u16(4)+sk.field, "")},
+		{cur(cb-1, 12, 600, 0, "1234"+sk.field+"5678"), older(u16(cb-2)+u16(8)+"1234"+sk.field, u16(cb-2)+u16(4)+chk+u16(cb-3))},
+		{cur(cb-1, 0, 0, 700, "12"+sk.field+"34"), older("", u16(cb-2)+u16(7)+"1"+chk+"1234"+u16(cb-3))},
+		{cur(cb-1, 0, 644, 0, ""), older(u16(cb-2)+u16(640)+big, "")},
+		{cur(cb-1, 0, 0, 644, ""), older("", u16(cb-2)+u16(640)+big)},
+		{cur(cb-1, 0, 644, 0, ""), older(u16(cb-2)+u16(700)+big, "")},
+		{"", u32(9000) + sk.field + chk + u32(9000)},
+		{"", u32(4) + u16(cb-1) + u16(8) + sk.field + "1234" + u32(0)},
+		{"", sk.field + "12" + u32(0xffffffff)},
 	} {
 		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
 		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
@@ -109,6 +126,7 @@ func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field
 }
 
 func u32(v int64) string { return string(binary.BigEndian.AppendUint32(nil, uint32(v))) }
+func u16(v int64) string { return string(binary.BigEndian.AppendUint16(nil, uint16(v))) }
 
 // A bucket's records move to the older string when a later bucket is
 // first written: a support family's key with 2 bytes of check (6-byte
@@ -135,14 +153,136 @@ func TestRedisOlderSupportRecords(t *testing.T) {
 		t.Errorf("second copy: campaign %+v, volumes %v; want campaign %d joined by both keys, volume 2",
 			second.Campaign, second.Volumes, first.Campaign.ID)
 	}
-	for i, want := range []int64{12 + 8, 12 + 6} {
+	for i, want := range []int64{8 + 4 + 8, 8 + 4 + 6} {
 		if n, err := s.client.StrLen(ctx, sks[i].keys[1]).Result(); err != nil || n != want {
 			t.Errorf("%s: older string of %d bytes, %v; want %d", ids[i], n, err, want)
 		}
-		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != 8+8 {
-			t.Errorf("%s: current string of %d bytes, %v; want 16", ids[i], n, err)
+		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != 10+8 {
+			t.Errorf("%s: current string of %d bytes, %v; want 18", ids[i], n, err)
 		}
 	}
+}
+
+// At density a key reads only its part of the older string (GETRANGE:
+// the main part for a family that names campaigns, the support part for
+// a support family), where its current string's header says the parts
+// lie; when the header is wrong the key reads the whole string. A key
+// whose record is in the oldest section, behind hundreds of others, is
+// found either way.
+func TestRedisOlderPartRead(t *testing.T) {
+	_, s := countingRedis(t)
+	ctx := context.Background()
+	ids := []string{"v1:imatch.0:00000000000000aa", "v1:contain.0:00000000000000bb"}
+	at := time.Now()
+	cb := s.c.bucket(at)
+	for _, tc := range []struct {
+		name  string
+		wrong int64 // added to the lengths the current string gives
+	}{
+		{"the current string gives the parts", 0},
+		{"the current string's lengths are wrong", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.client.FlushAll(ctx)
+			s.prepared = false
+			lim, _ := s.limits(ctx)
+			first, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"a@x"}, Time: at.Add(-3 * s.c.bucketLen)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
+				rec := s.client.Get(ctx, sk.keys[0]).Val()[10:]
+				var main, sup string
+				for bk := cb - 1; bk >= cb-4; bk-- {
+					mr, sr := filler(150, 8, "M"), filler(150, 6, "S")
+					if bk == cb-3 && i == 0 {
+						mr += rec
+					}
+					if bk == cb-3 && i == 1 {
+						sr += rec[2:]
+					}
+					main += u16(bk) + u16(int64(len(mr))) + mr
+					sup += u16(bk) + u16(int64(len(sr))) + sr
+				}
+				c := u32(cb) + u16(8*10) + u16(int64(len(main))+tc.wrong) + u16(int64(len(sup))+tc.wrong) + filler(20, 8, "m")
+				s.client.Set(ctx, sk.keys[0], c, time.Hour)
+				s.client.Set(ctx, sk.keys[1], u32(int64(len(main)))+main+sup+u32(int64(len(sup))), time.Hour)
+			}
+			second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
+			if err != nil || second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 2 || second.Volumes[1] != 2 {
+				t.Errorf("second copy: campaign %+v, volumes %v, %v; want campaign %d joined by both keys, volume 2",
+					second.Campaign, second.Volumes, err, first.Campaign.ID)
+			}
+		})
+	}
+}
+
+// A current string holds at most 48 records: the next key's write moves
+// them to the older string's section of the bucket, newest first, and
+// the current string starts again with that key; a key moved there is
+// found (whole older strings or parts of them alike).
+func TestRedisCurrentStringFull(t *testing.T) {
+	_, s := countingRedis(t)
+	ctx := context.Background()
+	lim, _ := s.limits(ctx)
+	// two keys of one pointer string
+	byKeys := map[string]string{}
+	var k1, k2 string
+	for i := 0; k2 == ""; i++ {
+		id := fmt.Sprintf("v1:imatch.0:%016x", i)
+		sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
+		if other, ok := byKeys[sk.keys[0]]; ok {
+			k1, k2 = other, id
+		}
+		byKeys[sk.keys[0]] = id
+	}
+	sk := s.sigKeys(k1, uint64(lim.FirstSightSplit))
+	at := time.Now()
+	cb := s.c.bucket(at)
+	for _, older := range []int{0, 100} {
+		s.client.FlushAll(ctx)
+		s.prepared = false
+		// with another key each time, so that only k1's pointer can
+		// join the second copy to the first (a campaign's ref is a
+		// hash of its first message's keys)
+		first, err := s.Observe(ctx, Observation{Keys: []string{k1, "v1:sift.0:00000000000000a1"}, Recipients: []string{"a@x"}, Time: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := s.client.Get(ctx, sk.keys[0]).Val()[10:]
+		// a full current string holding k1, and an older section of
+		// the bucket before
+		main := ""
+		if older > 0 {
+			main = u16(cb-1) + u16(int64(8*older)) + filler(older, 8, "M")
+		}
+		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*48)+u16(int64(len(main)))+u16(0)+filler(24, 8, "m")+rec+filler(23, 8, "n"), time.Hour)
+		s.client.Set(ctx, sk.keys[1], u32(int64(len(main)))+main+u32(0), time.Hour)
+		if _, err := s.Observe(ctx, Observation{Keys: []string{k2}, Recipients: []string{"z@x"}, Time: at}); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != 10+8 {
+			t.Errorf("older %d: current string of %d bytes after the move, want 18", older, n)
+		}
+		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(4+4+8*48+len(main)+4); n != want {
+			t.Errorf("older %d: older string of %d bytes after the move, want %d", older, n, want)
+		}
+		second, err := s.Observe(ctx, Observation{Keys: []string{k1, "v1:sift.0:00000000000000b2"}, Recipients: []string{"b@x"}, Time: at})
+		if err != nil || second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 1 || second.Volumes[0] != 2 {
+			t.Errorf("older %d: k1 again: campaign %+v, volumes %v, %v; want campaign %d, volume 2",
+				older, second.Campaign, second.Volumes, err, first.Campaign.ID)
+		}
+	}
+}
+
+// filler is n records of size bytes that match no key.
+func filler(n, size int, seed string) string {
+	var b []byte
+	for i := range n {
+		b = append(b, fmt.Sprintf("%s%07d", seed, i)[:size]...)
+	}
+	return string(b)
 }
 
 // countingRedis starts a Redis and a store on it for a test that checks

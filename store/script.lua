@@ -477,12 +477,21 @@ local function rec_find(s, field, from, to, rec)
   end
 end
 
+-- The current string (store/doc.go): the bucket (4 bytes), the length of
+-- its main records, and of the older string's main and support parts (2
+-- bytes each), the main records, then the support records, at most QCAP
+-- in all: past it they move to the older string's section of the bucket
+-- (old_put), so that the string read and rewritten by every new key
+-- stays small whatever the traffic.
+local HDR, QCAP = 10, 48
+
 -- cur_main returns the length of current string s's main records, or
 -- nil when s holds no header (or a damaged one).
 local function cur_main(s)
-  if #s < 8 then return nil end
-  local ml = u32at(s, 5)
-  if ml > #s - 8 then return nil end
+  if #s < HDR then return nil end
+  local a, b = string.byte(s, 5, 6)
+  local ml = a * 256 + b
+  if ml > #s - HDR then return nil end
   return ml
 end
 
@@ -494,33 +503,83 @@ local function cur_read(s, field, sup, cb, oldest)
   local bk = u32at(s, 1)
   if bk > cb or bk < oldest then return nil, nil end
   local p
-  if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
+  if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
   if p then return u32at(s, p + 4), bk end
   return nil, nil
 end
 
--- old_read looks for field in the sections of older string s, newest
--- first (a support key by the last 2 bytes of its check).
-local function old_read(s, field, sup, cb, oldest)
-  local pos, n = 1, #s
-  local chk = sup and string.sub(field, 3, 4)
-  while pos + 11 <= n do
-    local bk, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
-    local from = pos + 12
-    local to = from + ml + sl - 1
-    if to > n then return nil, nil end
+-- The older string (store/doc.go): the main part's length ML (4 bytes),
+-- the main part, the support part, its length SL (4 bytes); each part is
+-- sections newest first, a section the bucket (2 bytes, read as the
+-- nearest bucket to the reader's) and the records' length (2 bytes), then
+-- its records. A key reads its own part only, from its end of the string
+-- (GETRANGE): at a million messages a day the string holds ~9 KB and
+-- copying it into Lua was the largest cost of a lookup.
+local function bk16(v, cb)
+  local d = (v - cb) % 65536
+  if d >= 32768 then d = d - 65536 end
+  return cb + d
+end
+
+local function u16at(s, i)
+  local a, b = string.byte(s, i, i + 1)
+  return a * 256 + b
+end
+
+-- old_read looks for field in the sections of s from byte from to byte
+-- to, newest first (a support key by the last 2 bytes of its check); it
+-- returns the pointer and the bucket, or nil.
+local function old_read(s, from, to, field, sup, cb, oldest)
+  local rec, chk = REC, field
+  if sup then rec, chk = SREC, string.sub(field, 3, 4) end
+  local pos = from
+  while pos + 3 <= to do
+    local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
+    local a = pos + 4
+    local z = a + len - 1
+    if z > to then return nil, nil end
     if bk <= cb and bk >= oldest then
-      if sup then
-        local p = rec_find(s, chk, from + ml, to, SREC)
-        if p then return u32at(s, p + 2), bk end
-      else
-        local p = rec_find(s, field, from, from + ml - 1, REC)
-        if p then return u32at(s, p + 4), bk end
-      end
+      local p = rec_find(s, chk, a, z, rec)
+      if p then return u32at(s, p + rec - 4), bk end
     end
-    pos = to + 1
+    pos = z + 1
   end
   return nil, nil
+end
+
+-- old_whole returns where a key's part (sup: the support part) lies in
+-- older string s, read whole; from > to when there is nothing (or s is
+-- damaged).
+local function old_whole(s, sup)
+  local n = #s
+  if n < 8 then return 1, 0 end
+  local ml, sl = u32at(s, 1), u32at(s, n - 3)
+  if 8 + ml + sl ~= n then return 1, 0 end
+  if sup then return 5 + ml, 4 + ml + sl end
+  return 5, 4 + ml
+end
+
+-- OLDWHOLE: an older string of at most this many bytes is read whole,
+-- in the one MGET of such strings (a near-empty database: one command,
+-- not one a key).
+local OLDWHOLE = 512
+
+-- old_part reads a key's part (sup: the support part) of older string k
+-- by GETRANGE, where its current string says the parts lie (ml, sl
+-- bytes), with the part's length field, which must agree. It returns the
+-- bytes read and where the part lies in them, or nil when the string is
+-- to be read whole (its current string disagrees).
+local function old_part(k, ml, sl, sup)
+  if sup then
+    if sl == 0 then return '', 1, 0 end
+    local v = redis.call('GETRANGE', k, 4 + ml, 7 + ml + sl)
+    if #v ~= sl + 4 or u32at(v, sl + 1) ~= sl then return nil end
+    return v, 1, sl
+  end
+  if ml == 0 then return '', 1, 0 end
+  local v = redis.call('GETRANGE', k, 0, 3 + ml)
+  if #v ~= ml + 4 or u32at(v, 1) ~= ml then return nil end
+  return v, 5, 4 + ml
 end
 
 -- short turns 8-byte support records into the older string's 6-byte ones.
@@ -533,48 +592,87 @@ end
 -- sec_add adds records to one part (main records of rec bytes, or
 -- support records) of a section: one record (chk: its check, replaced in
 -- place if there, at most cap records in the section) or a whole
--- bucket's (chk nil).
+-- bucket's or a current string's (chk nil: they are newer and go
+-- first, as many as the section has room for).
 local function sec_add(body, recs, chk, rec, room)
-  if not chk then return body .. recs end
+  -- newer records first: a key found twice in a section is the first
+  if not chk then return recs .. body end
   local p = rec_find(body, chk, 1, #body, rec)
   if p then return string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + rec) end
   if room then return body .. recs end
   return body
 end
 
+-- old_secs returns the sections of older string s by bucket, {bucket,
+-- main records, support records} (none when s is damaged).
+local function old_secs(s, cb)
+  local secs = {}
+  local n = #s
+  if n < 8 then return secs end
+  local ml, sl = u32at(s, 1), u32at(s, n - 3)
+  if 8 + ml + sl ~= n then return secs end
+  local function part(from, to, i)
+    local pos = from
+    while pos + 3 <= to do
+      local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
+      local z = pos + 3 + len
+      if z > to then return end
+      local sec = secs[bk] or {bk, '', ''}
+      secs[bk] = sec
+      sec[i] = string.sub(s, pos + 4, z)
+      pos = z + 1
+    end
+  end
+  part(5, 4 + ml, 2)
+  part(5 + ml, 4 + ml + sl, 3)
+  return secs
+end
+
 -- old_put adds main records mrecs and support records srecs to bucket
 -- bk's section of older string k (chk: they are one record of that
--- check; nil: a whole bucket's records), drops the sections that left
--- the window, and gives the string the life of its newest section.
+-- check; nil: a bucket's records from a current string, newer than the
+-- section's, kept as far as the section has room), drops the sections
+-- that left the window, and gives the string the life of its newest
+-- section. It returns the lengths of the string's main and support parts.
 local function old_put(k, bk, mrecs, srecs, chk, cb, oldest, cap, ttl, blen)
-  local s = fs_get(k)
-  local secs, pos, n = {}, 1, #s
-  local done = false
-  while pos + 11 <= n do
-    local sb, ml, sl = u32at(s, pos), u32at(s, pos + 4), u32at(s, pos + 8)
-    local to = pos + 12 + ml + sl - 1
-    if to > n then break end
-    local main, sup = string.sub(s, pos + 12, pos + 11 + ml), string.sub(s, pos + 12 + ml, to)
-    if sb == bk then
-      local room = #main / REC + #sup / SREC < cap
-      if mrecs ~= '' then main = sec_add(main, mrecs, chk, REC, room) end
-      if srecs ~= '' then sup = sec_add(sup, srecs, chk, SREC, room) end
-      done = true
-    end
-    if sb >= oldest then secs[#secs + 1] = {sb, main, sup} end
-    pos = to + 1
+  local secs = old_secs(fs_get(k), cb)
+  local sec = secs[bk]
+  if not sec then
+    sec = {bk, '', ''}
+    secs[bk] = sec
   end
-  if not done then secs[#secs + 1] = {bk, mrecs, srecs} end
-  table.sort(secs, function(a, b) return a[1] > b[1] end)
-  local parts = {}
-  for i, sec in ipairs(secs) do parts[i] = u32(sec[1]) .. u32(#sec[2]) .. u32(#sec[3]) .. sec[2] .. sec[3] end
-  local ns = table.concat(parts)
-  fscache[k] = ns
-  if ns == '' then
+  local have = #sec[2] / REC + #sec[3] / SREC
+  if chk then
+    local room = have < cap
+    if mrecs ~= '' then sec[2] = sec_add(sec[2], mrecs, chk, REC, room) end
+    if srecs ~= '' then sec[3] = sec_add(sec[3], srecs, chk, SREC, room) end
+  else
+    local free = math.max(cap - have, 0)
+    local m = math.min(#mrecs / REC, free)
+    sec[2] = sec_add(sec[2], string.sub(mrecs, 1, m * REC), nil, REC)
+    sec[3] = sec_add(sec[3], string.sub(srecs, 1, math.min(#srecs / SREC, free - m) * SREC), nil, SREC)
+  end
+  local list = {}
+  for b, sc in pairs(secs) do
+    if b >= oldest and #sc[2] + #sc[3] > 0 then list[#list + 1] = sc end
+  end
+  table.sort(list, function(x, y) return x[1] > y[1] end)
+  local main, sup = {}, {}
+  for _, sc in ipairs(list) do
+    local h = u16(sc[1] % 65536)
+    if sc[2] ~= '' then main[#main + 1] = h .. u16(#sc[2]) .. sc[2] end
+    if sc[3] ~= '' then sup[#sup + 1] = h .. u16(#sc[3]) .. sc[3] end
+  end
+  if #list == 0 then
+    fscache[k] = ''
     redis.call('DEL', k)
-    return
+    return 0, 0
   end
-  redis.call('SET', k, ns, 'PX', ttl - (cb - secs[1][1]) * blen)
+  local m, su = table.concat(main), table.concat(sup)
+  local ns = u32(#m) .. m .. su .. u32(#su)
+  fscache[k] = ns
+  redis.call('SET', k, ns, 'PX', ttl - (cb - list[1][1]) * blen)
+  return #m, #su
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -592,44 +690,54 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local rec = field .. e
   local s = fs_get(pck)
   local ml = cur_main(s)
-  local bk = -1
-  if ml then bk = u32at(s, 1) end
+  local bk, olen = -1, ''
+  if ml then bk, olen = u32at(s, 1), string.sub(s, 7, HDR) end
   if bk == cb then
     local p
-    if sup then p = rec_find(s, field, 9 + ml, #s, REC) else p = rec_find(s, field, 9, 8 + ml, REC) end
+    if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
     if p then
       if string.sub(s, p, p + REC - 1) ~= rec then
         redis.call('SETRANGE', pck, p - 1, rec)
         fscache[pck] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
       end
-    elseif #s - 8 < cap * REC then
+      return
+    end
+    if #s - HDR < QCAP * REC then
       local ns
       if sup then
         ns = s .. rec
       else
-        ns = string.sub(s, 1, 4) .. u32(ml + REC) .. string.sub(s, 9, 8 + ml) .. rec .. string.sub(s, 9 + ml)
+        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. olen .. string.sub(s, HDR + 1, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
       end
       redis.call('SET', pck, ns, 'KEEPTTL')
       fscache[pck] = ns
+      return
     end
-    return
   end
   if bk > cb then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string
+    local om, os
     if sup then
       local chk = string.sub(field, 3, 4)
-      old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
+      om, os = old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
     else
-      old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
+      om, os = old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
     end
+    olen = u16(om) .. u16(os)
+    redis.call('SETRANGE', pck, 6, olen)
+    fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
     return
   end
-  if bk >= oldest and #s > 8 then
-    old_put(pok, bk, string.sub(s, 9, 8 + ml), short(string.sub(s, 9 + ml)), nil, cb, oldest, cap, ttl, blen)
+  -- a full current string, or one of an earlier bucket: its records
+  -- move to the older string
+  if bk >= oldest and #s > HDR then
+    local om, os = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, cb, oldest, cap, ttl, blen)
+    olen = u16(om) .. u16(os)
   end
+  if olen == '' then olen = '\0\0\0\0' end
   local ns
-  if sup then ns = u32(cb) .. u32(0) .. rec else ns = u32(cb) .. u32(REC) .. rec end
+  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
@@ -723,30 +831,44 @@ if mode == 'c' or mode == 'r' then
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
-    if miss == nsig then
-      vals = redis.call('MGET', unpack(KEYS, nsig + 1, 2 * nsig))
-    else
-      local list = {}
-      for s = 1, nsig do
-        if not at[s] then list[#list + 1] = KEYS[nsig + s] end
-      end
-      local got = redis.call('MGET', unpack(list))
-      vals = {}
-      local j = 0
-      for s = 1, nsig do
-        if not at[s] then
-          j = j + 1
-          vals[s] = got[j]
+    -- each older string's part the key needs, where its current
+    -- string's header says it is (old_part); small strings, and those
+    -- whose current string says nothing, whole in one MGET
+    local whole = {}
+    for s = 1, nsig do
+      if not at[s] then
+        -- the older string's part lengths, from the current string's
+        -- header (cur_main's checks, inline: once a key)
+        local cur = fscache[KEYS[s]]
+        local n, ml, sl = #cur, 0, 0
+        if n >= HDR then
+          local a, b, c, d, e, f = string.byte(cur, 5, 10)
+          if a * 256 + b <= n - HDR then ml, sl = c * 256 + d, e * 256 + f end
+        end
+        local str, from, to
+        if 8 + ml + sl > OLDWHOLE then str, from, to = old_part(KEYS[nsig + s], ml, sl, issup[s]) end
+        if str then
+          local bk
+          ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+          if bk then at[s] = bk - oldest + 1 end
+        else
+          whole[#whole + 1] = s
         end
       end
     end
-    for s = 1, nsig do
-      if not at[s] then
-        local v = vals[s] or ''
-        fscache[KEYS[nsig + s]] = v
-        local bk
-        ptrs[s], bk = old_read(v, ARGV[f0 + s], issup[s], cb, oldest)
-        if bk then at[s] = bk - oldest + 1 end
+    if #whole > 0 then
+      local list = {}
+      for i, s in ipairs(whole) do list[i] = KEYS[nsig + s] end
+      local got = redis.call('MGET', unpack(list))
+      for i, s in ipairs(whole) do
+        local v = got[i] or ''
+        fscache[list[i]] = v
+        if v ~= '' then
+          local from, to = old_whole(v, issup[s])
+          local bk
+          ptrs[s], bk = old_read(v, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+          if bk then at[s] = bk - oldest + 1 end
+        end
       end
     end
   end
