@@ -341,6 +341,9 @@ func isWestern(enc encoding.Encoding) bool {
 // decodeWith decodes raw with enc; undecodable bytes become U+FFFD, which
 // is recorded as a defect.
 func (w *walker) decodeWith(enc encoding.Encoding, raw []byte) string {
+	if cm, ok := enc.(*charmap.Charmap); ok {
+		return w.decodeCharmap(cm, raw)
+	}
 	out, err := enc.NewDecoder().Bytes(raw)
 	if err != nil {
 		// Decoders replace bad input themselves; an error here is rare
@@ -353,6 +356,55 @@ func (w *walker) decodeWith(enc encoding.Encoding, raw []byte) string {
 	}
 	return s
 }
+
+// decodeCharmap is decodeWith for a single-byte charset, in one pass: its
+// decoder's output is valid UTF-8 already (an unmapped byte is U+FFFD), and
+// the general path's transformer and two scans of the result cost more than
+// the table lookups.
+func (w *walker) decodeCharmap(cm *charmap.Charmap, raw []byte) string {
+	var b strings.Builder
+	b.Grow(len(raw) + len(raw)/2)
+	ascii, bad := asciiSuperset[cm], false
+	for i := 0; i < len(raw); i++ {
+		if ascii { // copy the run of ASCII at once
+			j := i
+			for j < len(raw) && raw[j] < utf8.RuneSelf {
+				j++
+			}
+			b.Write(raw[i:j])
+			if i = j; i == len(raw) {
+				break
+			}
+		}
+		r := cm.DecodeByte(raw[i])
+		bad = bad || r == utf8.RuneError
+		b.WriteRune(r)
+	}
+	if bad && !bytes.Contains(raw, []byte("\xef\xbf\xbd")) {
+		w.defect(DefectInvalidUTF8, "")
+	}
+	return b.String()
+}
+
+// asciiSuperset holds the single-byte charsets that leave ASCII as it is
+// (all but EBCDIC's).
+var asciiSuperset = func() map[*charmap.Charmap]bool {
+	m := make(map[*charmap.Charmap]bool)
+	for _, e := range charmap.All {
+		cm, ok := e.(*charmap.Charmap)
+		if !ok {
+			continue
+		}
+		m[cm] = true
+		for c := range utf8.RuneSelf {
+			if cm.DecodeByte(byte(c)) != rune(c) {
+				m[cm] = false
+				break
+			}
+		}
+	}
+	return m
+}()
 
 // guessLegacy picks a legacy charset for 8-bit text that is not UTF-8.
 // Russian text (the bulk of legacy 8-bit spam) is mostly lower-case letters,

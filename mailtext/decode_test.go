@@ -1,9 +1,12 @@
 package mailtext
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
 )
 
@@ -222,4 +225,75 @@ func TestMediaTypeParams(t *testing.T) {
 				h.mediaType, h.charset, h.boundary, h.flowed, h.delsp, tc.mt, tc.charset, tc.boundary, tc.flowed, tc.delsp)
 		}
 	}
+}
+
+// charmaps is every single-byte charset x/text has.
+func charmaps() []*charmap.Charmap {
+	var out []*charmap.Charmap
+	for _, e := range charmap.All {
+		if cm, ok := e.(*charmap.Charmap); ok {
+			out = append(out, cm)
+		}
+	}
+	return out
+}
+
+// checkCharmap fails t unless decodeCharmap gives what the general path
+// (x/text's transformer, then a repair of invalid UTF-8) gives, and records
+// an invalid-UTF-8 defect exactly when it does.
+func checkCharmap(t testing.TB, cm *charmap.Charmap, raw []byte) {
+	t.Helper()
+	var dec encoding.Encoding = cm
+	out, err := dec.NewDecoder().Bytes(raw)
+	if err != nil {
+		out = raw
+	}
+	want := strings.ToValidUTF8(string(out), "\uFFFD")
+	wantDefect := strings.ContainsRune(want, '\uFFFD') && !bytes.Contains(raw, []byte("\xef\xbf\xbd"))
+	w := getWalker(DefaultLimits)
+	defer putWalker(w)
+	got := w.decodeCharmap(cm, raw)
+	if got != want {
+		t.Fatalf("%v: %q decodes to %q, want %q", cm, raw, got, want)
+	}
+	if gotDefect := len(w.t.Defects) > 0; gotDefect != wantDefect {
+		t.Fatalf("%v: %q: defect %v, want %v", cm, raw, gotDefect, wantDefect)
+	}
+}
+
+// The one-pass single-byte decoder equals x/text's transformer for every
+// charset of x/text (EBCDIC ones included) on every byte.
+func TestDecodeCharmap(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	rng := rand.New(rand.NewPCG(1, 252))
+	for _, cm := range charmaps() {
+		checkCharmap(t, cm, nil)
+		checkCharmap(t, cm, []byte("plain ASCII, as most parts are"))
+		checkCharmap(t, cm, all)
+		checkCharmap(t, cm, []byte("\xef\xbf\xbd and \x81\x8d\x8f\x90\x9d"))
+		for range 20 {
+			raw := make([]byte, rng.IntN(64))
+			for i := range raw {
+				raw[i] = byte(rng.Uint32())
+			}
+			checkCharmap(t, cm, raw)
+		}
+	}
+	if asciiSuperset[charmap.CodePage037] || !asciiSuperset[charmap.Windows1252] || !asciiSuperset[charmap.KOI8R] {
+		t.Error("EBCDIC taken for an ASCII superset, or windows-1252 or KOI8-R not")
+	}
+}
+
+// FuzzDecodeCharmap: the one-pass single-byte decoder equals x/text's
+// transformer for any bytes and charset.
+func FuzzDecodeCharmap(f *testing.F) {
+	f.Add([]byte("Caf\xe9 cr\xe8me \x93quoted\x94"), uint8(0))
+	f.Add([]byte("\xef\xbf\xbd\x81"), uint8(3))
+	cms := charmaps()
+	f.Fuzz(func(t *testing.T, raw []byte, which uint8) {
+		checkCharmap(t, cms[int(which)%len(cms)], raw)
+	})
 }

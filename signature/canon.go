@@ -321,14 +321,23 @@ func (st *canonState) text(b []byte) {
 			}
 		}
 		start := i
-		letters := true // only ASCII letters so far: the commonest word
+		// ASCII first, one lookup a byte: the commonest word is ASCII
+		// letters only.
+		var seen uint8
 		for i < len(b) {
-			c := b[i]
-			if k := wordClass[c]; k != wcHigh {
+			k := wordClass[b[i]]
+			if k&(wcSpace|wcHigh) != 0 {
+				break
+			}
+			seen |= k
+			i++
+		}
+		letters := seen == wcLetter
+		for i < len(b) { // from the first byte of another script on
+			if k := wordClass[b[i]]; k != wcHigh {
 				if k == wcSpace {
 					break
 				}
-				letters = letters && k == wcLetter
 				i++
 				continue
 			}
@@ -375,9 +384,10 @@ var letterByte = func() (t [256]uint8) {
 	return t
 }()
 
-// wordClass classifies bytes for the chunk scanner in one lookup.
+// wordClass classifies bytes for the chunk scanner in one lookup; the
+// classes are bits, so that a word's classes can be gathered with OR.
 const (
-	wcOther = iota
+	wcOther = 1 << iota
 	wcLetter
 	wcSpace
 	wcHigh
@@ -392,6 +402,8 @@ var wordClass = func() (t [256]uint8) {
 			t[c] = wcSpace
 		case 'a' <= c|0x20 && c|0x20 <= 'z':
 			t[c] = wcLetter
+		default:
+			t[c] = wcOther
 		}
 	}
 	return t

@@ -122,10 +122,25 @@ func TestIMatchTerm(t *testing.T) {
 	}{
 		{"the", false}, {"word", true}, {"mp3s", true}, {"win2k", true}, {"1234", false},
 		{"a1b2", false}, {"цена", true}, {"цен", false}, {"価格情報", true}, {"x٣y٤", false}, {"", false},
+		{"ab1é", true}, {"a1é٣", false}, {"abé", false}, {"0", false}, {"0000", false}, {"abc\xff", true},
 	}
 	for _, tt := range tests {
 		if got := IMatchTerm(tt.in); got != tt.want {
 			t.Errorf("IMatchTerm(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+		if got := imatchTermRunes(tt.in); got != tt.want {
+			t.Errorf("imatchTermRunes(%q) = %v, want %v", tt.in, got, tt.want)
+		}
 	}
+}
+
+// FuzzIMatchTerm: the ASCII pass answers as the rune loop does.
+func FuzzIMatchTerm(f *testing.F) {
+	f.Add("win2k")
+	f.Add("x٣y4")
+	f.Fuzz(func(t *testing.T, s string) {
+		if a, b := IMatchTerm(s), imatchTermRunes(s); a != b {
+			t.Fatalf("IMatchTerm(%q) = %v, the rune loop %v", s, a, b)
+		}
+	})
 }

@@ -208,7 +208,7 @@ type CharShingle struct {
 	base  uint64 // secret polynomial base, in [1, 2⁶¹−1)
 	basek uint64 // base^Width mod 2⁶¹−1
 	runes sipKey
-	table []uint64 // letter values for runes below len(table)
+	table *[0x1000]uint64 // letter values for runes below len(table)
 	smp   sampler
 }
 
@@ -245,7 +245,7 @@ func NewCharShingle(s Secret, p CharShingleParams) (*CharShingle, error) {
 	}
 	// Latin, Greek, Cyrillic, Hebrew, Arabic and Indic letters come from a
 	// table; rarer scripts are hashed as they come.
-	c.table = make([]uint64, 0x1000)
+	c.table = new([0x1000]uint64)
 	for r := range c.table {
 		c.table[r] = c.runes.word(uint64(r)) % mersenne61
 	}
@@ -304,52 +304,70 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 func (c *CharShingle) roll(s string, o *oph) int {
 	w := c.p.Width
 	base, basek, table := c.base, c.basek, c.table
-	var head [64]uint64 // the first w−1 letters, for the wrap-around
 	var ring [64]uint64 // letter i at i%64; w ≤ 64
 	c.smp.reset(o)
 	var h uint64
-	n := -1 // the letters of s, once read
-	for i, k := 0, 0; ; i++ {
+	i, k := 0, 0
+	for ; i < w-1; i++ { // no window is complete yet
+		if k == len(s) {
+			return i
+		}
+		var v uint64
+		v, k = c.next(s, k)
+		ring[i] = v
+		h = mulmod61(h, base) + v
+	}
+	head := ring // the first w−1 letters, for the wrap-around
+	n := -1      // the letters of s, once read
+	for {
 		var v uint64
 		switch {
 		case k < len(s) && s[k] < utf8.RuneSelf:
 			v = table[s[k]]
 			k++
 		case k < len(s):
-			r, size := utf8.DecodeRuneInString(s[k:])
-			v = c.letter(r)
-			k += size
+			v, k = c.next(s, k)
 		default:
 			if n < 0 {
 				n = i
-				if n < w {
-					return n
-				}
 			}
 			if i-n == w-1 {
 				return n
 			}
 			v = head[i-n]
 		}
-		old := ring[(i-w)&63] // letter i−w (w ≤ 64)
+		// At i = w−1 there is no letter to forget, and ring holds 0 there.
+		old := ring[(i-w)&63]
 		ring[i&63] = v
-		h = mulmod61(h, base) + v
-		if i < w-1 {
-			head[i] = v
-			continue
-		}
-		// h = Σ v[j]·base^(i−j) over the window ending at i.
-		if i >= w {
-			h += mersenne61 - mulmod61(old, basek)
-		}
-		if h >= mersenne61 {
-			h -= mersenne61
-		}
-		if h >= mersenne61 {
-			h -= mersenne61
-		}
+		h = slide61(h, base, v, old, basek)
 		c.smp.add(o, h)
+		i++
 	}
+}
+
+// next returns the value of the letter at s[k] and the index after it.
+func (c *CharShingle) next(s string, k int) (uint64, int) {
+	if b := s[k]; b < utf8.RuneSelf {
+		return c.table[b], k + 1
+	}
+	r, size := utf8.DecodeRuneInString(s[k:])
+	return c.letter(r), k + size
+}
+
+// slide61 moves a window hash h on by a letter of value v, forgetting one
+// of value old: h·base + v − old·basek mod 2⁶¹−1, fully reduced, with one
+// reduction of the sum (h < 2⁶², the others below 2⁶¹).
+func slide61(h, base, v, old, basek uint64) uint64 {
+	hi1, lo1 := bits.Mul64(h, base)
+	hi2, lo2 := bits.Mul64(mersenne61-old, basek)
+	lo, carry := bits.Add64(lo1, lo2, 0)
+	// The products' sum is below 2¹²⁴, so r < 2⁶³ + 2⁶² and then ≤ 2⁶¹+4.
+	r := ((hi1+hi2+carry)<<3 | lo>>61) + (lo & mersenne61) + v
+	r = (r & mersenne61) + (r >> 61)
+	if r >= mersenne61 {
+		r -= mersenne61
+	}
+	return r
 }
 
 // rollShort is roll for a text of fewer letters than a shingle, with

@@ -2,6 +2,7 @@ package signature
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -276,4 +277,48 @@ func TestCharShingleRollOnePass(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkSlide61 fails t unless slide61 is h·base + v − old·basek mod
+// 2⁶¹−1, fully reduced, for inputs in its ranges (h < 2⁶², the others
+// below 2⁶¹−1).
+func checkSlide61(t testing.TB, h, base, v, old, basek uint64) {
+	t.Helper()
+	p := new(big.Int).SetUint64(mersenne61)
+	want := new(big.Int).Mul(new(big.Int).SetUint64(h), new(big.Int).SetUint64(base))
+	want.Add(want, new(big.Int).SetUint64(v))
+	want.Sub(want, new(big.Int).Mul(new(big.Int).SetUint64(old), new(big.Int).SetUint64(basek)))
+	want.Mod(want, p)
+	if got := slide61(h, base, v, old, basek); got != want.Uint64() {
+		t.Fatalf("slide61(%#x, %#x, %#x, %#x, %#x) = %#x, want %#x", h, base, v, old, basek, got, want)
+	}
+}
+
+// slide61's one reduction is exact at the ends of its ranges and between.
+func TestSlide61(t *testing.T) {
+	const p = mersenne61
+	edges := []uint64{0, 1, 2, p / 2, p - 2, p - 1}
+	for _, h := range append(edges, p, p+1, 2*p-2, 1<<62-1) {
+		for _, base := range edges {
+			for _, v := range edges {
+				for _, old := range edges {
+					for _, basek := range edges {
+						checkSlide61(t, h, base, v, old, basek)
+					}
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(61, 61))
+	for range 100000 {
+		checkSlide61(t, rng.Uint64N(1<<62), rng.Uint64N(p), rng.Uint64N(p), rng.Uint64N(p), rng.Uint64N(p))
+	}
+}
+
+// FuzzSlide61: slide61 against math/big for any inputs in its ranges.
+func FuzzSlide61(f *testing.F) {
+	f.Add(uint64(1<<62-1), uint64(mersenne61-1), uint64(mersenne61-1), uint64(0), uint64(mersenne61-1))
+	f.Fuzz(func(t *testing.T, h, base, v, old, basek uint64) {
+		checkSlide61(t, h%(1<<62), base%mersenne61, v%mersenne61, old%mersenne61, basek%mersenne61)
+	})
 }

@@ -201,77 +201,128 @@ func (t *Sift) window(sc *siftScratch) {
 // of a cluster is c; the next token v joins it when the keyed product
 // y = (c ⊕ v)·mulA falls below thresh (the "add" set has probability
 // Accept), and then c becomes y. Tokens that do not join are skipped.
-// Clusters are formed four at a time in lockstep: each step is a chain of
-// dependent multiplications, and four independent chains keep the CPU
-// busy. The result is that of skipOne for every head.
+//
+// Each step is a chain of dependent multiplications, so four clusters are
+// formed side by side in lanes, and a lane takes the next head as soon as
+// its cluster is complete or its scan ends: no lane idles while the others
+// finish. Clusters are appended as they complete, not in the order of
+// their heads; the sample and the fingerprints do not depend on the order.
 func (t *Sift) skip(sc *siftScratch) {
-	l := uint64(t.p.ClusterLen)
-	toks := sc.pass
-	n := len(toks)
-	maxScan := int(math.Ceil(8 * float64(l) / t.p.Accept))
+	st := skipState{t: t, sc: sc, toks: sc.pass, maxScan: int(math.Ceil(8 * float64(t.p.ClusterLen) / t.p.Accept))}
+	toks := st.toks
+	var ln [4]skipLane
+	for i := range ln {
+		if !st.start(&ln[i]) {
+			for _, a := range ln[:i] {
+				st.finish(a)
+			}
+			return
+		}
+	}
 	mulA, thresh := t.mulA, t.thresh
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		c0, c1, c2, c3 := toks[j], toks[j+1], toks[j+2], toks[j+3]
-		k0, k1, k2, k3 := uint64(1), uint64(1), uint64(1), uint64(1)
+	for {
+		steps := min(ln[0].e-ln[0].p, ln[1].e-ln[1].p, ln[2].e-ln[2].p, ln[3].e-ln[3].p)
+		w0, w1, w2, w3 := toks[ln[0].p:][:steps], toks[ln[1].p:][:steps], toks[ln[2].p:][:steps], toks[ln[3].p:][:steps]
+		c0, c1, c2, c3 := ln[0].c, ln[1].c, ln[2].c, ln[3].c
+		// The four counts in one word, a byte a lane.
+		k := uint32(ln[0].k | ln[1].k<<8 | ln[2].k<<16 | ln[3].k<<24)
 		s := 0
-		for ; s < maxScan && j+4+s < n; s++ {
-			base := j + 1 + s
-			v := toks[base : base+4 : base+4]
-			y0 := (c0 ^ v[0]) * mulA
-			y1 := (c1 ^ v[1]) * mulA
-			y2 := (c2 ^ v[2]) * mulA
-			y3 := (c3 ^ v[3]) * mulA
-			a0 := b2u(y0 < thresh) & b2u(k0 < l)
-			a1 := b2u(y1 < thresh) & b2u(k1 < l)
-			a2 := b2u(y2 < thresh) & b2u(k2 < l)
-			a3 := b2u(y3 < thresh) & b2u(k3 < l)
-			c0 ^= (c0 ^ y0) & -a0
-			c1 ^= (c1 ^ y1) & -a1
-			c2 ^= (c2 ^ y2) & -a2
-			c3 ^= (c3 ^ y3) & -a3
-			k0 += a0
-			k1 += a1
-			k2 += a2
-			k3 += a3
-			if k0 == l && k1 == l && k2 == l && k3 == l {
-				s++
+		for s < len(w0) {
+			y0 := (c0 ^ w0[s]) * mulA
+			y1 := (c1 ^ w1[s]) * mulA
+			y2 := (c2 ^ w2[s]) * mulA
+			y3 := (c3 ^ w3[s]) * mulA
+			if y0 < thresh {
+				c0 = y0
+			}
+			if y1 < thresh {
+				c1 = y1
+			}
+			if y2 < thresh {
+				c2 = y2
+			}
+			if y3 < thresh {
+				c3 = y3
+			}
+			k += uint32(b2u(y0 < thresh) | b2u(y1 < thresh)<<8 | b2u(y2 < thresh)<<16 | b2u(y3 < thresh)<<24)
+			s++
+			if k&(laneDone*0x01010101) != 0 {
 				break
 			}
 		}
-		cs := [4]uint64{c0, c1, c2, c3}
-		ks := [4]uint64{k0, k1, k2, k3}
-		for q := range 4 {
-			c, k := cs[q], ks[q]
-			if k < l { // finish alone where the lockstep stopped
-				start, end := j+q+1+s, min(n, j+q+1+maxScan)
-				c, k = t.skipFrom(toks, c, k, start, end)
-			}
-			if k == l {
-				sc.clusters = append(sc.clusters, t.fin.mix(c))
-			}
+		ln[0].c, ln[1].c, ln[2].c, ln[3].c = c0, c1, c2, c3
+		for i := range ln {
+			a := &ln[i]
+			a.k, a.p = uint64(k>>(8*i)&0xff), a.p+s
 		}
-	}
-	for ; j < n; j++ {
-		c, k := t.skipFrom(toks, toks[j], 1, j+1, min(n, j+1+maxScan))
-		if k == l {
-			sc.clusters = append(sc.clusters, t.fin.mix(c))
+		for i := range ln {
+			a := &ln[i]
+			if a.k&laneDone == 0 && a.p < a.e {
+				continue
+			}
+			st.finish(*a)
+			if !st.start(a) {
+				for j, b := range ln {
+					if j != i {
+						st.finish(b)
+					}
+				}
+				return
+			}
 		}
 	}
 }
 
-// skipFrom continues a cluster (cumulative hash c, k tokens) over
-// toks[start:end].
-func (t *Sift) skipFrom(toks []uint64, c, k uint64, start, end int) (uint64, uint64) {
-	l := uint64(t.p.ClusterLen)
-	for i := start; i < end && k < l; i++ {
-		y := (c ^ toks[i]) * t.mulA
-		if y < t.thresh {
-			c = y
-			k++
+// laneDone is the bit a lane's count reaches when its cluster is complete
+// (ClusterLen ≤ 64).
+const laneDone = 1 << 7
+
+// skipLane is one cluster being formed: its cumulative hash, laneDone less
+// the tokens it still needs, and the tokens toks[p:e] it may still scan.
+type skipLane struct {
+	c, k uint64
+	p, e int
+}
+
+// skipState hands out the heads of one pass to the lanes.
+type skipState struct {
+	t       *Sift
+	sc      *siftScratch
+	toks    []uint64
+	next    int // the next head
+	maxScan int
+}
+
+// start gives a the next head whose cluster still needs tokens and has some
+// to scan, settling the others on the way; false when no head is left.
+func (st *skipState) start(a *skipLane) bool {
+	l := st.t.p.ClusterLen
+	for st.next < len(st.toks) {
+		j := st.next
+		st.next++
+		*a = skipLane{c: st.toks[j], k: uint64(laneDone - l + 1), p: j + 1, e: min(len(st.toks), j+1+st.maxScan)}
+		if a.k&laneDone == 0 && a.p < a.e {
+			return true
+		}
+		st.finish(*a)
+	}
+	return false
+}
+
+// finish forms the rest of a's cluster alone and appends its hash if it is
+// complete.
+func (st *skipState) finish(a skipLane) {
+	for _, v := range st.toks[a.p:a.e] {
+		if a.k&laneDone != 0 {
+			break
+		}
+		if y := (a.c ^ v) * st.t.mulA; y < st.t.thresh {
+			a.c, a.k = y, a.k+1
 		}
 	}
-	return c, k
+	if a.k&laneDone != 0 {
+		st.sc.clusters = append(st.sc.clusters, st.t.fin.mix(a.c))
+	}
 }
 
 func b2u(b bool) uint64 {

@@ -255,27 +255,62 @@ func skipReference(t *Sift, toks []uint64) []uint64 {
 	return out
 }
 
-// The lockstep cluster formation equals the reference on every length,
-// including clusters cut short by the end of the text or by maxScan.
+// checkSkip fails t unless skip forms the reference's clusters of toks.
+// Lanes append clusters as they complete; the sample and the fingerprints
+// do not depend on the order, so the two are compared sorted.
+func checkSkip(t testing.TB, s *Sift, toks []uint64) {
+	t.Helper()
+	sc := &siftScratch{pass: toks}
+	s.skip(sc)
+	got, want := slices.Sorted(slices.Values(sc.clusters)), skipReference(s, toks)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("l=%d accept=%g n=%d: %d clusters, reference %d (or different ones)", s.p.ClusterLen, s.p.Accept, len(toks), len(got), len(want))
+	}
+}
+
+func newSkipSift(t testing.TB, l int, accept float64) *Sift {
+	t.Helper()
+	p := DefaultSiftParams()
+	p.ClusterLen, p.Accept = l, accept
+	s, err := NewSift(testSecret(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The lanes form the reference's clusters on every length, including
+// clusters cut short by the end of the text or by maxScan, and clusters
+// of one token (nothing to scan).
 func TestSiftSkipMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
-	for _, accept := range []float64{0.3, 0.05, 1} {
-		p := DefaultSiftParams()
-		p.Accept = accept
-		s, err := NewSift(testSecret(t), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for n := range 400 {
-			toks := make([]uint64, n)
-			for i := range toks {
-				toks[i] = rng.Uint64()
-			}
-			sc := &siftScratch{pass: toks}
-			s.skip(sc)
-			if want := skipReference(s, toks); !slices.Equal(sc.clusters, want) {
-				t.Fatalf("accept=%g n=%d: %d clusters, reference %d", accept, n, len(sc.clusters), len(want))
+	for _, l := range []int{1, 2, 10, 64} {
+		for _, accept := range []float64{0.3, 0.05, 1} {
+			s := newSkipSift(t, l, accept)
+			for n := range 400 {
+				toks := make([]uint64, n)
+				for i := range toks {
+					toks[i] = rng.Uint64()
+				}
+				checkSkip(t, s, toks)
 			}
 		}
 	}
+}
+
+// FuzzSiftSkip: the lanes form the reference's clusters for any tokens,
+// cluster length and acceptance, repeated tokens included.
+func FuzzSiftSkip(f *testing.F) {
+	f.Add([]byte("0123456789abcdefghijklmnopqrstuvwxyz"), uint8(10), uint8(30))
+	f.Add(make([]byte, 800), uint8(1), uint8(100))
+	f.Add([]byte{1, 2, 3}, uint8(64), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, l, accept uint8) {
+		// A byte a token keeps the inputs short; the odd multiplier spreads them.
+		toks := make([]uint64, len(data))
+		for i, b := range data {
+			toks[i] = (uint64(b) + 1) * 0x9e3779b97f4a7c15
+		}
+		checkSkip(t, newSkipSift(t, 1+int(l)%64, float64(1+int(accept)%100)/100), toks)
+	})
 }
