@@ -1,0 +1,215 @@
+package signature
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/color/palette"
+	"image/draw"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// offerImage draws an image-spam offer: dark bars (lines of text) on
+// white, laid out by layout, with noise dots from seed (the per-copy
+// randomisation of the real stream's image spam) and its width scaled by
+// scale per cent.
+func offerImage(layout uint64, seed uint64, scale int) *image.RGBA {
+	w, h := 400*scale/100, 300
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = 0xff
+	}
+	lr := rand.New(rand.NewPCG(layout, 1))
+	for line := 0; line < 8; line++ {
+		y0, x0 := 20+line*34, lr.IntN(w/3)
+		x1 := x0 + w/4 + lr.IntN(w/2)
+		for y := y0; y < y0+18; y++ {
+			for x := x0; x < min(x1, w); x++ {
+				img.Set(x, y, color.RGBA{0x20, 0x10, 0x60, 0xff})
+			}
+		}
+	}
+	nr := rand.New(rand.NewPCG(seed, 2))
+	for range 300 {
+		img.Set(nr.IntN(w), nr.IntN(h), color.RGBA{uint8(nr.Uint32()), uint8(nr.Uint32()), uint8(nr.Uint32()), 0xff})
+	}
+	return img
+}
+
+func encode(t testing.TB, format string, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	var err error
+	switch format {
+	case "gif":
+		// Paletted first, to a palette of 16 greys, lest the encoder's
+		// quantiser take seconds.
+		pal := make(color.Palette, 16)
+		for i := range pal {
+			pal[i] = color.Gray{uint8(i * 17)}
+		}
+		p := image.NewPaletted(img.Bounds(), pal)
+		draw.Draw(p, p.Rect, img, img.Bounds().Min, draw.Src)
+		err = gif.Encode(&b, p, nil)
+	case "png":
+		err = png.Encode(&b, img)
+	case "jpeg":
+		err = jpeg.Encode(&b, img, &jpeg.Options{Quality: 75})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestImageShape(t *testing.T) {
+	for _, format := range []string{"gif", "png", "jpeg"} {
+		t.Run(format, func(t *testing.T) {
+			first, _, ok := imageShape(encode(t, format, offerImage(1, 1, 100)), pixels(1<<21))
+			if !ok {
+				t.Fatal("no shape for an offer image")
+			}
+			// Copies with other noise and another width share the shape.
+			for _, c := range []struct{ seed, scale int }{{2, 100}, {3, 100}, {4, 90}, {5, 120}} {
+				if h, _, ok := imageShape(encode(t, format, offerImage(1, uint64(c.seed), c.scale)), pixels(1<<21)); !ok || h != first {
+					t.Errorf("copy with noise %d at %d%%: got %016x %v, want %016x", c.seed, c.scale, h, ok, first)
+				}
+			}
+			// Another offer's layout does not.
+			for layout := uint64(2); layout < 6; layout++ {
+				if h, _, _ := imageShape(encode(t, format, offerImage(layout, 1, 100)), pixels(1<<21)); h == first {
+					t.Errorf("layout %d: got the first layout's shape %016x", layout, h)
+				}
+			}
+		})
+	}
+}
+
+// A part that is no image, a broken or truncated one, one beyond the
+// pixel bound (told by its header alone), a tiny one and a blank one have
+// no shape; the signer gives each its exact key.
+func TestImageShapeRefused(t *testing.T) {
+	good := encode(t, "png", offerImage(1, 1, 100))
+	blank := image.NewPaletted(image.Rect(0, 0, 200, 100), palette.Plan9)
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"not an image", bytes.Repeat([]byte("%PDF-1.4 "), 100)},
+		{"truncated", good[:len(good)/2]},
+		{"broken", append(append([]byte{}, good[:100]...), bytes.Repeat([]byte{0x55}, 2000)...)},
+		{"huge canvas", hugePNG()},
+		{"tiny", encode(t, "gif", image.NewGray(image.Rect(0, 0, 12, 12)))},
+		{"blank", encode(t, "gif", blank)},
+	}
+	a, err := NewAttach(testSecret(t), DefaultAttachParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if h, _, ok := imageShape(tc.b, pixels(1<<21)); ok {
+				t.Errorf("got shape %016x, want none", h)
+			}
+			if k, _ := a.key(tc.b, pixels(1<<21)); k.Index != 0 {
+				t.Errorf("got key %v, want the exact key (index 0)", k)
+			}
+		})
+	}
+	if k, side := a.key(good, pixels(1<<21)); k.Index != 1 || side != 300 {
+		t.Errorf("an offer image: got key %v, side %d; want a shape key (index 1), side 300", k, side)
+	}
+	// The pixel budget is the message's: 400×300 pixels leave room for
+	// one image of them, and the second gets its exact key.
+	left := 400*300 + 1000
+	if k, _ := a.key(good, &left); k.Index != 1 || left != 1000 {
+		t.Errorf("first image: got key %v, %d pixels left; want a shape key, 1000 left", k, left)
+	}
+	if k, _ := a.key(encode(t, "gif", offerImage(2, 1, 100)), &left); k.Index != 0 || left != 1000 {
+		t.Errorf("second image: got key %v, %d pixels left; want the exact key, 1000 left", k, left)
+	}
+}
+
+func pixels(n int) *int { return &n }
+
+// hugePNG is a PNG header claiming 60,000×60,000 pixels and no data: the
+// decoder must never be asked to allocate its canvas.
+func hugePNG() []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	ihdr := make([]byte, 17)
+	copy(ihdr, "IHDR")
+	binary.BigEndian.PutUint32(ihdr[4:], 60000)
+	binary.BigEndian.PutUint32(ihdr[8:], 60000)
+	ihdr[12], ihdr[13] = 8, 2 // 8-bit RGB
+	b = binary.BigEndian.AppendUint32(b, 13)
+	b = append(b, ihdr...)
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
+	return b
+}
+
+func FuzzImageShape(f *testing.F) {
+	f.Add(encode(f, "gif", offerImage(1, 1, 50)))
+	f.Add(encode(f, "png", offerImage(2, 1, 50)))
+	f.Add(encode(f, "jpeg", offerImage(3, 1, 50)))
+	f.Add(hugePNG())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, _, ok := imageShape(b, pixels(1<<16))
+		if ok && (h == 0 || h == ^uint64(0)) {
+			t.Errorf("got uniform shape %016x", h)
+		}
+	})
+}
+
+// With signed text, the Set signs the shapes of offer-sized images only of
+// a message whose text has at most ShortText words: image spam padded with
+// a quotation, not a newsletter's banner or a long text beside a picture.
+func TestSetAttachShortText(t *testing.T) {
+	offer := Attachment{Data: encode(t, "gif", offerImage(1, 1, 100))}
+	banner := Attachment{Data: encode(t, "png", offerImage(2, 1, 100).SubImage(image.Rect(0, 0, 400, 60)))} // 60 pixels high
+	short := "Trust not too much to appearances, said the old man, and the quiet sea agreed with him at last."
+	long := strings.Repeat("The quarterly newsletter of our society, with the meeting agenda and the minutes. ", 10)
+	tests := []struct {
+		name      string
+		text      string
+		parts     []Attachment
+		shortText int
+		keys      int
+		declined  string
+	}{
+		{"short text, offer", short, []Attachment{offer}, 100, 1, ""},
+		{"short text, banner", short, []Attachment{banner}, 100, 0, "the text is signed, and no image is an offer's size"},
+		{"short text, not an image", short, []Attachment{part("pdf", 5000)}, 100, 0, "the text is signed, and no image is an offer's size"},
+		{"short text, offer, off", short, []Attachment{offer}, 0, 0, "the text is signed"},
+		{"long text, offer", long, []Attachment{offer}, 100, 0, "the text is signed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fixtureSetWith(t, func(p *SetParams) { p.Attach.ShortText = tc.shortText })
+			d := textDoc(tc.text)
+			d.Attachments = tc.parts
+			keys, exps := s.Sign(d, nil, nil)
+			var attach []Key
+			for _, k := range keys {
+				if k.Family == FamilyAttach {
+					attach = append(attach, k)
+				}
+			}
+			last := exps[len(exps)-1]
+			if len(attach) != tc.keys || len(keys) == len(attach) || last.Declined != tc.declined {
+				t.Fatalf("got %d attach keys of %d, explain %+v; want %d, declined %q", len(attach), len(keys), last, tc.keys, tc.declined)
+			}
+			for _, k := range attach {
+				if k.Index != 1 {
+					t.Errorf("got key %v, want a shape key (index 1)", k)
+				}
+			}
+		})
+	}
+}
