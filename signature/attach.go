@@ -48,7 +48,7 @@ type AttachParams struct {
 // DefaultAttachParams returns the defaults; docs/evaluation.md ("The
 // attachment family") gives the measurements behind them.
 func DefaultAttachParams() AttachParams {
-	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 21, ShortText: 100}
+	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100}
 }
 
 // maxAttachKeys bounds AttachParams.MaxKeys.

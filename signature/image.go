@@ -136,6 +136,8 @@ func greyGrid(img image.Image, gw, gh int) []uint32 {
 	}
 	ycc, _ := img.(*image.YCbCr)
 	gray, _ := img.(*image.Gray)
+	rgba, _ := img.(*image.RGBA)
+	nrgba, _ := img.(*image.NRGBA)
 	for y := 0; y < h; y++ {
 		row := (y * gh / h) * gw
 		py := r.Min.Y + y
@@ -149,6 +151,13 @@ func greyGrid(img image.Image, gw, gh int) []uint32 {
 				g = uint32(ycc.Y[ycc.YOffset(px, py)]) * 0x101 // luma alone: the eye's grey
 			case gray != nil:
 				g = uint32(gray.Pix[gray.PixOffset(px, py)]) * 0x101
+			case rgba != nil: // premultiplied
+				p := rgba.Pix[rgba.PixOffset(px, py):]
+				g = overWhite(uint32(p[0])*0x101, uint32(p[1])*0x101, uint32(p[2])*0x101, uint32(p[3])*0x101)
+			case nrgba != nil:
+				p := nrgba.Pix[nrgba.PixOffset(px, py):]
+				a := uint32(p[3]) * 0x101
+				g = overWhite(uint32(p[0])*0x101*a/0xffff, uint32(p[1])*0x101*a/0xffff, uint32(p[2])*0x101*a/0xffff, a)
 			default:
 				g = overWhite(img.At(px, py).RGBA())
 			}

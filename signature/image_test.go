@@ -139,6 +139,33 @@ func TestImageShapeRefused(t *testing.T) {
 
 func pixels(n int) *int { return &n }
 
+// opaque hides an image's type, so that greyGrid takes its generic path.
+type opaque struct{ image.Image }
+
+// greyGrid's paths for each image type agree with its generic one.
+func TestGreyGridPaths(t *testing.T) {
+	rgba := offerImage(1, 1, 100)
+	for i := 3; i < len(rgba.Pix); i += 4 * 7 {
+		rgba.Pix[i] = 0x80 // some translucent pixels, premultiplied below
+		rgba.Pix[i-1], rgba.Pix[i-2], rgba.Pix[i-3] = rgba.Pix[i-1]/2, rgba.Pix[i-2]/2, rgba.Pix[i-3]/2
+	}
+	nrgba := image.NewNRGBA(rgba.Rect)
+	draw.Draw(nrgba, nrgba.Rect, rgba, image.Point{}, draw.Src)
+	gray := image.NewGray(rgba.Rect)
+	draw.Draw(gray, gray.Rect, rgba, image.Point{}, draw.Src)
+	pal := image.NewPaletted(rgba.Rect, palette.WebSafe)
+	draw.Draw(pal, pal.Rect, rgba, image.Point{}, draw.Src)
+	for _, img := range []image.Image{rgba, nrgba, gray, pal} {
+		got, want := greyGrid(img, 8, 8), greyGrid(opaque{img}, 8, 8)
+		for i := range got {
+			if d := int(got[i]) - int(want[i]); d < -1 || d > 1 {
+				t.Errorf("%T: cell %d: got %d, want %d (generic path)", img, i, got[i], want[i])
+				break
+			}
+		}
+	}
+}
+
 // hugePNG is a PNG header claiming 60,000×60,000 pixels and no data: the
 // decoder must never be asked to allocate its canvas.
 func hugePNG() []byte {
@@ -209,6 +236,56 @@ func TestSetAttachShortText(t *testing.T) {
 				if k.Index != 1 {
 					t.Errorf("got key %v, want a shape key (index 1)", k)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkAttach measures the attachment family's CPU a message (the
+// image path): one 400×300 offer image per message in each format, a
+// non-image part of the same size (the exact key: SHA-256 alone), and
+// the worst case, 16 distinct 1,000×1,000 JPEGs, of which the pixel
+// budget decodes one.
+//
+//	go test ./signature -run '^$' -bench Attach -benchtime 200x
+func BenchmarkAttach(b *testing.B) {
+	a, err := NewAttach(testSecret(b), DefaultAttachParams())
+	if err != nil {
+		b.Fatal(err)
+	}
+	big := func(seed uint64) []byte {
+		img := image.NewRGBA(image.Rect(0, 0, 1000, 1000))
+		draw.Draw(img, img.Rect, image.NewUniform(color.White), image.Point{}, draw.Src)
+		draw.Draw(img, image.Rect(0, 0, 400, 300), offerImage(seed, seed, 100), image.Point{}, draw.Src)
+		return encode(b, "jpeg", img)
+	}
+	var worst []Attachment
+	for i := range 16 {
+		worst = append(worst, Attachment{Data: big(uint64(i + 1))})
+	}
+	gifPart := encode(b, "gif", offerImage(1, 1, 100))
+	cases := []struct {
+		name  string
+		parts []Attachment
+	}{
+		{"gif", []Attachment{{Data: gifPart}}},
+		{"png", []Attachment{{Data: encode(b, "png", offerImage(1, 1, 100))}}},
+		{"jpeg", []Attachment{{Data: encode(b, "jpeg", offerImage(1, 1, 100))}}},
+		{"exact", []Attachment{part("pdf", len(gifPart))}},
+		{"jpeg-1000px-x16", worst},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			d := &Doc{Attachments: c.parts}
+			var dst []Key
+			b.ReportAllocs()
+			start := cpuTime()
+			for b.Loop() {
+				dst, _ = a.Sign(d, dst[:0])
+			}
+			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/msg")
+			if len(dst) != len(c.parts) {
+				b.Fatalf("got %d keys, want %d", len(dst), len(c.parts))
 			}
 		})
 	}
