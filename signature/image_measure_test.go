@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"flag"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bulkmilter/bulkmilter/lab/corpus"
 	"github.com/bulkmilter/bulkmilter/mailbox"
 	"github.com/bulkmilter/bulkmilter/mailtext"
 )
@@ -38,17 +38,8 @@ func streamImages(t *testing.T) []streamImage {
 		Filter:  func(name string) bool { return strings.HasPrefix(path.Base(name), "inmail.") },
 		OnSkip:  func(string, error) error { return nil },
 		Hooks: mailbox.Hooks{
-			Sidecar: "index",
-			ReadSidecar: func(name string, r io.Reader) error {
-				sc := bufio.NewScanner(r)
-				for sc.Scan() {
-					f := strings.Fields(sc.Text())
-					if len(f) == 2 {
-						labels[path.Base(f[1])] = f[0] == "spam"
-					}
-				}
-				return sc.Err()
-			},
+			Sidecar:     "index",
+			ReadSidecar: func(name string, r io.Reader) error { return corpus.TRECIndex(name, r, labels) },
 		},
 	}
 	err := opts.Walk(p, func(m *mailbox.Message) error {
