@@ -40,6 +40,11 @@ func imageCodec(b []byte) (decode func(io.Reader) (image.Image, error), config f
 const (
 	minImageSide = 16
 	maxImageSide = 1 << 14
+	// maxJPEGScans bounds the scans of a progressive JPEG, each of which
+	// the decoder runs over the whole image: a scan takes a few bytes, so
+	// a small file with thousands of them would cost seconds. Encoders
+	// write about ten.
+	maxJPEGScans = 64
 )
 
 // decodeImage decodes a GIF, JPEG or PNG part of at most *budget pixels,
@@ -49,6 +54,9 @@ func decodeImage(b []byte, budget *int) (img image.Image, err error) {
 	decode, config := imageCodec(b)
 	if decode == nil {
 		return nil, errNotImage
+	}
+	if b[0] == 0xff && bytes.Count(b, []byte{0xff, 0xda}) > maxJPEGScans { // SOS markers, or more
+		return nil, fmt.Errorf("jpeg: more than %d scans", maxJPEGScans)
 	}
 	c, err := config(bytes.NewReader(b))
 	if err != nil {

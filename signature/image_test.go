@@ -97,6 +97,7 @@ func TestImageShape(t *testing.T) {
 // no shape; the signer gives each its exact key.
 func TestImageShapeRefused(t *testing.T) {
 	good := encode(t, "png", offerImage(1, 1, 100))
+	jpegPart := encode(t, "jpeg", offerImage(1, 1, 100))
 	blank := image.NewPaletted(image.Rect(0, 0, 200, 100), palette.Plan9)
 	tests := []struct {
 		name string
@@ -106,6 +107,7 @@ func TestImageShapeRefused(t *testing.T) {
 		{"truncated", good[:len(good)/2]},
 		{"broken", append(append([]byte{}, good[:100]...), bytes.Repeat([]byte{0x55}, 2000)...)},
 		{"huge canvas", hugePNG()},
+		{"jpeg with a thousand scans", append(append([]byte{}, jpegPart[:len(jpegPart)-2]...), bytes.Repeat([]byte{0xff, 0xda, 0, 8, 1, 1, 0, 0, 0x3f, 0}, 1000)...)},
 		{"tiny", encode(t, "gif", image.NewGray(image.Rect(0, 0, 12, 12)))},
 		{"blank", encode(t, "gif", blank)},
 	}
