@@ -112,6 +112,10 @@ func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 	e := Explain{Family: FamilyAttach}
 	start, small, shapes := len(dst), 0, 0
 	budget := a.p.MaxPixels // for the whole message: 16 parts are no 16 times the work
+	minSide := minImageSide
+	if offers {
+		minSide = offerSide
+	}
 	for _, at := range d.Attachments {
 		if len(at.Data) < a.p.MinBytes {
 			small++
@@ -120,8 +124,8 @@ func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 		if len(dst)-start == a.p.MaxKeys {
 			break
 		}
-		k, side := a.key(at.Data, &budget)
-		if offers && (k.Index == 0 || side < offerSide) {
+		k, ok := a.key(at.Data, &budget, minSide, !offers)
+		if !ok {
 			continue
 		}
 		shapes += int(k.Index)
@@ -153,18 +157,21 @@ func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 // signature's picture (the stream's ham: 172×36, 696×77, 728×30).
 const offerSide = 100
 
-// key is a part's shape key (index 1) and the image's shorter side when
-// Shape is on and the part is an image with a shape within the message's
-// remaining budget of pixels, which it takes the image's pixels from, and
-// its exact key (index 0) otherwise.
-func (a *Attach) key(b []byte, budget *int) (Key, int) {
+// key is a part's shape key (index 1) when Shape is on and the part is an
+// image of at least minSide pixels a side with a shape, within the
+// message's remaining budget of pixels (which it takes the image's pixels
+// from); otherwise its exact key (index 0), or with exact false, no key.
+func (a *Attach) key(b []byte, budget *int, minSide int, exact bool) (Key, bool) {
 	if a.p.Shape {
-		if h, side, ok := imageShape(b, budget); ok {
-			return Key{Family: FamilyAttach, Index: 1, Hash: a.shape.word(h)}, side
+		if h, ok := imageShape(b, budget, minSide); ok {
+			return Key{Family: FamilyAttach, Index: 1, Hash: a.shape.word(h)}, true
 		}
 	}
+	if !exact {
+		return Key{}, false
+	}
 	sum := sha256.Sum256(b)
-	return Key{Family: FamilyAttach, Hash: a.k.words(le64(sum[0:]), le64(sum[8:]), le64(sum[16:]), le64(sum[24:]))}, 0
+	return Key{Family: FamilyAttach, Hash: a.k.words(le64(sum[0:]), le64(sum[8:]), le64(sum[16:]), le64(sum[24:]))}, true
 }
 
 func le64(b []byte) uint64 {

@@ -47,10 +47,12 @@ const (
 	maxJPEGScans = 64
 )
 
-// decodeImage decodes a GIF, JPEG or PNG part of at most *budget pixels,
-// and takes its pixels from *budget. A part that is no such image, or is
-// broken, truncated or too large, returns an error and never panics.
-func decodeImage(b []byte, budget *int) (img image.Image, err error) {
+// decodeImage decodes a GIF, JPEG or PNG part of at least minSide pixels
+// a side and at most *budget pixels, and takes its pixels from *budget. A
+// part that is no such image, or is broken, truncated, too small or too
+// large, returns an error (before decoding, when its header tells) and
+// never panics.
+func decodeImage(b []byte, budget *int, minSide int) (img image.Image, err error) {
 	decode, config := imageCodec(b)
 	if decode == nil {
 		return nil, errNotImage
@@ -63,8 +65,8 @@ func decodeImage(b []byte, budget *int) (img image.Image, err error) {
 		return nil, fmt.Errorf("image header: %w", err)
 	}
 	switch {
-	case c.Width < minImageSide || c.Height < minImageSide:
-		return nil, fmt.Errorf("image %dx%d: smaller than %d pixels a side", c.Width, c.Height, minImageSide)
+	case c.Width < max(minSide, minImageSide) || c.Height < max(minSide, minImageSide):
+		return nil, fmt.Errorf("image %dx%d: smaller than %d pixels a side", c.Width, c.Height, max(minSide, minImageSide))
 	case c.Width > maxImageSide || c.Height > maxImageSide || c.Width*c.Height > *budget:
 		return nil, fmt.Errorf("image %dx%d: more than the %d pixels left", c.Width, c.Height, *budget)
 	}
@@ -96,16 +98,15 @@ const minShapeBits = 4
 // mean of the cells (Krawetz's aHash). On the real stream's spam images
 // this made 408 more messages share a key than the exact digest did, and
 // no ham image shared one with an image of other bytes (docs/evaluation.md,
-// "Image shapes"). side is the image's shorter side in pixels. ok is
-// false for a part that is no such image, is broken or too large, or has
-// a nearly uniform hash.
-func imageShape(b []byte, budget *int) (h uint64, side int, ok bool) {
-	img, err := decodeImage(b, budget)
+// "Image shapes"). ok is false for a part that is no such image, is
+// broken, smaller than minSide pixels a side or too large, or has a nearly
+// uniform hash.
+func imageShape(b []byte, budget *int, minSide int) (h uint64, ok bool) {
+	img, err := decodeImage(b, budget, minSide)
 	if err != nil {
-		return 0, 0, false
+		return 0, false
 	}
-	h, ok = imageShapeGrid(greyGrid(img, 8, 8))
-	return h, min(img.Bounds().Dx(), img.Bounds().Dy()), ok
+	return imageShapeGrid(greyGrid(img, 8, 8))
 }
 
 // imageShapeGrid is imageShape of an 8×8 grid.

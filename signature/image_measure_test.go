@@ -54,7 +54,7 @@ func streamImages(t *testing.T) []streamImage {
 		}
 		words := len(Canonicalize(src).Tokens)
 		for _, a := range tx.Attachments {
-			img, err := decodeImage(a.Data, pixels(1<<22))
+			img, err := decodeImage(a.Data, pixels(1<<22), 0)
 			if err != nil {
 				continue
 			}

@@ -72,19 +72,19 @@ func encode(t testing.TB, format string, img image.Image) []byte {
 func TestImageShape(t *testing.T) {
 	for _, format := range []string{"gif", "png", "jpeg"} {
 		t.Run(format, func(t *testing.T) {
-			first, _, ok := imageShape(encode(t, format, offerImage(1, 1, 100)), pixels(1<<21))
+			first, ok := imageShape(encode(t, format, offerImage(1, 1, 100)), pixels(1<<21), 0)
 			if !ok {
 				t.Fatal("no shape for an offer image")
 			}
 			// Copies with other noise and another width share the shape.
 			for _, c := range []struct{ seed, scale int }{{2, 100}, {3, 100}, {4, 90}, {5, 120}} {
-				if h, _, ok := imageShape(encode(t, format, offerImage(1, uint64(c.seed), c.scale)), pixels(1<<21)); !ok || h != first {
+				if h, ok := imageShape(encode(t, format, offerImage(1, uint64(c.seed), c.scale)), pixels(1<<21), 0); !ok || h != first {
 					t.Errorf("copy with noise %d at %d%%: got %016x %v, want %016x", c.seed, c.scale, h, ok, first)
 				}
 			}
 			// Another offer's layout does not.
 			for layout := uint64(2); layout < 6; layout++ {
-				if h, _, _ := imageShape(encode(t, format, offerImage(layout, 1, 100)), pixels(1<<21)); h == first {
+				if h, _ := imageShape(encode(t, format, offerImage(layout, 1, 100)), pixels(1<<21), 0); h == first {
 					t.Errorf("layout %d: got the first layout's shape %016x", layout, h)
 				}
 			}
@@ -117,24 +117,33 @@ func TestImageShapeRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if h, _, ok := imageShape(tc.b, pixels(1<<21)); ok {
+			if h, ok := imageShape(tc.b, pixels(1<<21), 0); ok {
 				t.Errorf("got shape %016x, want none", h)
 			}
-			if k, _ := a.key(tc.b, pixels(1<<21)); k.Index != 0 {
+			if k, _ := a.key(tc.b, pixels(1<<21), 0, true); k.Index != 0 {
 				t.Errorf("got key %v, want the exact key (index 0)", k)
 			}
 		})
 	}
-	if k, side := a.key(good, pixels(1<<21)); k.Index != 1 || side != 300 {
-		t.Errorf("an offer image: got key %v, side %d; want a shape key (index 1), side 300", k, side)
+	if k, _ := a.key(good, pixels(1<<21), 300, true); k.Index != 1 {
+		t.Errorf("an offer image 400x300: got key %v, want a shape key (index 1)", k)
+	}
+	// Below the least side asked for, an image has no shape key: its
+	// exact one, or none (and nothing decoded nor taken from the budget).
+	left := 1 << 21
+	if k, ok := a.key(good, &left, 301, true); k.Index != 0 || !ok {
+		t.Errorf("an image 400x300, 301 pixels a side asked: got key %v %v, want the exact key", k, ok)
+	}
+	if _, ok := a.key(good, &left, 301, false); ok || left != 1<<21 {
+		t.Errorf("an image 400x300, 301 pixels a side asked, no exact key: got a key, or %d pixels left; want none, all left", left)
 	}
 	// The pixel budget is the message's: 400×300 pixels leave room for
 	// one image of them, and the second gets its exact key.
-	left := 400*300 + 1000
-	if k, _ := a.key(good, &left); k.Index != 1 || left != 1000 {
+	left = 400*300 + 1000
+	if k, _ := a.key(good, &left, 0, true); k.Index != 1 || left != 1000 {
 		t.Errorf("first image: got key %v, %d pixels left; want a shape key, 1000 left", k, left)
 	}
-	if k, _ := a.key(encode(t, "gif", offerImage(2, 1, 100)), &left); k.Index != 0 || left != 1000 {
+	if k, _ := a.key(encode(t, "gif", offerImage(2, 1, 100)), &left, 0, true); k.Index != 0 || left != 1000 {
 		t.Errorf("second image: got key %v, %d pixels left; want the exact key, 1000 left", k, left)
 	}
 }
@@ -189,7 +198,7 @@ func FuzzImageShape(f *testing.F) {
 	f.Add(encode(f, "jpeg", offerImage(3, 1, 50)))
 	f.Add(hugePNG())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, _, ok := imageShape(b, pixels(1<<16))
+		h, ok := imageShape(b, pixels(1<<16), 0)
 		if ok && (h == 0 || h == ^uint64(0)) {
 			t.Errorf("got uniform shape %016x", h)
 		}
