@@ -161,7 +161,7 @@ type Contain struct {
 	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
 }
 
-// Attach tunes exact keys of a message's non-text parts (images, PDFs).
+// Attach tunes keys of a message's non-text parts (images, PDFs).
 type Attach struct {
 	Enabled  bool `yaml:"enabled"`
 	MinBytes int  `yaml:"min_bytes"` // smallest decoded part signed
@@ -169,6 +169,13 @@ type Attach struct {
 	// WithText signs the parts of messages whose text is signed too; off,
 	// only messages no other family signs (image spam) get these keys.
 	WithText bool `yaml:"with_text"`
+	// Shape keys a GIF, JPEG or PNG image by its shape (an 8×8 average
+	// hash), not its bytes, so that images randomised per copy share it.
+	Shape     bool `yaml:"shape"`
+	MaxPixels int  `yaml:"max_pixels"` // largest image decoded for shape
+	// ShortText also signs the shapes of offer-sized images of messages
+	// whose signed text has at most this many words (0: never).
+	ShortText int `yaml:"short_text"`
 }
 
 // Store chooses and tunes the volume store.

@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"image"
+	"image/color"
+	"image/gif"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -67,5 +71,50 @@ func TestAttachOffSkipsParts(t *testing.T) {
 	a := f.e.Analyze(imageMessage([]byte("GIF89a"), "", "u@example.test"))
 	if n := len(a.Text.Attachments); n != 0 {
 		t.Errorf("got %d parts digested, want 0", n)
+	}
+}
+
+// offerGIF draws image spam's offer (dark bars, lines of text, on white)
+// with 200 noise dots of its own per seed, as the real stream's image
+// spam randomises each copy's image.
+func offerGIF(t *testing.T, seed uint64) []byte {
+	t.Helper()
+	img := image.NewPaletted(image.Rect(0, 0, 360, 240), color.Palette{color.White, color.Black, color.RGBA{0xc0, 0x20, 0x20, 0xff}})
+	for line := range 6 {
+		for y := 20 + line*36; y < 38+line*36; y++ {
+			for x := 30 + line*9; x < 300-line*20; x++ {
+				img.SetColorIndex(x, y, 1)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	for range 200 {
+		img.SetColorIndex(r.IntN(360), r.IntN(240), uint8(1+r.IntN(2)))
+	}
+	var b bytes.Buffer
+	if err := gif.Encode(&b, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// Image spam whose image is randomised per copy (other noise dots, so
+// other bytes) and padded with a short text of its own per copy is
+// counted by the image's shape: the tenth copy is bulk.
+func TestRandomisedImageSpam(t *testing.T) {
+	f := newFixtureSet(t, emptyStore(t), true, true)
+	words := strings.Fields("harbour lantern meadow quarrel saddle thimble velvet whisper orchard pebble candle ribbon tunnel garden window silver kettle ladder")
+	for i := range threshold {
+		r := rand.New(rand.NewPCG(uint64(i), 3))
+		r.Shuffle(len(words), func(a, b int) { words[a], words[b] = words[b], words[a] })
+		msg := imageMessage(offerGIF(t, uint64(i)), strings.Join(words[:12], " "), fmt.Sprintf("u%d@example.test", i))
+		msg.Client = netip.AddrFrom4([4]byte{203, 0, byte(i), 9})
+		v := f.e.Check(context.Background(), msg)
+		if v.Err != nil || v.Unsigned {
+			t.Fatalf("copy %d: verdict %+v", i, v)
+		}
+		if want := i+1 >= threshold; v.Bulk != want {
+			t.Errorf("copy %d: got bulk %v (volumes %v), want %v", i, v.Bulk, v.Volumes, want)
+		}
 	}
 }

@@ -193,7 +193,7 @@ func (e *Engine) analyze(msg *Message) *Analysis {
 	if len(text.Attachments) > 0 {
 		src.Attachments = make([]signature.Attachment, len(text.Attachments))
 		for i, at := range text.Attachments {
-			src.Attachments[i] = signature.Attachment{Size: at.Size, Digest: at.Digest}
+			src.Attachments[i] = signature.Attachment{Data: at.Data}
 		}
 	}
 	if e.opt.StripRecipient {

@@ -3,7 +3,6 @@ package mailtext
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"io"
 	"strconv"
 	"strings"
@@ -190,8 +189,8 @@ func (w *walker) entity(s *stream, h *partHeader, depth int, out *result) hit {
 	return w.attachment(s, h)
 }
 
-// attachment reads a non-text leaf: it is transfer-decoded and digested
-// when it is within the limits, and skipped otherwise. Text types not read
+// attachment reads a non-text leaf: it is transfer-decoded and kept when
+// it is within the limits, and skipped otherwise. Text types not read
 // as text (text/calendar, text/csv …) are skipped.
 func (w *walker) attachment(s *stream, h *partHeader) hit {
 	if w.lim.MaxAttachments < 0 || strings.HasPrefix(h.mediaType, "text/") {
@@ -217,7 +216,7 @@ func (w *walker) attachment(s *stream, h *partHeader) hit {
 		w.t.Stats.AttachSkipped++
 		return hh
 	}
-	w.t.Attachments = append(w.t.Attachments, Attachment{ContentType: h.mediaType, Size: len(dec), Digest: sha256.Sum256(dec)})
+	w.t.Attachments = append(w.t.Attachments, Attachment{ContentType: h.mediaType, Data: bytes.Clone(dec)})
 	return hh
 }
 

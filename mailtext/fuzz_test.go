@@ -64,10 +64,10 @@ func checkText(t *testing.T, tx *Text, lim Limits) {
 		}
 	}
 	if len(tx.Attachments) > max(lim.MaxAttachments, 0) {
-		t.Errorf("%d attachments digested, limit %d", len(tx.Attachments), lim.MaxAttachments)
+		t.Errorf("%d attachments kept, limit %d", len(tx.Attachments), lim.MaxAttachments)
 	}
 	for _, a := range tx.Attachments {
-		if a.Size <= 0 || a.Size > lim.MaxAttachBytes || strings.HasPrefix(a.ContentType, "text/") || strings.HasPrefix(a.ContentType, "multipart/") || a.Digest == [32]byte{} {
+		if len(a.Data) == 0 || len(a.Data) > lim.MaxAttachBytes || strings.HasPrefix(a.ContentType, "text/") || strings.HasPrefix(a.ContentType, "multipart/") {
 			t.Errorf("bad attachment %+v (limit %d bytes)", a, lim.MaxAttachBytes)
 		}
 	}

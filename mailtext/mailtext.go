@@ -22,8 +22,8 @@
 //     level of depth; their Subject becomes a Part of type message/rfc822.
 //   - Parts marked Content-Disposition: attachment are not read as text.
 //   - Non-text leaves (images, PDFs, archives …, inline or attached) are
-//     not read as text either: each is transfer-decoded and digested
-//     (SHA-256 of its decoded bytes, Text.Attachments), within
+//     not read as text either: each is transfer-decoded and kept
+//     (Text.Attachments), within
 //     Limits.MaxAttachments and Limits.MaxAttachBytes, in the same walk.
 //     Image spam says what it says in an image, and reuses it.
 //
@@ -70,10 +70,10 @@ type Limits struct {
 	MaxDepth     int // MIME nesting depth, message/rfc822 included
 	MaxParts     int // MIME parts visited
 	MaxTextBytes int // bytes of decoded text kept per message
-	// MaxAttachments is the number of non-text parts digested
-	// (Text.Attachments); a negative value digests none.
+	// MaxAttachments is the number of non-text parts kept
+	// (Text.Attachments); a negative value keeps none.
 	MaxAttachments int
-	// MaxAttachBytes is the largest decoded non-text part digested; a
+	// MaxAttachBytes is the largest decoded non-text part kept; a
 	// larger one is skipped unread past the cap (Stats.AttachSkipped).
 	MaxAttachBytes int
 }
@@ -102,11 +102,12 @@ type Part struct {
 }
 
 // Attachment is one decoded non-text part: an image, a PDF, an archive.
-// Its bytes are not kept, only their digest.
+// Its bytes are kept as they are, not digested: whoever signs them digests
+// or decodes them, and only for the messages it signs (package signature
+// signs the parts only of messages whose text it does not sign).
 type Attachment struct {
-	ContentType string   // lower-case media type, e.g. "image/gif"
-	Size        int      // decoded bytes
-	Digest      [32]byte // SHA-256 of the decoded bytes
+	ContentType string // lower-case media type, e.g. "image/gif"
+	Data        []byte // the decoded bytes
 }
 
 // Stats describe the message's structure and what was cut or hidden.
@@ -120,7 +121,7 @@ type Stats struct {
 	CommentChars   int // characters inside HTML comments (a hiding place for hash-busters)
 	Alternatives   int // multipart/alternative groups resolved
 	AltMismatch    int // of those, groups whose text/plain and text/html words disagree
-	AttachSkipped  int // non-text parts not digested: larger than Limits.MaxAttachBytes, or past Limits.MaxAttachments
+	AttachSkipped  int // non-text parts not kept: larger than Limits.MaxAttachBytes, or past Limits.MaxAttachments
 }
 
 // DefectKind names a class of defect.

@@ -1,17 +1,17 @@
 package signature
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
 )
 
-// Attachment is one decoded non-text part of a message (an image, a PDF):
-// its decoded size and a digest of its bytes (package mailtext gives
-// SHA-256). The digest is never stored as it is: the family keys it.
+// Attachment is one decoded non-text part of a message (an image, a PDF).
+// The family digests or decodes its bytes only when it signs them, and
+// never stores them or their digest as they are: it keys them.
 type Attachment struct {
-	Size   int
-	Digest [32]byte
+	Data []byte
 }
 
 // AttachParams tune the attachment family.
@@ -29,12 +29,26 @@ type AttachParams struct {
 	// signatures never ties their different texts into one campaign
 	// (docs/evaluation.md, "The attachment family").
 	WithText bool
+	// Shape keys an image (GIF, JPEG, PNG) by its shape instead of its
+	// bytes: the average hash of its grey levels on an 8×8 grid, which
+	// the noise dots, dithering, palettes and resizing that randomise
+	// image spam per copy do not change. A part that is no such image,
+	// or is broken or too large to decode, keeps its exact key.
+	Shape bool
+	// MaxPixels bounds the pixels decoded for Shape, of all of a
+	// message's images together: an image beyond it keeps its exact key.
+	MaxPixels int
+	// ShortText signs, with Shape, the shapes of the offer-sized images
+	// (offerSide) of a message whose text is signed but has at most
+	// ShortText canonical words: image spam padded with a few random words
+	// or a quotation, which join nothing by their text. 0: never.
+	ShortText int
 }
 
 // DefaultAttachParams returns the defaults; docs/evaluation.md ("The
 // attachment family") gives the measurements behind them.
 func DefaultAttachParams() AttachParams {
-	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16}
+	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100}
 }
 
 // maxAttachKeys bounds AttachParams.MaxKeys.
@@ -49,18 +63,28 @@ func (p AttachParams) Validate() error {
 	if p.MaxKeys < 1 || p.MaxKeys > maxAttachKeys {
 		errs = append(errs, fmt.Errorf("attach max keys %d must be within [1, %d]", p.MaxKeys, maxAttachKeys))
 	}
+	if p.ShortText < 0 {
+		errs = append(errs, fmt.Errorf("attach short text %d must not be negative", p.ShortText))
+	}
+	if p.Shape && (p.MaxPixels < minImageSide*minImageSide || p.MaxPixels > maxImageSide*maxImageSide) {
+		errs = append(errs, fmt.Errorf("attach max pixels %d must be within [%d, %d]", p.MaxPixels, minImageSide*minImageSide, maxImageSide*maxImageSide))
+	}
 	return errors.Join(errs...)
 }
 
-// Attach signs a message's non-text parts exactly: one key per distinct
-// part of at least MinBytes, the keyed hash of its digest. Image spam
-// carries its offer in an image and reuses the image across the
-// campaign's copies and sending networks, while its text (often none) is
-// nothing the text families can sign; a part changed by one bit is a new
-// key, so randomised images escape it.
+// Attach signs a message's non-text parts: one key per distinct part of
+// at least MinBytes. Image spam carries its offer in an image and reuses
+// the image across the campaign's copies and sending networks, while its
+// text (often none) is nothing the text families can sign. A part's key
+// is the keyed hash of its digest (index 0), so a part changed by one bit
+// is a new key; with Shape, an image's key is the keyed hash of its shape
+// instead (index 1), so that the copies of an image randomised per copy
+// (nearly every image of the real stream's spam, docs/evaluation.md)
+// share it.
 type Attach struct {
-	p AttachParams
-	k sipKey
+	p     AttachParams
+	k     sipKey
+	shape sipKey
 }
 
 // NewAttach returns an attachment signer keyed with s.
@@ -71,7 +95,7 @@ func NewAttach(s Secret, p AttachParams) (*Attach, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Attach{p: p, k: s.derive("attach/part")}, nil
+	return &Attach{p: p, k: s.derive("attach/part"), shape: s.derive("attach/shape")}, nil
 }
 
 // Family returns FamilyAttach.
@@ -79,20 +103,32 @@ func (a *Attach) Family() Family { return FamilyAttach }
 
 // Sign appends a key per distinct part of the document of at least
 // MinBytes, up to MaxKeys. (Whether a message with signed text gets them
-// is the Set's decision: AttachParams.WithText.)
-func (a *Attach) Sign(d *Doc, dst []Key) ([]Key, Explain) {
+// is the Set's decision: AttachParams.WithText and ShortText.)
+func (a *Attach) Sign(d *Doc, dst []Key) ([]Key, Explain) { return a.sign(d, dst, false) }
+
+// sign is Sign; with offers, it signs only the shapes of offer-sized
+// images (offerSide), for a message whose short text is signed too.
+func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 	e := Explain{Family: FamilyAttach}
-	start, small := len(dst), 0
+	start, small, shapes := len(dst), 0, 0
+	budget := a.p.MaxPixels // for the whole message: 16 parts are no 16 times the work
+	minSide := minImageSide
+	if offers {
+		minSide = offerSide
+	}
 	for _, at := range d.Attachments {
-		if at.Size < a.p.MinBytes {
+		if len(at.Data) < a.p.MinBytes {
 			small++
 			continue
 		}
 		if len(dst)-start == a.p.MaxKeys {
 			break
 		}
-		h := a.k.words(le64(at.Digest[0:]), le64(at.Digest[8:]), le64(at.Digest[16:]), le64(at.Digest[24:]))
-		k := Key{Family: FamilyAttach, Hash: h}
+		k, ok := a.key(at.Data, &budget, minSide, !offers)
+		if !ok {
+			continue
+		}
+		shapes += int(k.Index)
 		dup := false
 		for _, o := range dst[start:] {
 			dup = dup || o == k
@@ -105,12 +141,37 @@ func (a *Attach) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	switch {
 	case len(d.Attachments) == 0:
 		e.Declined = "no attachment"
+	case e.Keys == 0 && offers:
+		e.Declined = "the text is signed, and no image is an offer's size"
 	case e.Keys == 0:
 		e.Declined = "every attachment under " + strconv.Itoa(a.p.MinBytes) + " bytes"
 	default:
-		e.Detail = fmt.Sprintf("parts=%d small=%d", len(d.Attachments), small)
+		e.Detail = fmt.Sprintf("parts=%d small=%d shapes=%d", len(d.Attachments), small, shapes)
 	}
 	return dst, e
+}
+
+// offerSide is the shorter side, in pixels, from which an image is the
+// size of image spam's offer (on the real stream, 99 % of spam images
+// have 45,600 pixels or more) rather than a logo, a banner or a
+// signature's picture (the stream's ham: 172×36, 696×77, 728×30).
+const offerSide = 100
+
+// key is a part's shape key (index 1) when Shape is on and the part is an
+// image of at least minSide pixels a side with a shape, within the
+// message's remaining budget of pixels (which it takes the image's pixels
+// from); otherwise its exact key (index 0), or with exact false, no key.
+func (a *Attach) key(b []byte, budget *int, minSide int, exact bool) (Key, bool) {
+	if a.p.Shape {
+		if h, ok := imageShape(b, budget, minSide); ok {
+			return Key{Family: FamilyAttach, Index: 1, Hash: a.shape.word(h)}, true
+		}
+	}
+	if !exact {
+		return Key{}, false
+	}
+	sum := sha256.Sum256(b)
+	return Key{Family: FamilyAttach, Hash: a.k.words(le64(sum[0:]), le64(sum[8:]), le64(sum[16:]), le64(sum[24:]))}, true
 }
 
 func le64(b []byte) uint64 {

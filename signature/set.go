@@ -23,8 +23,9 @@ import (
 // notes). Version 3 adds the term-set family (issue 15), which the
 // campaign model weighs as a support family; version 4 the containment
 // family (issue 15, padded copies), another support family; version 5 the
-// attachment family (issue 15, image spam).
-const AlgorithmVersion = 5
+// attachment family (issue 15, image spam); version 6 its image shape
+// keys (issue 15, images randomised per copy).
+const AlgorithmVersion = 6
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -267,17 +268,18 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		keys, exps = s.signLast(p, keys, exps)
 	}
 	if s.attach != nil {
-		if s.attach.p.WithText || len(keys) == start {
-			var e Explain
+		var e Explain
+		switch ap := s.attach.p; {
+		case ap.WithText || len(keys) == start:
 			keys, e = s.attach.Sign(d, keys)
-			exps = append(exps, e)
-		} else {
-			e := Explain{Family: FamilyAttach, Declined: "no attachment"}
-			if len(d.Attachments) > 0 {
-				e.Declined = "the text is signed"
-			}
-			exps = append(exps, e)
+		case len(d.Attachments) == 0:
+			e = Explain{Family: FamilyAttach, Declined: "no attachment"}
+		case ap.Shape && d.Stats.Words <= ap.ShortText:
+			keys, e = s.attach.sign(d, keys, true)
+		default:
+			e = Explain{Family: FamilyAttach, Declined: "the text is signed"}
 		}
+		exps = append(exps, e)
 	}
 	return keys, exps
 }

@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/lab/corpus"
 	"github.com/bulkmilter/bulkmilter/mailbox"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
@@ -121,18 +121,8 @@ func loadStream(dir string, limit int) ([]streamMsg, error) {
 		},
 		OnSkip: func(string, error) error { return nil },
 		Hooks: mailbox.Hooks{
-			Sidecar: "index",
-			ReadSidecar: func(name string, r io.Reader) error {
-				sc := bufio.NewScanner(r)
-				for sc.Scan() {
-					f := strings.Fields(sc.Text())
-					if len(f) != 2 || (f[0] != "spam" && f[0] != "ham") {
-						return fmt.Errorf("%s: bad line %q", name, sc.Text())
-					}
-					labels[path.Base(f[1])] = f[0] == "spam"
-				}
-				return sc.Err()
-			},
+			Sidecar:     "index",
+			ReadSidecar: func(name string, r io.Reader) error { return corpus.TRECIndex(name, r, labels) },
 		},
 	}
 	err := opts.Walk(p, func(m *mailbox.Message) error {
