@@ -26,7 +26,7 @@ import (
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
 // 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 9 and 10
 // the same of the support families' ring, 11 mixed buckets, 6 campaigns,
-// 12 aliases, 255 end (empty).
+// 12 aliases, 13 present, 255 end (empty).
 // A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
@@ -49,6 +49,9 @@ import (
 //	aliases:   u32 part ref, u32 root, i64 bucket of the merge: the
 //	           stored merge (alias.go); a version 5 file without it is
 //	           read as one without merges
+//	present:   i64 the latest time counted (unix ms, ahead.go), so that
+//	           times ahead count at the saved present after a restart; a
+//	           file without it is read as one that counted nothing
 //
 // Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
 // is read whole, its buckets marked mixed. Counters count campaigns (by
@@ -83,6 +86,9 @@ const (
 	// The stored merge's aliases (alias.go), the last chunk: a build
 	// without it stops there, with every other chunk read.
 	chunkAliases = 12
+	// The latest time counted (ahead.go), after the aliases for the same
+	// reason.
+	chunkPresent = 13
 	chunkEnd     = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
@@ -374,6 +380,10 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 	cw.flush(chunkCamps)
 	cw.buf = e.aliases.appendAliases(cw.buf, oldest)
 	cw.flush(chunkAliases)
+	if l := e.present.latest.Load(); l != 0 {
+		cw.buf = le64(cw.buf, uint64(l))
+		cw.flush(chunkPresent)
+	}
 	cw.flush(chunkEnd)
 }
 
@@ -522,6 +532,14 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 		case chunkAliases:
 			if countsOK {
 				err = e.loadAliases(payload)
+			}
+		case chunkPresent:
+			d := &decoder{b: payload}
+			ms := int64(d.u64())
+			if d.bad || len(d.b) > 0 || ms <= 0 {
+				err = fmt.Errorf("present: %w", errRecord)
+			} else if countsOK {
+				e.present.note(time.UnixMilli(ms))
 			}
 		case chunkEnd:
 			return "", nil
