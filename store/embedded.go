@@ -56,6 +56,7 @@ type Embedded struct {
 
 	shards [embeddedShards]eshard // campaign counters
 	ptrs   [embeddedShards]pshard // key pointers
+	slots  slotRing               // the refs the pointers name (slots.go)
 	votes  voteBook
 	// aliases: the stored merge of split campaigns (model.go, alias.go)
 	aliases aliasBook
@@ -218,7 +219,7 @@ func (b *fsBucket) get(sig uint64) (uint32, bool) {
 	}
 	if b.d != nil {
 		if i, ok := b.d.find(sig); ok {
-			return b.d.vals[i], true
+			return b.d.val(i), true
 		}
 	}
 	return 0, false
@@ -288,6 +289,7 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		e.ptrs[i].tabs = make([]fsBucket, c.nb)
 		e.ptrs[i].stabs = make([]fsBucket, c.nb)
 	}
+	e.slots.init(c.nb)
 	e.mixedUpTo.Store(math.MinInt64)
 	e.votes.init()
 	var warn error
@@ -312,7 +314,7 @@ func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embedded
 
 // ptrPut records a key's pointer in ring r's bucket cb for a message at t
 // (here: the key has one there); the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here bool, t time.Time) {
+func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, here bool, t time.Time) {
 	nb := int64(e.c.nb)
 	tabs, cbits := ps.ring(r), ringCheckBits(r)
 	slot := &tabs[mod(cb, nb)]
@@ -329,15 +331,16 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 		}
 	}
 	if here && slot.d != nil {
-		if i, ok := slot.d.find(sig); ok {
-			slot.d.vals[i] = uint32(p)
+		// A value wider than the table's goes to the open table, which
+		// reads first and replaces it when merged (newDense).
+		if i, ok := slot.d.find(sig); ok && slot.d.vals.set(i, v) {
 			return
 		}
 	}
 	if slot.t == nil {
 		slot.t = &fsTable{}
 	}
-	if slot.t.put(sig, uint32(p)) {
+	if slot.t.put(sig, v) {
 		ps.entries++
 		// A large bucket is packed as it fills: its groups sized for what
 		// it will hold, the new pointers packed once they are an eighth
@@ -507,19 +510,29 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	nb := int64(e.c.nb)
 	oldest := cb - nb + 1
 	kps := make([]keyPtr, len(ids))
-	at := make([]int64, len(ids)) // bucket the pointer was found in
+	at := make([]int64, len(ids))    // bucket the pointer was found in
+	vals := make([]uint32, len(ids)) // its stored value (slot and switches)
 	// A support key's pointer in the main ring: a bucket read from an old
 	// file (mixedUpTo); it is rewritten to its own ring.
 	mixedUpTo := e.mixedUpTo.Load()
 	var inMain []bool
+	// A pointer names a slot of its bucket (slots.go); one that names
+	// none is as absent.
+	found := func(i int, b int64, v uint32) bool {
+		ref, ok := e.slots.ref(b, v>>3)
+		if ok {
+			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(v&7))}, b, v
+		}
+		return ok
+	}
+	e.slots.mu.RLock()
 	for i, sig := range sigs {
 		ps := &e.ptrs[e.ptrShardOf(sig)]
 		r := ringOf(fams[i])
 		tabs := ps.ring(r)
 		for b := cb; b >= oldest && !kps[i].found; b-- {
 			if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok {
-					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
+				if v, ok := slot.get(sig); ok && found(i, b, v) {
 					break
 				}
 			}
@@ -527,8 +540,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 				continue
 			}
 			if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok {
-					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
+				if v, ok := slot.get(sig); ok && found(i, b, v) {
 					if inMain == nil {
 						inMain = make([]bool, len(ids))
 					}
@@ -537,6 +549,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
+	e.slots.mu.RUnlock()
 	// The stored merge (model.go): a pointer naming a merged campaign is
 	// read as its root; raw keeps what is stored, so that such a key is
 	// rewritten to the root.
@@ -554,12 +567,16 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		d.ref = e.freeRef(fresh, origin, cb)
 	}
 	if write {
+		var ms msgSlots
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, np, kps[i].found && at[i] == cb && !moved, t)
+				here := kps[i].found && at[i] == cb && !moved
+				if v, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p.ref(), here); ok {
+					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, here, t)
+				}
 			}
 		}
 	}
@@ -984,6 +1001,7 @@ func (e *Embedded) sweep(now time.Time) {
 		}
 		ps.mu.Unlock()
 	}
+	e.slots.sweep(oldest, ahead)
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
 	e.aliases.sweep(oldest)
 }
