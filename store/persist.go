@@ -98,7 +98,7 @@ const (
 	chunkPresent = 13
 	// Version 6: the message slots the pointers name (slots.go).
 	chunkSlots = 14
-	chunkEnd     = 255
+	chunkEnd   = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
 	chunkMax    = 64 << 20 // a longer chunk on disk is damage
