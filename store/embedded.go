@@ -190,9 +190,10 @@ func ringOf(f string) int {
 // into d an eighth at a time as the bucket fills (ptrPut); t is merged
 // when a newer bucket is written, and then holds only what arrives late.
 type fsBucket struct {
-	id int64
-	t  *fsTable
-	d  *denseTable
+	id  int64
+	gen uint64 // of the bucket's message slots its values name (slots.go)
+	t   *fsTable
+	d   *denseTable
 }
 
 func (b *fsBucket) size() int {
@@ -312,18 +313,19 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in ring r's bucket cb for a message at t
-// (here: the key has one there); the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, here bool, t time.Time) {
+// ptrPut records a key's pointer, value v naming a slot of generation gen,
+// in ring r's bucket cb for a message at t (here: the key has one there);
+// the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, gen uint64, here bool, t time.Time) {
 	nb := int64(e.c.nb)
 	tabs, cbits := ps.ring(r), ringCheckBits(r)
 	slot := &tabs[mod(cb, nb)]
-	if slot.id != cb || slot.empty() {
+	if slot.id != cb || slot.empty() || slot.gen != gen {
 		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // older than the window held here
 		}
 		ps.entries -= slot.size()
-		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
+		slot.id, slot.gen, slot.t, slot.d = cb, gen, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
 		if prev := &tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
@@ -512,16 +514,20 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	kps := make([]keyPtr, len(ids))
 	at := make([]int64, len(ids))    // bucket the pointer was found in
 	vals := make([]uint32, len(ids)) // its stored value (slot and switches)
+	var gen uint64                   // of bucket cb's slots, where found there
 	// A support key's pointer in the main ring: a bucket read from an old
 	// file (mixedUpTo); it is rewritten to its own ring.
 	mixedUpTo := e.mixedUpTo.Load()
 	var inMain []bool
 	// A pointer names a slot of its bucket (slots.go); one that names
 	// none is as absent.
-	found := func(i int, b int64, v uint32) bool {
-		ref, ok := e.slots.ref(b, v>>3)
+	found := func(i int, b int64, g uint64, v uint32) bool {
+		ref, ok := e.slots.ref(b, g, v>>3)
 		if ok {
 			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(v&7))}, b, v
+			if b == cb {
+				gen = g
+			}
 		}
 		return ok
 	}
@@ -532,7 +538,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		tabs := ps.ring(r)
 		for b := cb; b >= oldest && !kps[i].found; b-- {
 			if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok && found(i, b, v) {
+				if v, ok := slot.get(sig); ok && found(i, b, slot.gen, v) {
 					break
 				}
 			}
@@ -540,7 +546,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 				continue
 			}
 			if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok && found(i, b, v) {
+				if v, ok := slot.get(sig); ok && found(i, b, slot.gen, v) {
 					if inMain == nil {
 						inMain = make([]bool, len(ids))
 					}
@@ -574,8 +580,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
 				here := kps[i].found && at[i] == cb && !moved
-				if v, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p.ref(), here); ok {
-					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, here, t)
+				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p.ref(), gen, here); ok {
+					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, g, here, t)
 				}
 			}
 		}

@@ -760,7 +760,7 @@ func (e *Embedded) loadTables(b []byte, value func(id int64, v uint32) (uint32, 
 				switch {
 				case slot.empty() || slot.id < id:
 					*entries -= slot.size()
-					slot.id, slot.t, slot.d = id, newFSTable(n), nil
+					slot.id, slot.gen, slot.t, slot.d = id, e.slotGen(id), newFSTable(n), nil
 				case slot.id == id && slot.t == nil:
 					slot.t = newFSTable(n) // beside packed pointers
 				}
@@ -896,7 +896,7 @@ func (e *Embedded) loadPacked(b []byte, version uint32, r int, value func(id int
 		slot := &ps.ring(r)[mod(id, nb)]
 		if slot.empty() || slot.id < id {
 			ps.entries -= slot.size()
-			slot.id, slot.t, slot.d = id, nil, nil
+			slot.id, slot.gen, slot.t, slot.d = id, e.slotGen(id), nil, nil
 		}
 		if slot.id == id && slot.d == nil {
 			slot.d = newDense(nil, add, gbits, ringCheckBits(r))

@@ -21,7 +21,11 @@ import (
 // read through the slots of bucket b only: a ring slot that holds
 // another bucket (one that left the window, or one ahead of the clock
 // that the present took over, ahead.go) resolves none of its pointers,
-// which are then as absent.
+// which are then as absent. Nor does a later incarnation of the same
+// bucket: each bucket's slots get a generation when made, a pointer table
+// keeps the generation of its bucket's slots when made (fsBucket.gen), and
+// a table of another generation (left behind by a clock stepped back, or
+// forward, between sweeps) is as absent and is replaced by the next write.
 
 // slotPageBits: slots are kept in pages of 4,096 refs, so that a
 // bucket's table grows without copying and without the spare half a
@@ -33,41 +37,60 @@ const slotPageBits = 12
 const maxSlots = 1 << (32 - 3)
 
 type slotRing struct {
-	mu sync.RWMutex
-	b  []slotBucket // ring of nb buckets
+	mu   sync.RWMutex
+	b    []slotBucket // ring of nb buckets
+	gens uint64       // generations given
 }
 
 type slotBucket struct {
 	id    int64
+	gen   uint64 // 0: none
 	n     uint32
 	pages [][]uint32
 }
 
+// fresh makes the ring's slot of bucket id a new generation of it.
+func (r *slotRing) fresh(sb *slotBucket, id int64) {
+	r.gens++
+	*sb = slotBucket{id: id, gen: r.gens}
+}
+
+// gen returns the generation of bucket b's slots (0: none); the caller
+// holds r.mu.
+func (r *slotRing) gen(b int64) uint64 {
+	if sb := &r.b[mod(b, int64(len(r.b)))]; sb.id == b {
+		return sb.gen
+	}
+	return 0
+}
+
 func (r *slotRing) init(nb int) { r.b = make([]slotBucket, nb) }
 
-// ref returns the ref in slot s of bucket b; the caller holds r.mu.
-func (r *slotRing) ref(b int64, s uint32) (uint32, bool) {
+// ref returns the ref in slot s of bucket b's slots of generation gen;
+// the caller holds r.mu.
+func (r *slotRing) ref(b int64, gen uint64, s uint32) (uint32, bool) {
 	sb := &r.b[mod(b, int64(len(r.b)))]
-	if sb.id != b || s >= sb.n {
+	if sb.id != b || sb.gen != gen || s >= sb.n {
 		return 0, false
 	}
 	return sb.pages[s>>slotPageBits][s&(1<<slotPageBits-1)], true
 }
 
-// take returns a new slot of bucket cb holding ref, or false when the
+// take returns a new slot of bucket cb holding ref and the generation of
+// cb's slots, or false when the
 // ring's slot holds a newer bucket that is not ahead of the clock (cb
 // has left the window held here: its pointers would be refused too);
 // aheadOf is the last bucket not ahead. The caller holds r.mu.
-func (r *slotRing) take(cb, aheadOf int64, ref uint32) (uint32, bool) {
+func (r *slotRing) take(cb, aheadOf int64, ref uint32) (uint32, uint64, bool) {
 	sb := &r.b[mod(cb, int64(len(r.b)))]
-	if sb.id != cb || sb.n == 0 {
-		if sb.n > 0 && sb.id > cb && sb.id <= aheadOf {
-			return 0, false
+	if sb.id != cb || sb.gen == 0 {
+		if sb.gen != 0 && sb.id > cb && sb.id <= aheadOf {
+			return 0, 0, false
 		}
-		*sb = slotBucket{id: cb}
+		r.fresh(sb, cb)
 	}
 	if sb.n >= maxSlots {
-		return 0, false
+		return 0, 0, false
 	}
 	s := sb.n
 	if s&(1<<slotPageBits-1) == 0 {
@@ -76,7 +99,7 @@ func (r *slotRing) take(cb, aheadOf int64, ref uint32) (uint32, bool) {
 	p := &sb.pages[len(sb.pages)-1]
 	*p = append(*p, ref)
 	sb.n++
-	return s, true
+	return s, sb.gen, true
 }
 
 // sweep drops the buckets outside [oldest, ahead].
@@ -84,40 +107,56 @@ func (r *slotRing) sweep(oldest, ahead int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range r.b {
-		if sb := &r.b[i]; sb.n > 0 && (sb.id < oldest || sb.id > ahead) {
+		if sb := &r.b[i]; sb.gen != 0 && (sb.id < oldest || sb.id > ahead) {
 			r.b[i] = slotBucket{}
 		}
 	}
 }
 
+// slotGen is the generation of bucket id's slots, for pointers read from
+// a file (the slots come first in it; 0: none, and its pointers name
+// none).
+func (e *Embedded) slotGen(id int64) uint64 {
+	e.slots.mu.RLock()
+	defer e.slots.mu.RUnlock()
+	return e.slots.gen(id)
+}
+
 // slotVal is a pointer's stored value: slot s and p's switch count.
 func slotVal(s uint32, p ptr) uint32 { return s<<3 | uint32(p.switches()) }
 
-// msgSlots are the slots one message took, by ref (nearly always one).
-type msgSlots []struct{ ref, slot uint32 }
+// msgSlots are the slots one message took, by ref (nearly always one),
+// and their bucket's generation.
+type msgSlots struct {
+	gen  uint64
+	refs []struct{ ref, slot uint32 }
+}
 
 // valueOf returns the value to store for pointer p of a key in bucket
-// cb: the key's stored value old (ok: it has one in cb, naming ref
-// oldRef) keeps its slot when p names the same campaign; otherwise the
-// slot this message took for p's ref, taking one. False: no slot (the
-// key is not written).
-func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old uint32, oldRef uint32, here bool) (uint32, bool) {
+// cb, and the generation of cb's slots: the key's stored value old (here:
+// it has one in cb, naming ref oldRef, of generation gen) keeps its slot
+// when p names the same campaign; otherwise the slot this message took
+// for p's ref, taking one. False: no slot (the key is not written).
+func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old, oldRef uint32, gen uint64, here bool) (uint32, uint64, bool) {
 	if here && oldRef == p.ref() {
-		return slotVal(old>>3, p), true
+		return slotVal(old>>3, p), gen, true
 	}
-	for _, m := range *ms {
+	for _, m := range ms.refs {
 		if m.ref == p.ref() {
-			return slotVal(m.slot, p), true
+			return slotVal(m.slot, p), ms.gen, true
 		}
 	}
 	e.slots.mu.Lock()
-	s, ok := e.slots.take(cb, e.c.aheadBucket(), p.ref())
+	s, g, ok := e.slots.take(cb, e.c.aheadBucket(), p.ref())
 	e.slots.mu.Unlock()
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	*ms = append(*ms, struct{ ref, slot uint32 }{p.ref(), s})
-	return slotVal(s, p), true
+	if g != ms.gen {
+		ms.gen, ms.refs = g, ms.refs[:0]
+	}
+	ms.refs = append(ms.refs, struct{ ref, slot uint32 }{p.ref(), s})
+	return slotVal(s, p), g, true
 }
 
 // appendSlots appends the slots of the live buckets: i64 bucket, u32
@@ -160,8 +199,8 @@ func (e *Embedded) loadSlots(b []byte) error {
 		}
 		refs := d.take(4 * n)
 		sb := &r.b[mod(id, int64(len(r.b)))]
-		if sb.n == 0 || sb.id < id {
-			*sb = slotBucket{id: id}
+		if sb.gen == 0 || sb.id < id {
+			r.fresh(sb, id)
 		}
 		if sb.id != id {
 			continue // a newer bucket holds the ring's slot
@@ -172,7 +211,7 @@ func (e *Embedded) loadSlots(b []byte) error {
 		}
 		for j := 0; j < len(refs) && !d.bad; j += 4 {
 			ref := binary.LittleEndian.Uint32(refs[j:])
-			if _, ok := r.take(id, math.MaxInt64, ref); !ok || ref > refMask {
+			if _, _, ok := r.take(id, math.MaxInt64, ref); !ok || ref > refMask {
 				d.bad = true
 			}
 		}
@@ -204,7 +243,7 @@ func (l *legacySlots) value(id int64, v uint32) (uint32, bool) {
 		return slotVal(s, p), true
 	}
 	l.e.slots.mu.Lock()
-	s, ok := l.e.slots.take(id, math.MaxInt64, p.ref())
+	s, _, ok := l.e.slots.take(id, math.MaxInt64, p.ref())
 	l.e.slots.mu.Unlock()
 	if !ok {
 		return 0, false

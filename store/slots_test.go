@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,10 +51,12 @@ func TestPackedValueTooWide(t *testing.T) {
 	cb := e.c.bucket(now)
 	ps := &e.ptrs[0]
 	sigs := randomSigs(3000, 5)
+	_, g, _ := e.slots.take(cb, cb, 1)
+	_, g1, _ := e.slots.take(cb+1, cb+1, 1)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for i, s := range sigs {
-		e.ptrPut(ps, ringMain, cb, s, uint32(i%8), false, now)
+		e.ptrPut(ps, ringMain, cb, s, uint32(i%8), g, false, now)
 	}
 	slot := &ps.tabs[mod(cb, int64(e.c.nb))]
 	if slot.d == nil || slot.d.vals.w != 3 {
@@ -63,11 +66,11 @@ func TestPackedValueTooWide(t *testing.T) {
 	if !ok {
 		t.Fatal("key 10 not in the packed table")
 	}
-	e.ptrPut(ps, ringMain, cb, sigs[10], 1<<20, true, now)
+	e.ptrPut(ps, ringMain, cb, sigs[10], 1<<20, g, true, now)
 	if v, _ := slot.get(sigs[10]); v != 1<<20 || slot.d.val(i) != 10%8 {
 		t.Fatalf("a wide value: read %d (packed %d), want %d read from the open table", v, slot.d.val(i), 1<<20)
 	}
-	e.ptrPut(ps, ringMain, cb+1, sigs[0], 0, false, now.Add(6*time.Hour)) // packs bucket cb
+	e.ptrPut(ps, ringMain, cb+1, sigs[0], 0, g1, false, now.Add(6*time.Hour)) // packs bucket cb
 	if slot.t != nil || slot.d.len() != len(sigs) {
 		t.Fatalf("after the next bucket: open table %v, %d packed, want none open and %d packed", slot.t != nil, slot.d.len(), len(sigs))
 	}
@@ -89,39 +92,49 @@ func TestSlotRing(t *testing.T) {
 	var r slotRing
 	r.init(5)
 	for i := range 5000 {
-		if s, ok := r.take(10, 10, uint32(i)); !ok || s != uint32(i) {
+		if s, _, ok := r.take(10, 10, uint32(i)); !ok || s != uint32(i) {
 			t.Fatalf("take %d: slot %d, %v", i, s, ok)
 		}
 	}
-	if ref, ok := r.ref(10, 4099); !ok || ref != 4099 {
+	g10 := r.gen(10)
+	if ref, ok := r.ref(10, g10, 4099); !ok || ref != 4099 {
 		t.Errorf("slot 4099 of bucket 10: %d, %v", ref, ok)
 	}
 	for _, c := range []struct {
 		b    int64
 		slot uint32
 	}{{10, 5000}, {15, 1}, {5, 1}, {11, 0}} {
-		if ref, ok := r.ref(c.b, c.slot); ok {
+		if ref, ok := r.ref(c.b, g10, c.slot); ok {
 			t.Errorf("slot %d of bucket %d resolves to %d, want none", c.slot, c.b, ref)
 		}
 	}
-	if _, ok := r.take(5, 10, 1); ok {
+	if _, _, ok := r.take(5, 10, 1); ok {
 		t.Error("bucket 5 took a slot where bucket 10 is held")
 	}
-	if s, ok := r.take(5, 4, 77); !ok || s != 0 {
-		t.Errorf("bucket 5 with bucket 10 ahead of the clock: slot %d, %v; want 0", s, ok)
+	s, g5, ok := r.take(5, 4, 77)
+	if !ok || s != 0 || g5 == g10 {
+		t.Errorf("bucket 5 with bucket 10 ahead of the clock: slot %d, %v, generation %d; want 0, a new one", s, ok, g5)
 	}
-	if ref, ok := r.ref(5, 0); !ok || ref != 77 {
+	if ref, ok := r.ref(5, g5, 0); !ok || ref != 77 {
 		t.Errorf("slot 0 of bucket 5: %d, %v", ref, ok)
 	}
-	if _, ok := r.ref(10, 0); ok {
+	if _, ok := r.ref(10, g10, 0); ok {
 		t.Error("bucket 10's slots resolve after bucket 5 took its place")
 	}
-	r.take(6, 6, 1)
-	r.sweep(6, 6)
-	if _, ok := r.ref(5, 0); ok {
-		t.Error("bucket 5 resolves after the sweep to 6")
+	// Bucket 10 again, after 5: its earlier pointers (generation g10)
+	// name none of its new slots.
+	if _, g, _ := r.take(10, 10, 99); g == g10 {
+		t.Error("bucket 10 made again has its first generation")
 	}
-	if _, ok := r.ref(6, 0); !ok {
+	if _, ok := r.ref(10, g10, 0); ok {
+		t.Error("a pointer of bucket 10's first generation resolves in its second")
+	}
+	_, g6, _ := r.take(6, 6, 1)
+	r.sweep(6, 6)
+	if _, ok := r.ref(10, r.gen(10), 0); ok {
+		t.Error("bucket 10 resolves after the sweep to 6")
+	}
+	if _, ok := r.ref(6, g6, 0); !ok {
 		t.Error("bucket 6 swept")
 	}
 }
@@ -200,4 +213,45 @@ func version5File(e *Embedded, now time.Time) ([]byte, []uint32) {
 	cw.flush(chunkEnd)
 	cw.w.Flush()
 	return buf.Bytes(), refs
+}
+
+// TestEmbeddedSlotGenerations: pointers left in a bucket by a clock
+// stepped back and forward again, between sweeps, name no slot of the
+// bucket's later incarnation: a copy of their message does not join the
+// campaign that took slot 0 there (a false join through another's slot).
+func TestEmbeddedSlotGenerations(t *testing.T) {
+	var ms atomic.Int64
+	base := time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
+	e, err := OpenEmbedded(EmbeddedOptions{SaveInterval: -1, Params: Params{Now: func() time.Time { return time.UnixMilli(ms.Load()) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// Three keys in three pointer shards.
+	var keys []string
+	used := map[int]bool{}
+	for i := 0; len(keys) < 3; i++ {
+		k := fmt.Sprintf("v1:imatch.0:%04x", i)
+		if sh := e.ptrShardOf(sigHash(k)); !used[sh] {
+			used[sh] = true
+			keys = append(keys, k)
+		}
+	}
+	ctx := context.Background()
+	obs := func(at time.Time, key, rcpt string) Campaign {
+		t.Helper()
+		ms.Store(at.UnixMilli())
+		res, err := e.Observe(ctx, Observation{Keys: []string{key}, Recipients: []string{rcpt}, Time: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	later := base.Add(10 * e.c.bucketLen) // the same ring slot as base's bucket
+	obs(later, keys[0], "a@x")            // slot 0 of that bucket
+	obs(base, keys[1], "b@x")             // the clock stepped back: its slots go
+	c := obs(later, keys[2], "c@x")       // and forward again: slot 0 of a new generation
+	if got := obs(later, keys[0], "d@x"); got.ID == c.ID {
+		t.Errorf("a copy of the first message joined campaign %08x through the slot its pointer had in an earlier generation", c.ID)
+	}
 }
