@@ -366,6 +366,40 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, gen
 	}
 }
 
+// ptrHit is where a key's pointer was found: bucket b, whose tables
+// name slots of generation gen, value v, in the main ring although of a
+// support family (a bucket read from a file of version 4 or before).
+type ptrHit struct {
+	found, inMain bool
+	b             int64
+	gen           uint64
+	v             uint32
+}
+
+// ptrAt returns the newest pointer of key sig, of ring r, in buckets from
+// down to oldest; a support key's in the main ring too, in the buckets up
+// to mixedUpTo. The caller holds ps.mu.
+func (e *Embedded) ptrAt(ps *pshard, r int, sig uint64, from, oldest, mixedUpTo int64) ptrHit {
+	nb := int64(e.c.nb)
+	tabs := ps.ring(r)
+	for b := from; b >= oldest; b-- {
+		if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+			if v, ok := slot.get(sig); ok {
+				return ptrHit{found: true, b: b, gen: slot.gen, v: v}
+			}
+		}
+		if r == ringMain || b > mixedUpTo {
+			continue
+		}
+		if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+			if v, ok := slot.get(sig); ok {
+				return ptrHit{found: true, inMain: true, b: b, gen: slot.gen, v: v}
+			}
+		}
+	}
+	return ptrHit{}
+}
+
 // aheadDrop reports whether a ring's bucket b, newer than the bucket a
 // write is for, is ahead of the clock (ahead.go: a clock stepped back),
 // so that the write takes its slot; it counts the n entries dropped.
@@ -519,40 +553,31 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	// file (mixedUpTo); it is rewritten to its own ring.
 	mixedUpTo := e.mixedUpTo.Load()
 	var inMain []bool
-	// A pointer names a slot of its bucket (slots.go); one that names
-	// none is as absent.
-	found := func(i int, b int64, g uint64, v uint32) bool {
-		ref, ok := e.slots.ref(b, g, v>>3)
-		if ok {
-			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(v&7))}, b, v
-			if b == cb {
-				gen = g
-			}
-		}
-		return ok
+	// The pointers first, then the slots they name (slots.go) under one
+	// short read lock: a pointer that names none is as absent, and the
+	// key's older buckets are searched (rare: a stale bucket).
+	hits := make([]ptrHit, len(ids))
+	for i, sig := range sigs {
+		hits[i] = e.ptrAt(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), sig, cb, oldest, mixedUpTo)
 	}
 	e.slots.mu.RLock()
-	for i, sig := range sigs {
-		ps := &e.ptrs[e.ptrShardOf(sig)]
-		r := ringOf(fams[i])
-		tabs := ps.ring(r)
-		for b := cb; b >= oldest && !kps[i].found; b-- {
-			if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok && found(i, b, slot.gen, v) {
-					break
-				}
-			}
-			if r == ringMain || b > mixedUpTo {
+	for i, h := range hits {
+		for ; h.found; h = e.ptrAt(&e.ptrs[e.ptrShardOf(sigs[i])], ringOf(fams[i]), sigs[i], h.b-1, oldest, mixedUpTo) {
+			ref, ok := e.slots.ref(h.b, h.gen, h.v>>3)
+			if !ok {
 				continue
 			}
-			if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok && found(i, b, slot.gen, v) {
-					if inMain == nil {
-						inMain = make([]bool, len(ids))
-					}
-					inMain[i] = true
-				}
+			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&7))}, h.b, h.v
+			if h.b == cb {
+				gen = h.gen
 			}
+			if h.inMain {
+				if inMain == nil {
+					inMain = make([]bool, len(ids))
+				}
+				inMain[i] = true
+			}
+			break
 		}
 	}
 	e.slots.mu.RUnlock()
