@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -207,25 +205,18 @@ func TestEmbeddedReadsVersion4(t *testing.T) {
 	cb := e.c.bucket(now)
 	const ref = 0x1234567
 	terms := []string{"s:terms.0:a", "s:terms.1:b", "s:terms.2:c", "s:terms.3:d"}
-	var buf bytes.Buffer
-	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
-	cw.w.Write(e.c.fileHeader(4, now))
-	cw.flush(chunkVotes)
-	cw.flush(chunkVotesEnd)
-	b := le64(nil, uint64(cb-1))
-	b = le32(b, uint32(len(terms)))
-	for _, k := range terms {
-		b = le64(b, sigHash(k))
-		b = le32(b, uint32(makePtr(ref, 0)))
-	}
-	cw.buf = b
-	cw.flush(chunkPointers)
-	cw.flush(chunkEnd)
-	if err := cw.w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	file := oldFile(e, 4, now, func(cw *chunkWriter) {
+		b := le64(nil, uint64(cb-1))
+		b = le32(b, uint32(len(terms)))
+		for _, k := range terms {
+			b = le64(b, sigHash(k))
+			b = le32(b, uint32(makePtr(ref, 0)))
+		}
+		cw.buf = b
+		cw.flush(chunkPointers)
+	})
 	e.Close()
-	if err := os.WriteFile(filepath.Join(dir, "state"), buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "state"), file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

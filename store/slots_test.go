@@ -187,11 +187,27 @@ func v5Keys(i int) []string {
 func version5File(e *Embedded, now time.Time) ([]byte, []uint32) {
 	cb := e.c.bucket(now)
 	refs := []uint32{0x1234567, 0x0abcdef}
+	return oldFile(e, 5, now, func(cw *chunkWriter) {
+		v5Chunks(e, cw, cb, refs)
+	}), refs
+}
+
+// oldFile returns a state file of an earlier format version: its header,
+// no votes, the chunks chunks writes, and its end.
+func oldFile(e *Embedded, version uint32, now time.Time, chunks func(cw *chunkWriter)) []byte {
 	var buf bytes.Buffer
 	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
-	cw.w.Write(e.c.fileHeader(5, now))
+	cw.w.Write(e.c.fileHeader(version, now))
 	cw.flush(chunkVotes)
 	cw.flush(chunkVotesEnd)
+	chunks(cw)
+	cw.flush(chunkEnd)
+	cw.w.Flush()
+	return buf.Bytes()
+}
+
+// v5Chunks writes version5File's pointers.
+func v5Chunks(e *Embedded, cw *chunkWriter, cb int64, refs []uint32) {
 	for _, k := range v5Keys(0) {
 		s := sigHash(k)
 		b := append(cw.buf, byte(e.ptrShardOf(s)))
@@ -210,9 +226,6 @@ func version5File(e *Embedded, now time.Time) ([]byte, []uint32) {
 	}
 	cw.buf = b
 	cw.flush(chunkPointers)
-	cw.flush(chunkEnd)
-	cw.w.Flush()
-	return buf.Bytes(), refs
 }
 
 // TestEmbeddedSlotGenerations: pointers left in a bucket by a clock
