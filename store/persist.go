@@ -24,9 +24,9 @@ import (
 //
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
-// 2 counters, 8 first sightings, 14 message slots, 5 pointers, 7 packed
-// pointers, 9 and 10
-// the same of the support families' ring, 11 mixed buckets, 6 campaigns,
+// 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 9 and 10
+// the same of the support families' ring, 14 message slots, 11 mixed
+// buckets, 6 campaigns,
 // 12 aliases, 13 present, 255 end (empty).
 // A chunk holds whole records:
 //
@@ -319,12 +319,6 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		cw.maybeFlush(chunkRecs)
 	}
 	cw.flush(chunkRecs)
-	cw.buf = e.slots.appendSlots(cw.buf, oldest, func(b []byte) []byte {
-		cw.buf = b
-		cw.maybeFlush(chunkSlots)
-		return cw.buf
-	})
-	cw.flush(chunkSlots)
 
 	for _, r := range []struct {
 		ring         int
@@ -365,6 +359,17 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		}
 		cw.flush(r.packed)
 	}
+	// The slots after the pointers: every slot a saved pointer names was
+	// taken before it was written, so it is saved too (slots are only
+	// added to a bucket), where slots saved first would miss those of the
+	// messages written meanwhile, and a slot taken after a restart would
+	// give such a pointer another campaign's ref.
+	cw.buf = e.slots.appendSlots(cw.buf, oldest, func(b []byte) []byte {
+		cw.buf = b
+		cw.maybeFlush(chunkSlots)
+		return cw.buf
+	})
+	cw.flush(chunkSlots)
 	if m := e.mixedUpTo.Load(); m >= oldest {
 		cw.buf = le64(cw.buf, uint64(m))
 		cw.flush(chunkMixed)
@@ -444,7 +449,10 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 	// and votes, that have left the window since go now, whether the file
 	// was read whole or up to damage (a save would drop them, so the state
 	// would not be what it saves).
-	defer func() { e.sweep(e.c.Now()) }()
+	defer func() {
+		e.slotGens()
+		e.sweep(e.c.Now())
+	}()
 	hdr := make([]byte, len(fileMagic)+4+8+4+8+8+4)
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return "nothing was read", fmt.Errorf("header: %w", err)
@@ -760,7 +768,7 @@ func (e *Embedded) loadTables(b []byte, value func(id int64, v uint32) (uint32, 
 				switch {
 				case slot.empty() || slot.id < id:
 					*entries -= slot.size()
-					slot.id, slot.gen, slot.t, slot.d = id, e.slotGen(id), newFSTable(n), nil
+					slot.id, slot.gen, slot.t, slot.d = id, 0, newFSTable(n), nil
 				case slot.id == id && slot.t == nil:
 					slot.t = newFSTable(n) // beside packed pointers
 				}
@@ -896,7 +904,7 @@ func (e *Embedded) loadPacked(b []byte, version uint32, r int, value func(id int
 		slot := &ps.ring(r)[mod(id, nb)]
 		if slot.empty() || slot.id < id {
 			ps.entries -= slot.size()
-			slot.id, slot.gen, slot.t, slot.d = id, e.slotGen(id), nil, nil
+			slot.id, slot.gen, slot.t, slot.d = id, 0, nil, nil
 		}
 		if slot.id == id && slot.d == nil {
 			slot.d = newDense(nil, add, gbits, ringCheckBits(r))

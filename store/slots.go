@@ -113,13 +113,24 @@ func (r *slotRing) sweep(oldest, ahead int64) {
 	}
 }
 
-// slotGen is the generation of bucket id's slots, for pointers read from
-// a file (the slots come first in it; 0: none, and its pointers name
-// none).
-func (e *Embedded) slotGen(id int64) uint64 {
-	e.slots.mu.RLock()
-	defer e.slots.mu.RUnlock()
-	return e.slots.gen(id)
+// slotGens gives the pointer tables read from a file the generation of
+// their bucket's slots, read from the same file (after the pointers; a
+// bucket without slots keeps 0, and its pointers name none).
+func (e *Embedded) slotGens() {
+	for i := range e.ptrs {
+		ps := &e.ptrs[i]
+		ps.mu.Lock() // a pointer shard's lock before the slots' (campaign)
+		e.slots.mu.RLock()
+		for _, ring := range [][]fsBucket{ps.tabs, ps.stabs} {
+			for j := range ring {
+				if b := &ring[j]; !b.empty() {
+					b.gen = e.slots.gen(b.id)
+				}
+			}
+		}
+		e.slots.mu.RUnlock()
+		ps.mu.Unlock()
+	}
 }
 
 // slotVal is a pointer's stored value: slot s and p's switch count.
@@ -160,16 +171,20 @@ func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old, oldRef uint32, ge
 }
 
 // appendSlots appends the slots of the live buckets: i64 bucket, u32
-// first slot, u32 n, n × u32 ref, at most 2¹⁶ refs a record.
+// first slot, u32 n, n × u32 ref, at most 2¹⁶ refs a record; flush takes
+// each record, and the lock is not held while it writes.
 func (r *slotRing) appendSlots(b []byte, oldest int64, flush func([]byte) []byte) []byte {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
 	for i := range r.b {
-		sb := &r.b[i]
-		if sb.n == 0 || sb.id < oldest {
-			continue
-		}
-		for s := uint32(0); s < sb.n; {
+		r.mu.RLock()
+		id, gen := r.b[i].id, r.b[i].gen
+		r.mu.RUnlock()
+		for s := uint32(0); ; {
+			r.mu.RLock()
+			sb := &r.b[i]
+			if gen == 0 || sb.id < oldest || sb.id != id || sb.gen != gen || s >= sb.n {
+				r.mu.RUnlock()
+				break
+			}
 			n := min(sb.n-s, 1<<16)
 			b = le64(b, uint64(sb.id))
 			b = le32(b, s)
@@ -177,6 +192,7 @@ func (r *slotRing) appendSlots(b []byte, oldest int64, flush func([]byte) []byte
 			for j := s; j < s+n; j++ {
 				b = le32(b, sb.pages[j>>slotPageBits][j&(1<<slotPageBits-1)])
 			}
+			r.mu.RUnlock()
 			s += n
 			b = flush(b)
 		}
