@@ -26,6 +26,8 @@ import (
 // keeps the generation of its bucket's slots when made (fsBucket.gen), and
 // a table of another generation (left behind by a clock stepped back, or
 // forward, between sweeps) is as absent and is replaced by the next write.
+// The slots are not counted in MaxEntries (one a message, against its
+// 43 or so pointers): they leave with their bucket, at the sweep.
 
 // slotPageBits: slots are kept in pages of 4,096 refs, so that a
 // bucket's table grows without copying and without the spare half a
