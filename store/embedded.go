@@ -56,6 +56,7 @@ type Embedded struct {
 
 	shards [embeddedShards]eshard // campaign counters
 	ptrs   [embeddedShards]pshard // key pointers
+	slots  slotRing               // the refs the pointers name (slots.go)
 	votes  voteBook
 	// aliases: the stored merge of split campaigns (model.go, alias.go)
 	aliases aliasBook
@@ -189,9 +190,10 @@ func ringOf(f string) int {
 // into d an eighth at a time as the bucket fills (ptrPut); t is merged
 // when a newer bucket is written, and then holds only what arrives late.
 type fsBucket struct {
-	id int64
-	t  *fsTable
-	d  *denseTable
+	id  int64
+	gen uint64 // of the bucket's message slots its values name (slots.go)
+	t   *fsTable
+	d   *denseTable
 }
 
 func (b *fsBucket) size() int {
@@ -218,7 +220,7 @@ func (b *fsBucket) get(sig uint64) (uint32, bool) {
 	}
 	if b.d != nil {
 		if i, ok := b.d.find(sig); ok {
-			return b.d.vals[i], true
+			return b.d.val(i), true
 		}
 	}
 	return 0, false
@@ -288,6 +290,7 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		e.ptrs[i].tabs = make([]fsBucket, c.nb)
 		e.ptrs[i].stabs = make([]fsBucket, c.nb)
 	}
+	e.slots.init(c.nb)
 	e.mixedUpTo.Store(math.MinInt64)
 	e.votes.init()
 	var warn error
@@ -310,18 +313,19 @@ func (e *Embedded) shard(sig uint64) *eshard {
 
 func (e *Embedded) ptrShardOf(sig uint64) int { return int(mix64(sig) % embeddedShards) }
 
-// ptrPut records a key's pointer in ring r's bucket cb for a message at t
-// (here: the key has one there); the caller holds ps.mu.
-func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here bool, t time.Time) {
+// ptrPut records a key's pointer, value v naming a slot of generation gen,
+// in ring r's bucket cb for a message at t (here: the key has one there);
+// the caller holds ps.mu.
+func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, gen uint64, here bool, t time.Time) {
 	nb := int64(e.c.nb)
 	tabs, cbits := ps.ring(r), ringCheckBits(r)
 	slot := &tabs[mod(cb, nb)]
-	if slot.id != cb || slot.empty() {
+	if slot.id != cb || slot.empty() || slot.gen != gen {
 		if !slot.empty() && slot.id > cb && !e.aheadDrop(slot.id, slot.size()) {
 			return // older than the window held here
 		}
 		ps.entries -= slot.size()
-		slot.id, slot.t, slot.d = cb, &fsTable{}, nil
+		slot.id, slot.gen, slot.t, slot.d = cb, gen, &fsTable{}, nil
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
 		if prev := &tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
@@ -329,15 +333,16 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 		}
 	}
 	if here && slot.d != nil {
-		if i, ok := slot.d.find(sig); ok {
-			slot.d.vals[i] = uint32(p)
+		// A value wider than the table's goes to the open table, which
+		// reads first and replaces it when merged (newDense).
+		if i, ok := slot.d.find(sig); ok && slot.d.vals.set(i, v) {
 			return
 		}
 	}
 	if slot.t == nil {
 		slot.t = &fsTable{}
 	}
-	if slot.t.put(sig, uint32(p)) {
+	if slot.t.put(sig, v) {
 		ps.entries++
 		// A large bucket is packed as it fills: its groups sized for what
 		// it will hold, the new pointers packed once they are an eighth
@@ -359,6 +364,40 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, p ptr, here b
 			}
 		}
 	}
+}
+
+// ptrHit is where a key's pointer was found: bucket b, whose tables
+// name slots of generation gen, value v, in the main ring although of a
+// support family (a bucket read from a file of version 4 or before).
+type ptrHit struct {
+	found, inMain bool
+	b             int64
+	gen           uint64
+	v             uint32
+}
+
+// ptrAt returns the newest pointer of key sig, of ring r, in buckets from
+// down to oldest; a support key's in the main ring too, in the buckets up
+// to mixedUpTo. The caller holds ps.mu.
+func (e *Embedded) ptrAt(ps *pshard, r int, sig uint64, from, oldest, mixedUpTo int64) ptrHit {
+	nb := int64(e.c.nb)
+	tabs := ps.ring(r)
+	for b := from; b >= oldest; b-- {
+		if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+			if v, ok := slot.get(sig); ok {
+				return ptrHit{found: true, b: b, gen: slot.gen, v: v}
+			}
+		}
+		if r == ringMain || b > mixedUpTo {
+			continue
+		}
+		if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
+			if v, ok := slot.get(sig); ok {
+				return ptrHit{found: true, inMain: true, b: b, gen: slot.gen, v: v}
+			}
+		}
+	}
+	return ptrHit{}
 }
 
 // aheadDrop reports whether a ring's bucket b, newer than the bucket a
@@ -507,36 +546,41 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	nb := int64(e.c.nb)
 	oldest := cb - nb + 1
 	kps := make([]keyPtr, len(ids))
-	at := make([]int64, len(ids)) // bucket the pointer was found in
+	at := make([]int64, len(ids))    // bucket the pointer was found in
+	vals := make([]uint32, len(ids)) // its stored value (slot and switches)
+	var gen uint64                   // of bucket cb's slots, where found there
 	// A support key's pointer in the main ring: a bucket read from an old
 	// file (mixedUpTo); it is rewritten to its own ring.
 	mixedUpTo := e.mixedUpTo.Load()
 	var inMain []bool
+	// The pointers first, then the slots they name (slots.go) under one
+	// short read lock: a pointer that names none is as absent, and the
+	// key's older buckets are searched (rare: a stale bucket).
+	hits := make([]ptrHit, len(ids))
 	for i, sig := range sigs {
-		ps := &e.ptrs[e.ptrShardOf(sig)]
-		r := ringOf(fams[i])
-		tabs := ps.ring(r)
-		for b := cb; b >= oldest && !kps[i].found; b-- {
-			if slot := &tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok {
-					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
-					break
-				}
-			}
-			if r == ringMain || b > mixedUpTo {
+		hits[i] = e.ptrAt(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), sig, cb, oldest, mixedUpTo)
+	}
+	e.slots.mu.RLock()
+	for i, h := range hits {
+		for ; h.found; h = e.ptrAt(&e.ptrs[e.ptrShardOf(sigs[i])], ringOf(fams[i]), sigs[i], h.b-1, oldest, mixedUpTo) {
+			ref, ok := e.slots.ref(h.b, h.gen, h.v>>3)
+			if !ok {
 				continue
 			}
-			if slot := &ps.tabs[mod(b, nb)]; slot.id == b && !slot.empty() {
-				if v, ok := slot.get(sig); ok {
-					kps[i], at[i] = keyPtr{found: true, p: ptr(v)}, b
-					if inMain == nil {
-						inMain = make([]bool, len(ids))
-					}
-					inMain[i] = true
-				}
+			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&7))}, h.b, h.v
+			if h.b == cb {
+				gen = h.gen
 			}
+			if h.inMain {
+				if inMain == nil {
+					inMain = make([]bool, len(ids))
+				}
+				inMain[i] = true
+			}
+			break
 		}
 	}
+	e.slots.mu.RUnlock()
 	// The stored merge (model.go): a pointer naming a merged campaign is
 	// read as its root; raw keeps what is stored, so that such a key is
 	// rewritten to the root.
@@ -554,12 +598,16 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		d.ref = e.freeRef(fresh, origin, cb)
 	}
 	if write {
+		var ms msgSlots
 		for i, sig := range sigs {
 			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
 			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
-				e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, np, kps[i].found && at[i] == cb && !moved, t)
+				here := kps[i].found && at[i] == cb && !moved
+				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p.ref(), gen, here); ok {
+					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, g, here, t)
+				}
 			}
 		}
 	}
@@ -984,6 +1032,7 @@ func (e *Embedded) sweep(now time.Time) {
 		}
 		ps.mu.Unlock()
 	}
+	e.slots.sweep(oldest, ahead)
 	e.votes.sweep(now.Unix() - int64(e.c.VoteHorizon.Seconds()))
 	e.aliases.sweep(oldest)
 }

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -115,35 +113,28 @@ func TestEmbeddedReadsVersion3(t *testing.T) {
 	cb := e.c.bucket(now)
 	const ref = 0x1234567
 	key := "s:imatch.0:aa"
-	var buf bytes.Buffer
-	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
-	cw.w.Write(e.c.fileHeader(3, now))
-	cw.flush(chunkVotes)
-	cw.flush(chunkVotesEnd)
-	b := le64(nil, uint64(cb))
-	b = le32(b, 1)
-	b = le64(b, campaignSig(ref))
-	cw.buf = le32(b, fingerprint(e.c.pseudonym("a@x")))
-	cw.flush(chunkFS)
-	b = le64(nil, uint64(cb))
-	b = le32(b, 1)
-	b = le64(b, sigHash(key))
-	cw.buf = le32(b, uint32(makePtr(ref, 0)))
-	cw.flush(chunkPointers)
-	b = le32(nil, ref)
-	b = le32(b, 7)
-	b = le64(b, uint64(now.Unix()-60))
-	b = le64(b, uint64(cb))
-	b = append(b, 1)
-	b = binary.BigEndian.AppendUint16(b, 0x1235)
-	cw.buf = append(b, 0)
-	cw.flush(chunkCamps)
-	cw.flush(chunkEnd)
-	if err := cw.w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	file := oldFile(e, 3, now, func(cw *chunkWriter) {
+		b := le64(nil, uint64(cb))
+		b = le32(b, 1)
+		b = le64(b, campaignSig(ref))
+		cw.buf = le32(b, fingerprint(e.c.pseudonym("a@x")))
+		cw.flush(chunkFS)
+		b = le64(nil, uint64(cb))
+		b = le32(b, 1)
+		b = le64(b, sigHash(key))
+		cw.buf = le32(b, uint32(makePtr(ref, 0)))
+		cw.flush(chunkPointers)
+		b = le32(nil, ref)
+		b = le32(b, 7)
+		b = le64(b, uint64(now.Unix()-60))
+		b = le64(b, uint64(cb))
+		b = append(b, 1)
+		b = binary.BigEndian.AppendUint16(b, 0x1235)
+		cw.buf = append(b, 0)
+		cw.flush(chunkCamps)
+	})
 	e.Close()
-	if err := os.WriteFile(filepath.Join(dir, "state"), buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "state"), file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e, err = newEmbedded(t, dir, now, nil)

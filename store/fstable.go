@@ -161,7 +161,8 @@ type denseTable struct {
 	idx32   []uint32 // instead of idx and base, or nil
 	check   []uint32 // cbits 32, else nil
 	check16 []uint16 // cbits 16, else nil
-	vals    []uint32
+	vals    bitVals
+	n       int
 	gbits   uint
 	cbits   uint // 32 or 16
 }
@@ -194,7 +195,55 @@ func (d *denseTable) parts(h uint64) (g uint64, check uint32) {
 }
 
 // len is the number of entries.
-func (d *denseTable) len() int { return len(d.vals) }
+func (d *denseTable) len() int { return d.n }
+
+// val is entry i's value.
+func (d *denseTable) val(i int) uint32 { return d.vals.get(i) }
+
+// bitVals holds values of w bits each (w ≤ 32) back to back in 64-bit
+// words. A pointer's value is a slot of its bucket's message slots
+// (slots.go) and a 3-bit switch count: as many bits as the bucket has
+// messages, about 19 at 62,500 a bucket, where a ref took 32.
+type bitVals struct {
+	w     uint
+	words []uint64
+}
+
+func newBitVals(n int, w uint) bitVals {
+	return bitVals{w: w, words: make([]uint64, (n*int(w)+63)/64)}
+}
+
+func (b *bitVals) get(i int) uint32 {
+	if b.w == 0 {
+		return 0
+	}
+	at := uint(i) * b.w
+	k, off := at/64, at%64
+	v := b.words[k] >> off
+	if off+b.w > 64 {
+		v |= b.words[k+1] << (64 - off)
+	}
+	return uint32(v & (1<<b.w - 1))
+}
+
+// set stores v at i, unless it is wider than w.
+func (b *bitVals) set(i int, v uint32) bool {
+	if uint64(v)>>b.w != 0 {
+		return false
+	}
+	if b.w == 0 {
+		return true
+	}
+	at := uint(i) * b.w
+	k, off := at/64, at%64
+	mask := uint64(1)<<b.w - 1
+	b.words[k] = b.words[k]&^(mask<<off) | uint64(v)<<off
+	if off+b.w > 64 {
+		s := 64 - off
+		b.words[k+1] = b.words[k+1]&^(mask>>s) | uint64(v)>>s
+	}
+	return true
+}
 
 // start is the index of group g's first entry (g ≤ 1<<gbits: the last is
 // the end).
@@ -215,15 +264,24 @@ type hv struct {
 // newDense builds a dense table of gbits group bits (≤ 26) and cbits bits
 // of check (32 or 16) from the entries of d (nil: none; a packed table
 // keeps no more of its hashes than its bits allow, so they stay, and so
-// do its check bits) and add, whose order it changes.
+// do its check bits) and add, whose order it changes. An entry of add
+// replaces d's of the same saved hash: it is the newer value of the key,
+// too wide to be set in place (ptrPut). Its values take the bits of the
+// widest.
 func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	slices.SortFunc(add, func(a, b hv) int { return cmp.Compare(a.h, b.h) })
 	n := len(add)
+	var widest uint32
+	for _, a := range add {
+		widest = max(widest, a.v)
+	}
+	w := uint(bits.Len32(widest))
 	if d != nil {
 		n += d.len()
 		cbits = d.cbits
+		w = max(w, d.vals.w)
 	}
-	out := &denseTable{gbits: gbits, cbits: cbits, vals: make([]uint32, n)}
+	out := &denseTable{gbits: gbits, cbits: cbits, vals: newBitVals(n, w)}
 	if cbits == 16 {
 		out.check16 = make([]uint16, n)
 	} else {
@@ -238,22 +296,32 @@ func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 		} else {
 			out.check16[k] = uint16(c)
 		}
-		out.vals[k] = v
+		out.vals.set(k, v)
 		starts[g+1]++
 		k++
 	}
 	j := 0
 	if d != nil {
 		// Both in hash order: merge.
+		sh := 64 - d.gbits - d.cbits
 		d.each(func(h uint64, v uint32) {
 			for ; j < len(add) && add[j].h < h; j++ {
 				emit(add[j].h, add[j].v)
+			}
+			if j < len(add) && add[j].h>>sh == h>>sh {
+				return // replaced
 			}
 			emit(h, v)
 		})
 	}
 	for ; j < len(add); j++ {
 		emit(add[j].h, add[j].v)
+	}
+	out.n = k
+	if out.check != nil {
+		out.check = out.check[:k:k]
+	} else {
+		out.check16 = out.check16[:k:k]
 	}
 	for g := 1; g < len(starts); g++ {
 		starts[g] += starts[g-1]
@@ -324,7 +392,7 @@ func (d *denseTable) each(fn func(h uint64, v uint32)) {
 			} else {
 				c = uint64(d.check16[i])
 			}
-			fn(g<<(64-d.gbits)|c<<sh, d.vals[i])
+			fn(g<<(64-d.gbits)|c<<sh, d.val(int(i)))
 		}
 	}
 }

@@ -1050,3 +1050,37 @@ func TestEmbeddedAheadObserved(t *testing.T) {
 		t.Errorf("entries reported dropped: %d, want the %d held before the step", got, want)
 	}
 }
+
+// TestEmbeddedPresentSaved: the latest time counted is saved and read
+// back, so that after a restart an observation dated ahead of the clock
+// counts at the store's present, not at the clock, as before it.
+func TestEmbeddedPresentSaved(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC) // in the clock's bucket
+	clock := base.Add(5 * time.Hour)
+	ctx := context.Background()
+	firstOf := func(e *Embedded, at time.Time, key, rcpt string) time.Time {
+		t.Helper()
+		res, err := e.Observe(ctx, Observation{Keys: []string{key}, Recipients: []string{rcpt}, Time: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign.First
+	}
+	e, _ := newEmbedded(t, dir, clock, nil)
+	firstOf(e, base, "v1:imatch.0:01", "a@x") // a replay: the present is base
+	if got := firstOf(e, base.AddDate(61, 0, 0), "v1:imatch.0:02", "b@x"); !got.Equal(base) {
+		t.Fatalf("before the restart, a campaign dated ahead is first seen %v, want the present %v", got, base)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if got := firstOf(e, base.AddDate(61, 0, 0), "v1:imatch.0:03", "c@x"); !got.Equal(base) {
+		t.Errorf("after the restart, a campaign dated ahead is first seen %v, want the saved present %v (the clock is %v)", got, base, clock)
+	}
+}

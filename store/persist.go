@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The embedded store's file, version 5, little-endian:
+// The embedded store's file, version 6, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -25,8 +25,9 @@ import (
 // Chunk kinds, written in this order so that damage late in the file spares
 // the votes: 1 votes, 4 end of votes (empty: proves the votes complete),
 // 2 counters, 8 first sightings, 5 pointers, 7 packed pointers, 9 and 10
-// the same of the support families' ring, 11 mixed buckets, 6 campaigns,
-// 12 aliases, 255 end (empty).
+// the same of the support families' ring, 14 message slots, 11 mixed
+// buckets, 6 campaigns,
+// 12 aliases, 13 present, 255 end (empty).
 // A chunk holds whole records:
 //
 //	votes:     u16 key length, key, u32 n, n × (6-byte voter, u8 kind, i64 unix s)
@@ -36,7 +37,11 @@ import (
 //	sightings: i64 bucket, u32 n, n × (u32 ref, u32 recipient fingerprint,
 //	           u32 first (unix s), u32 origin, u16 network, u16 sender):
 //	           the campaigns of one message (fsRec)
-//	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer)
+//	slots:     i64 bucket, u32 first slot, u32 n, n × u32 ref: the refs
+//	           the bucket's pointers name (slots.go); a record goes on
+//	           where the bucket's last one ended
+//	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer:
+//	           the slot of its bucket << 3 | its switch count)
 //	packed:    u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 the top
 //	           32+gbits bits of the mixed hash, u32 pointer): packed
 //	           pointers (denseTable), which keep no whole hash (16+gbits
@@ -49,8 +54,13 @@ import (
 //	aliases:   u32 part ref, u32 root, i64 bucket of the merge: the
 //	           stored merge (alias.go); a version 5 file without it is
 //	           read as one without merges
+//	present:   i64 the latest time counted (unix ms, ahead.go), so that
+//	           times ahead count at the saved present after a restart; a
+//	           file without it is read as one that counted nothing
 //
-// Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
+// Version 5 is version 6 without chunk 14, its pointers holding the ref
+// itself (ref << 3 | switches): it is read whole, each bucket's refs
+// taking a slot each. Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
 // is read whole, its buckets marked mixed. Counters count campaigns (by
 // campaignSig), not keys. Version 1 files
 // counted keys: their votes are read, their counts are not (counting
@@ -66,7 +76,7 @@ import (
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 5
+	fileVersion = 6
 
 	chunkVotes    = 1
 	chunkCounters = 2
@@ -83,7 +93,12 @@ const (
 	// The stored merge's aliases (alias.go), the last chunk: a build
 	// without it stops there, with every other chunk read.
 	chunkAliases = 12
-	chunkEnd     = 255
+	// The latest time counted (ahead.go), after the aliases for the same
+	// reason.
+	chunkPresent = 13
+	// Version 6: the message slots the pointers name (slots.go).
+	chunkSlots = 14
+	chunkEnd   = 255
 
 	chunkTarget = 1 << 20  // flush a chunk past this size
 	chunkMax    = 64 << 20 // a longer chunk on disk is damage
@@ -344,6 +359,17 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 		}
 		cw.flush(r.packed)
 	}
+	// The slots after the pointers: every slot a saved pointer names was
+	// taken before it was written, so it is saved too (slots are only
+	// added to a bucket), where slots saved first would miss those of the
+	// messages written meanwhile, and a slot taken after a restart would
+	// give such a pointer another campaign's ref.
+	cw.buf = e.slots.appendSlots(cw.buf, oldest, func(b []byte) []byte {
+		cw.buf = b
+		cw.maybeFlush(chunkSlots)
+		return cw.buf
+	})
+	cw.flush(chunkSlots)
 	if m := e.mixedUpTo.Load(); m >= oldest {
 		cw.buf = le64(cw.buf, uint64(m))
 		cw.flush(chunkMixed)
@@ -374,6 +400,10 @@ func (e *Embedded) writeState(cw *chunkWriter) {
 	cw.flush(chunkCamps)
 	cw.buf = e.aliases.appendAliases(cw.buf, oldest)
 	cw.flush(chunkAliases)
+	if l := e.present.latest.Load(); l != 0 {
+		cw.buf = le64(cw.buf, uint64(l))
+		cw.flush(chunkPresent)
+	}
 	cw.flush(chunkEnd)
 }
 
@@ -419,7 +449,10 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 	// and votes, that have left the window since go now, whether the file
 	// was read whole or up to damage (a save would drop them, so the state
 	// would not be what it saves).
-	defer func() { e.sweep(e.c.Now()) }()
+	defer func() {
+		e.slotGens()
+		e.sweep(e.c.Now())
+	}()
 	hdr := make([]byte, len(fileMagic)+4+8+4+8+8+4)
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return "nothing was read", fmt.Errorf("header: %w", err)
@@ -442,6 +475,12 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 	// votes are kept whatever the parameters.
 	countsOK := bucketMs == e.c.bucketLen.Milliseconds() && buckets == e.c.Buckets && kid == e.c.keyID &&
 		version >= 2
+
+	// A pointer of version 6 names a slot of its bucket; before, its ref.
+	value := func(_ int64, v uint32) (uint32, bool) { return v, true }
+	if version < 6 {
+		value = (&legacySlots{e: e}).value
+	}
 
 	var payload []byte
 	var err error
@@ -488,6 +527,10 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 			if countsOK {
 				err = e.loadRecs(payload)
 			}
+		case chunkSlots:
+			if countsOK {
+				err = e.loadSlots(payload)
+			}
 		case chunkPointers, chunkSupport, chunkPacked, chunkSupportPacked:
 			if countsOK {
 				ring := ringMain
@@ -496,12 +539,12 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 				}
 				var ids []int64
 				if h[0] == chunkPointers || h[0] == chunkSupport {
-					ids, err = e.loadTables(payload, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
+					ids, err = e.loadTables(payload, value, func(sig uint64) (*sync.Mutex, []fsBucket, *int) {
 						ps := &e.ptrs[e.ptrShardOf(sig)]
 						return &ps.mu, ps.ring(ring), &ps.entries
 					})
 				} else {
-					ids, err = e.loadPacked(payload, version, ring)
+					ids, err = e.loadPacked(payload, version, ring, value)
 				}
 				if version < 5 {
 					e.mixedAlso(ids)
@@ -522,6 +565,14 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 		case chunkAliases:
 			if countsOK {
 				err = e.loadAliases(payload)
+			}
+		case chunkPresent:
+			d := &decoder{b: payload}
+			ms := int64(d.u64())
+			if d.bad || len(d.b) > 0 || ms <= 0 {
+				err = fmt.Errorf("present: %w", errRecord)
+			} else if countsOK {
+				e.present.note(time.UnixMilli(ms))
 			}
 		case chunkEnd:
 			return "", nil
@@ -686,7 +737,7 @@ func (e *Embedded) loadCounters(b []byte) error {
 
 // loadTables reads pointers into the tables shardOf names for each hash,
 // and returns the buckets it read.
-func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, []fsBucket, *int)) ([]int64, error) {
+func (e *Embedded) loadTables(b []byte, value func(id int64, v uint32) (uint32, bool), shardOf func(sig uint64) (*sync.Mutex, []fsBucket, *int)) ([]int64, error) {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
 	var ids []int64
@@ -702,7 +753,10 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 		var slot *fsBucket
 		for range n {
 			sig := d.u64()
-			v := d.u32()
+			v, ok := value(id, d.u32())
+			if !ok {
+				continue
+			}
 			m, tabs, en := shardOf(sig)
 			if m != mu {
 				if mu != nil {
@@ -714,7 +768,7 @@ func (e *Embedded) loadTables(b []byte, shardOf func(sig uint64) (*sync.Mutex, [
 				switch {
 				case slot.empty() || slot.id < id:
 					*entries -= slot.size()
-					slot.id, slot.t, slot.d = id, newFSTable(n), nil
+					slot.id, slot.gen, slot.t, slot.d = id, 0, newFSTable(n), nil
 				case slot.id == id && slot.t == nil:
 					slot.t = newFSTable(n) // beside packed pointers
 				}
@@ -815,7 +869,7 @@ func (e *Embedded) loadLegacyFS(b []byte) error {
 
 // loadPacked reads packed pointers into ring r (their check bits are
 // the ring's), and returns the buckets it read.
-func (e *Embedded) loadPacked(b []byte, version uint32, r int) ([]int64, error) {
+func (e *Embedded) loadPacked(b []byte, version uint32, r int, value func(id int64, v uint32) (uint32, bool)) ([]int64, error) {
 	d := &decoder{b: b}
 	nb := int64(e.c.nb)
 	var ids []int64
@@ -834,11 +888,14 @@ func (e *Embedded) loadPacked(b []byte, version uint32, r int) ([]int64, error) 
 			d.bad = true
 			break
 		}
-		add := make([]hv, n)
-		for j := range add {
-			add[j] = hv{d.u64(), d.u32()}
+		add := make([]hv, 0, n)
+		for range n {
+			h := d.u64()
+			if v, ok := value(id, d.u32()); ok && !d.bad {
+				add = append(add, hv{h, v})
+			}
 		}
-		if d.bad || n == 0 {
+		if d.bad || len(add) == 0 {
 			continue
 		}
 		ids = append(ids, id)
@@ -847,11 +904,11 @@ func (e *Embedded) loadPacked(b []byte, version uint32, r int) ([]int64, error) 
 		slot := &ps.ring(r)[mod(id, nb)]
 		if slot.empty() || slot.id < id {
 			ps.entries -= slot.size()
-			slot.id, slot.t, slot.d = id, nil, nil
+			slot.id, slot.gen, slot.t, slot.d = id, 0, nil, nil
 		}
 		if slot.id == id && slot.d == nil {
 			slot.d = newDense(nil, add, gbits, ringCheckBits(r))
-			ps.entries += n
+			ps.entries += slot.d.len()
 		}
 		ps.mu.Unlock()
 	}

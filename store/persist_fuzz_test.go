@@ -46,8 +46,10 @@ func FuzzDecodeState(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	v5, _ := version5File(e, now) // pointers holding refs, read as slots
 	e.Close()
 	f.Add(seed)
+	f.Add(v5)
 	f.Add(seed[:len(seed)/2])
 	f.Add(seed[:60])
 	f.Add([]byte{})

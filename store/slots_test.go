@@ -1,0 +1,270 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBitVals: values of every width read back as set, across word
+// boundaries, and a value wider than the width is refused and changes
+// nothing.
+func TestBitVals(t *testing.T) {
+	for _, w := range []uint{0, 1, 3, 19, 21, 31, 32} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			const n = 300
+			b := newBitVals(n, w)
+			want := make([]uint32, n)
+			for i := range want {
+				want[i] = uint32(uint64(i)*0x9e3779b1) & uint32(uint64(1)<<w-1)
+				if !b.set(i, want[i]) {
+					t.Fatalf("set(%d, %d) refused at width %d", i, want[i], w)
+				}
+			}
+			if w < 32 {
+				if b.set(7, 1<<w) {
+					t.Errorf("a value of %d bits set at width %d", w+1, w)
+				}
+			}
+			for i := range want {
+				if got := b.get(i); got != want[i] {
+					t.Fatalf("get(%d) = %d, want %d", i, got, want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestPackedValueTooWide: a key of a packed table repointed to a slot
+// wider than the table's values is kept in the open table, read from
+// there, and replaces the packed entry when the bucket is packed again.
+func TestPackedValueTooWide(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e := memStore(t, now)
+	defer e.Close()
+	cb := e.c.bucket(now)
+	ps := &e.ptrs[0]
+	sigs := randomSigs(3000, 5)
+	_, g, _ := e.slots.take(cb, cb, 1)
+	_, g1, _ := e.slots.take(cb+1, cb+1, 1)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for i, s := range sigs {
+		e.ptrPut(ps, ringMain, cb, s, uint32(i%8), g, false, now)
+	}
+	slot := &ps.tabs[mod(cb, int64(e.c.nb))]
+	if slot.d == nil || slot.d.vals.w != 3 {
+		t.Fatalf("after 3,000 values of 3 bits: packed %v, want a table of 3-bit values", slot.d != nil)
+	}
+	i, ok := slot.d.find(sigs[10])
+	if !ok {
+		t.Fatal("key 10 not in the packed table")
+	}
+	e.ptrPut(ps, ringMain, cb, sigs[10], 1<<20, g, true, now)
+	if v, _ := slot.get(sigs[10]); v != 1<<20 || slot.d.val(i) != 10%8 {
+		t.Fatalf("a wide value: read %d (packed %d), want %d read from the open table", v, slot.d.val(i), 1<<20)
+	}
+	e.ptrPut(ps, ringMain, cb+1, sigs[0], 0, g1, false, now.Add(6*time.Hour)) // packs bucket cb
+	if slot.t != nil || slot.d.len() != len(sigs) {
+		t.Fatalf("after the next bucket: open table %v, %d packed, want none open and %d packed", slot.t != nil, slot.d.len(), len(sigs))
+	}
+	for j, s := range sigs {
+		want := uint32(j % 8)
+		if j == 10 {
+			want = 1 << 20
+		}
+		if v, ok := slot.get(s); !ok || v != want {
+			t.Fatalf("key %d after packing: %d, %v; want %d", j, v, ok, want)
+		}
+	}
+}
+
+// TestSlotRing: a bucket's slots resolve only for that bucket; a write
+// for a bucket older than the one its ring slot holds gets no slot,
+// unless that one is ahead of the clock; the sweep drops what left.
+func TestSlotRing(t *testing.T) {
+	var r slotRing
+	r.init(5)
+	for i := range 5000 {
+		if s, _, ok := r.take(10, 10, uint32(i)); !ok || s != uint32(i) {
+			t.Fatalf("take %d: slot %d, %v", i, s, ok)
+		}
+	}
+	g10 := r.gen(10)
+	if ref, ok := r.ref(10, g10, 4099); !ok || ref != 4099 {
+		t.Errorf("slot 4099 of bucket 10: %d, %v", ref, ok)
+	}
+	for _, c := range []struct {
+		b    int64
+		slot uint32
+	}{{10, 5000}, {15, 1}, {5, 1}, {11, 0}} {
+		if ref, ok := r.ref(c.b, g10, c.slot); ok {
+			t.Errorf("slot %d of bucket %d resolves to %d, want none", c.slot, c.b, ref)
+		}
+	}
+	if _, _, ok := r.take(5, 10, 1); ok {
+		t.Error("bucket 5 took a slot where bucket 10 is held")
+	}
+	s, g5, ok := r.take(5, 4, 77)
+	if !ok || s != 0 || g5 == g10 {
+		t.Errorf("bucket 5 with bucket 10 ahead of the clock: slot %d, %v, generation %d; want 0, a new one", s, ok, g5)
+	}
+	if ref, ok := r.ref(5, g5, 0); !ok || ref != 77 {
+		t.Errorf("slot 0 of bucket 5: %d, %v", ref, ok)
+	}
+	if _, ok := r.ref(10, g10, 0); ok {
+		t.Error("bucket 10's slots resolve after bucket 5 took its place")
+	}
+	// Bucket 10 again, after 5: its earlier pointers (generation g10)
+	// name none of its new slots.
+	if _, g, _ := r.take(10, 10, 99); g == g10 {
+		t.Error("bucket 10 made again has its first generation")
+	}
+	if _, ok := r.ref(10, g10, 0); ok {
+		t.Error("a pointer of bucket 10's first generation resolves in its second")
+	}
+	_, g6, _ := r.take(6, 6, 1)
+	r.sweep(6, 6)
+	if _, ok := r.ref(10, r.gen(10), 0); ok {
+		t.Error("bucket 10 resolves after the sweep to 6")
+	}
+	if _, ok := r.ref(6, g6, 0); !ok {
+		t.Error("bucket 6 swept")
+	}
+}
+
+// TestEmbeddedReadsVersion5: a version 5 file's pointers, which held the
+// ref itself, open and packed, are read as slots of their bucket: they
+// join their campaign after the upgrade and after the next restart (a
+// version 6 file).
+func TestEmbeddedReadsVersion5(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, refs := version5File(e, now)
+	e.Close()
+	if err := os.WriteFile(filepath.Join(dir, "state"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		e, err := newEmbedded(t, dir, now, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		for i, ref := range refs {
+			res, err := e.Observe(ctx, Observation{Keys: v5Keys(i), Recipients: []string{fmt.Sprint(when, i, "@x")}, Time: now})
+			if c := res.Campaign; err != nil || c.ID != ref || len(c.Joined) != 2 {
+				t.Errorf("%s, campaign %d: %+v, %v; want %08x joined by 2 keys", when, i, c, err, ref)
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after the upgrade")
+	check("after a restart")
+}
+
+// v5Keys are the keys of campaign i of version5File.
+func v5Keys(i int) []string {
+	return []string{fmt.Sprintf("s:imatch.0:%x", i), fmt.Sprintf("s:shingle.1:%x", i)}
+}
+
+// version5File returns a version 5 file holding two campaigns' pointers,
+// the first's in the bucket before now's, packed, the second's open in
+// now's, and their refs.
+func version5File(e *Embedded, now time.Time) ([]byte, []uint32) {
+	cb := e.c.bucket(now)
+	refs := []uint32{0x1234567, 0x0abcdef}
+	return oldFile(e, 5, now, func(cw *chunkWriter) {
+		v5Chunks(e, cw, cb, refs)
+	}), refs
+}
+
+// oldFile returns a state file of an earlier format version: its header,
+// no votes, the chunks chunks writes, and its end.
+func oldFile(e *Embedded, version uint32, now time.Time, chunks func(cw *chunkWriter)) []byte {
+	var buf bytes.Buffer
+	cw := &chunkWriter{w: bufio.NewWriter(&buf)}
+	cw.w.Write(e.c.fileHeader(version, now))
+	cw.flush(chunkVotes)
+	cw.flush(chunkVotesEnd)
+	chunks(cw)
+	cw.flush(chunkEnd)
+	cw.w.Flush()
+	return buf.Bytes()
+}
+
+// v5Chunks writes version5File's pointers.
+func v5Chunks(e *Embedded, cw *chunkWriter, cb int64, refs []uint32) {
+	for _, k := range v5Keys(0) {
+		s := sigHash(k)
+		b := append(cw.buf, byte(e.ptrShardOf(s)))
+		b = le64(b, uint64(cb-1))
+		b = append(b, 0)
+		b = le32(b, 1)
+		b = le64(b, denseHash(s))
+		cw.buf = le32(b, uint32(makePtr(refs[0], 1)))
+	}
+	cw.flush(chunkPacked)
+	b := le64(nil, uint64(cb))
+	b = le32(b, 2)
+	for _, k := range v5Keys(1) {
+		b = le64(b, sigHash(k))
+		b = le32(b, uint32(makePtr(refs[1], 0)))
+	}
+	cw.buf = b
+	cw.flush(chunkPointers)
+}
+
+// TestEmbeddedSlotGenerations: pointers left in a bucket by a clock
+// stepped back and forward again, between sweeps, name no slot of the
+// bucket's later incarnation: a copy of their message does not join the
+// campaign that took slot 0 there (a false join through another's slot).
+func TestEmbeddedSlotGenerations(t *testing.T) {
+	var ms atomic.Int64
+	base := time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
+	e, err := OpenEmbedded(EmbeddedOptions{SaveInterval: -1, Params: Params{Now: func() time.Time { return time.UnixMilli(ms.Load()) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// Three keys in three pointer shards.
+	var keys []string
+	used := map[int]bool{}
+	for i := 0; len(keys) < 3; i++ {
+		k := fmt.Sprintf("v1:imatch.0:%04x", i)
+		if sh := e.ptrShardOf(sigHash(k)); !used[sh] {
+			used[sh] = true
+			keys = append(keys, k)
+		}
+	}
+	ctx := context.Background()
+	obs := func(at time.Time, key, rcpt string) Campaign {
+		t.Helper()
+		ms.Store(at.UnixMilli())
+		res, err := e.Observe(ctx, Observation{Keys: []string{key}, Recipients: []string{rcpt}, Time: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	later := base.Add(10 * e.c.bucketLen) // the same ring slot as base's bucket
+	obs(later, keys[0], "a@x")            // slot 0 of that bucket
+	obs(base, keys[1], "b@x")             // the clock stepped back: its slots go
+	c := obs(later, keys[2], "c@x")       // and forward again: slot 0 of a new generation
+	if got := obs(later, keys[0], "d@x"); got.ID == c.ID {
+		t.Errorf("a copy of the first message joined campaign %08x through the slot its pointer had in an earlier generation", c.ID)
+	}
+}
