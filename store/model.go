@@ -394,26 +394,57 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // keys on the root already, merges nothing more and counts the same
 // recipients by their fingerprints.
 const (
-	// AliasFamily is the family whose voting key the guard asks for: an
-	// I-Match key is a digest of the whole text's lexicon terms, which a
-	// newsletter's issues, sharing a template (header, footer, layout,
-	// what moves shingle, sift and term-set keys), do not share, and a
-	// campaign's copies do (measured: with no guard the alias chained
-	// template mail, 29 → 40 tagged in one window, 3 personal).
-	AliasFamily = "imatch"
 	// AliasParts bounds a root's live parts, so that the members read for
 	// its volume stay bounded; a merge that would pass it is not made
 	// (the union still counts the campaign for the copy naming it).
 	AliasParts = 8
 )
 
+// aliasWeight is what one family's voting keys naming the other campaign
+// add to the guard, which passes at 2 (aliasGuard). Two classes of
+// evidence that a template does not give:
+//   - an I-Match key (2: alone) is a digest of the whole text's lexicon
+//     terms, which a newsletter's issues, sharing a template (header,
+//     footer, layout), do not share, and a campaign's copies do (measured:
+//     with no guard the alias chained template mail, 29 → 40 tagged in one
+//     window, 3 personal);
+//   - two of the text's resemblance families (1 each: word shingles,
+//     letter shingles, sifting) agreeing: an edit that moves every I-Match
+//     key (words changed, text added) leaves a copy's shingles and sifted
+//     clusters partly in place, and each of these families samples the
+//     whole text, so a part named by two of them shares more than a line.
+//     A footer or a quoted thread moving one family's key is bounded as
+//     before (UnionKeys, WeakCap, AliasParts).
+//
+// The support families (their keys are a newsletter's too) and the
+// attachments (a logo is a template's) add nothing.
+func aliasWeight(f string) int {
+	switch f {
+	case "imatch":
+		return 2
+	case "shingle", "charshingle", "sift":
+		return 1
+	}
+	return 0
+}
+
 // aliasGuard reports whether campaign other, in a strong join's union,
-// may become a part of the joined campaign: one of the message's voting
-// keys naming it is of AliasFamily.
+// may become a part of the joined campaign: the families of the
+// message's voting keys naming it weigh 2 (aliasWeight), each once.
 func aliasGuard(fams []string, kps []keyPtr, other uint32) bool {
+	one := "" // the first family of weight 1
 	for i, kp := range kps {
-		if kp.found && kp.p.switches() < WeakCap && kp.p.ref() == other && fams[i] == AliasFamily {
+		if !kp.found || kp.p.switches() >= WeakCap || kp.p.ref() != other {
+			continue
+		}
+		switch f := fams[i]; aliasWeight(f) {
+		case 2:
 			return true
+		case 1:
+			if one != "" && one != f {
+				return true
+			}
+			one = f
 		}
 	}
 	return false

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -523,7 +524,10 @@ type redisObs struct {
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
-	afam any // AliasFamily's number, "" when no key is of it
+	// aguard is the merge guard's family weights (aliasWeight), a digit
+	// per family number ('0' for a support family's), "" when every
+	// weight is 0
+	aguard string
 }
 
 func (ob *redisObs) prepare() {
@@ -546,9 +550,14 @@ func (ob *redisObs) prepare() {
 		ob.fams = append(ob.fams, n)
 	}
 	ob.nfam = len(names)
-	ob.afam = ""
-	if n, ok := names[AliasFamily]; ok {
-		ob.afam = n
+	w, guarded := bytes.Repeat([]byte{'0'}, len(names)), false
+	for f, n := range names {
+		if a := aliasWeight(f); a > 0 && n >= 0 {
+			w[n], guarded = '0'+byte(a), true
+		}
+	}
+	if guarded {
+		ob.aguard = string(w)
 	}
 }
 
@@ -638,7 +647,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, f)
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.afam)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard)
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)

@@ -692,7 +692,8 @@ if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
   -- support family's); 'c' also nsig family numbers, fresh ref, network,
-  -- sender, prefix, split, AliasFamily's number ('': none of its keys).
+  -- sender, prefix, split, the merge guard's family weights (model.go's
+  -- aliasWeight: a digit per family number; '': every weight 0).
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -781,7 +782,7 @@ if mode == 'c' or mode == 'r' then
   local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
-  local afam = tonumber(ARGV[a0 + nsig + 7]) -- AliasFamily's number, or nil
+  local aguard = ARGV[a0 + nsig + 7] -- the guard's family weights, or ''
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -909,14 +910,20 @@ if mode == 'c' or mode == 'r' then
     end
     -- the union's campaigns that pass the guard (model.go's aliasGuard)
     -- become parts of the root (mergeParts), a strong join written
-    if write and not weak and afam then
+    if write and not weak and aguard ~= '' then
       local inp = {[ref] = true}
       for _, p in ipairs(parts) do inp[p[1]] = true end
       local changed = false
       for _, r in ipairs(union) do
-        local guard = false
+        -- the voting keys naming r weigh 2, each family once
+        local guard, one = false, nil
         for s = 1, nsig do
-          if fams[s] == afam and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then guard = true end
+          local f = fams[s]
+          if f >= 0 and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
+            local w = string.byte(aguard, f + 1) - 48
+            if w >= 2 or (w == 1 and one and one ~= f) then guard = true end
+            if w == 1 and not one then one = f end
+          end
         end
         if guard and not inp[r] then
           local padd = {{r, cb}}
