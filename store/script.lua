@@ -665,6 +665,35 @@ end
 -- hash per campaign ref in the campaign's slot, written by mode 'v' like a
 -- key's. A campaign joined strongly (not weak) has its votes read; a new
 -- campaign clears what a dead campaign that held its ref left.
+-- cvkey names campaign ref's vote hash (model.go's CampaignVoteKey).
+local function cvkey(prefix, ref)
+  return prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref)
+end
+
+-- vote_carry copies the live votes of a merged part's campaign vote
+-- hash to its root's (embedded voteBook.carry): a voter who voted on
+-- both keeps the later vote; the root's hash lives as long as either.
+local function vote_carry(from, to, now, hz)
+  local all = redis.call('HGETALL', from)
+  local moved = false
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local t = tonumber(string.sub(v, 2)) or 0
+    if #f == 6 and t > now - hz then
+      local old = redis.call('HGET', to, f)
+      if not old or (tonumber(string.sub(old, 2)) or 0) < t then
+        redis.call('HSET', to, f, v)
+        moved = true
+      end
+    end
+  end
+  if moved then
+    local n, b, oldest = vote_rebuild(to, now, hz, nil)
+    local pt = math.max(redis.call('PTTL', from), redis.call('PTTL', to))
+    vote_store(to, n, b, oldest or now, pt > 0 and pt or nil)
+  end
+end
+
 local function camp_votes(cvk, read, fresh, rs, now, hz)
   if read then return key_votes(cvk, rs, now, hz) end
   if fresh then redis.call('DEL', cvk) end
@@ -939,6 +968,7 @@ if mode == 'c' or mode == 'r' then
                 redis.call('HSET', px, 'a', u32(ref) .. u32(p[2]))
                 redis.call('HDEL', px, 'p')
               end
+              vote_carry(cvkey(prefix, p[1]), cvkey(prefix, ref), now, hz)
             end
             changed = true
           end
@@ -964,7 +994,7 @@ if mode == 'c' or mode == 'r' then
   if count then
     out[3], out[4], out[5], out[6] = count, nets, snds, first
   end
-  out[9] = camp_votes(prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref), join and not weak, write and not join, rs, now, hz)
+  out[9] = camp_votes(cvkey(prefix, ref), join and not weak, write and not join, rs, now, hz)
   return out
 end
 

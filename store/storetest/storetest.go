@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignUnion", s.campaignUnion},
 		{"CampaignAlias", s.campaignAlias},
 		{"CampaignAliasPair", s.campaignAliasPair},
+		{"CampaignAliasVotes", s.campaignAliasVotes},
 		{"CampaignAliasGuard", s.campaignAliasGuard},
 		{"CampaignAliasExpires", s.campaignAliasExpires},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
@@ -1022,6 +1023,12 @@ func (s *suite) closed(t *testing.T) {
 // returns A, B and the copy's keys.
 func aliasParts(t *testing.T, st store.Store, via string) (a, b store.Campaign, keys []string) {
 	t.Helper()
+	return aliasPartsThen(t, st, via, nil)
+}
+
+// aliasPartsThen is aliasParts, with between run before the merging copy.
+func aliasPartsThen(t *testing.T, st store.Store, via string, between func()) (a, b store.Campaign, keys []string) {
+	t.Helper()
 	k := familyKey
 	a = observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
 		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2),
@@ -1043,11 +1050,43 @@ func aliasParts(t *testing.T, st store.Store, via string) (a, b store.Campaign, 
 	default:
 		t.Fatalf("aliasParts via %q", via)
 	}
+	if between != nil {
+		between()
+	}
 	res := observe(t, st, t0.Add(2*time.Minute), keys, "u@x")
 	if got := res.Campaign; got.ID != a.ID || got.Recipients != 5 {
 		t.Fatalf("the merging copy: %+v, want %08x with a1, a2, b1, b2, u", got, a.ID)
 	}
 	return a, b, keys
+}
+
+// campaignAliasVotes: votes cast on a part before its merge cover the
+// root's later copies; a voter who voted on both keeps the later vote.
+func (s *suite) campaignAliasVotes(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := familyKey
+	aKeys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}
+	bKeys := []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2)}
+	a, _, _ := aliasPartsThen(t, st, "imatch", func() {
+		vote(t, st, t0.Add(80*time.Second), "alice@x", store.VoteBulk, aKeys...)
+		vote(t, st, t0.Add(80*time.Second), "bob@x", store.VoteBulk, aKeys...)
+		vote(t, st, t0.Add(90*time.Second), "alice@x", store.VoteNotBulk, bKeys...)
+		vote(t, st, t0.Add(90*time.Second), "carol@x", store.VoteNotBulk, bKeys...)
+	})
+	// A copy of A to alice, bob, carol and dan: A's votes and B's, alice's
+	// later one; without the merge, A's own.
+	wantVotes := store.Tally{NotBulk: 2, Bulk: 1}
+	wantOwn := map[string]store.VoteKind{"alice@x": store.VoteNotBulk, "bob@x": store.VoteBulk, "carol@x": store.VoteNotBulk}
+	if s.h.NoMerge {
+		wantVotes = store.Tally{Bulk: 2}
+		wantOwn = map[string]store.VoteKind{"alice@x": store.VoteBulk, "bob@x": store.VoteBulk}
+	}
+	res := observe(t, st, t0.Add(3*time.Minute), aKeys, "alice@x", "bob@x", "carol@x", "dan@x")
+	if res.Campaign.ID != a.ID || res.CampaignVotes != wantVotes || fmt.Sprint(res.CampaignOwn) != fmt.Sprint(wantOwn) {
+		t.Errorf("a copy of A: campaign %08x, votes %+v, own %v; want %08x, %+v, %v",
+			res.Campaign.ID, res.CampaignVotes, res.CampaignOwn, a.ID, wantVotes, wantOwn)
+	}
 }
 
 // campaignAlias: after the merge, a copy naming the merged part alone
