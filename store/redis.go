@@ -524,9 +524,9 @@ type redisObs struct {
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
-	// aguard is the merge guard's family weights (aliasWeight), a digit
-	// per family number ('0' for a support family's), "" when every
-	// weight is 0
+	// aguard is the merge guard's class of each family (aliasGuard), by
+	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
+	// "" when no key is of either
 	aguard string
 }
 
@@ -550,14 +550,21 @@ func (ob *redisObs) prepare() {
 		ob.fams = append(ob.fams, n)
 	}
 	ob.nfam = len(names)
-	w, guarded := bytes.Repeat([]byte{'0'}, len(names)), false
+	g, guarded := bytes.Repeat([]byte{'-'}, len(names)), false
 	for f, n := range names {
-		if a := aliasWeight(f); a > 0 && n >= 0 {
-			w[n], guarded = '0'+byte(a), true
+		i := n
+		if n < 0 {
+			i = (-1 - n) % 256
+		}
+		switch {
+		case f == AliasFamily:
+			g[i], guarded = 'a', true
+		case aliasPair(f):
+			g[i], guarded = 'p', true
 		}
 	}
 	if guarded {
-		ob.aguard = string(w)
+		ob.aguard = string(g)
 	}
 }
 

@@ -721,8 +721,8 @@ if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
   -- support family's); 'c' also nsig family numbers, fresh ref, network,
-  -- sender, prefix, split, the merge guard's family weights (model.go's
-  -- aliasWeight: a digit per family number; '': every weight 0).
+  -- sender, prefix, split, the merge guard's class of each family by its
+  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none).
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -811,7 +811,7 @@ if mode == 'c' or mode == 'r' then
   local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
-  local aguard = ARGV[a0 + nsig + 7] -- the guard's family weights, or ''
+  local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -944,16 +944,23 @@ if mode == 'c' or mode == 'r' then
       for _, p in ipairs(parts) do inp[p[1]] = true end
       local changed = false
       for _, r in ipairs(union) do
-        -- the voting keys naming r weigh 2, each family once
-        local guard, one = false, nil
+        -- a voting key naming r of AliasFamily, or of two aliasPair
+        -- families with WEAKSHARE of the whole evidence
+        local guard, one, two, gev = false, nil, false, 0
         for s = 1, nsig do
           local f = fams[s]
-          if f >= 0 and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
-            local w = string.byte(aguard, f + 1) - 48
-            if w >= 2 or (w == 1 and one and one ~= f) then guard = true end
-            if w == 1 and not one then one = f end
+          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
+            local gi = (f >= 0 and f or (-1 - f) % 256) + 1
+            local c = string.sub(aguard, gi, gi)
+            if c == 'a' then guard = true end
+            if c == 'p' then
+              gev = gev + math.floor(UNIT / nfam[f])
+              if one and one ~= f then two = true end
+              if not one then one = f end
+            end
           end
         end
+        if two and 100 * gev >= WEAKSHARE * UNIT * nf then guard = true end
         if guard and not inp[r] then
           local padd = {{r, cb}}
           for _, q in ipairs(parts_parse(uparts[r], oldest)) do
