@@ -1199,6 +1199,17 @@ func (vb *voteBook) rebuild(key string, sv *sigVotes, cutoff int64) {
 	}
 }
 
+// index records that voter p has a vote on key; the caller holds the
+// write lock.
+func (vb *voteBook) index(p pseudonym, key string) {
+	m := vb.byVoter[p]
+	if m == nil {
+		m = map[string]struct{}{}
+		vb.byVoter[p] = m
+	}
+	m[key] = struct{}{}
+}
+
 func (vb *voteBook) unindex(p pseudonym, key string) {
 	if m := vb.byVoter[p]; m != nil {
 		delete(m, key)
@@ -1233,12 +1244,7 @@ func (vb *voteBook) set(p pseudonym, keys []string, code byte, now, hz int64) {
 			sv.b++
 		}
 		sv.oldest = min(sv.oldest, now)
-		m := vb.byVoter[p]
-		if m == nil {
-			m = map[string]struct{}{}
-			vb.byVoter[p] = m
-		}
-		m[k] = struct{}{}
+		vb.index(p, k)
 	}
 	vb.n.Store(int64(len(vb.bySig)))
 }
@@ -1264,12 +1270,7 @@ func (vb *voteBook) carry(from, to string, cutoff int64) {
 	for p, v := range src.voters {
 		if old, ok := dst.voters[p]; v.at > cutoff && (!ok || old.at < v.at) {
 			dst.voters[p] = v
-			m := vb.byVoter[p]
-			if m == nil {
-				m = map[string]struct{}{}
-				vb.byVoter[p] = m
-			}
-			m[to] = struct{}{}
+			vb.index(p, to)
 		}
 	}
 	vb.rebuild(to, dst, cutoff)
