@@ -53,17 +53,17 @@ func (ab *aliasBook) partsOf(root uint32, oldest int64) []part {
 }
 
 // merge makes the refs of merged parts of root at bucket cb (mergeParts)
-// and returns root's live parts.
-func (ab *aliasBook) merge(root uint32, merged []uint32, cb, oldest int64) []part {
+// and returns root's live parts and the parts new to it.
+func (ab *aliasBook) merge(root uint32, merged []uint32, cb, oldest int64) (out, added []part) {
 	ab.mu.Lock()
 	defer ab.mu.Unlock()
 	have := ab.partsOf(root, oldest)
 	if len(merged) == 0 {
-		return have
+		return have, nil
 	}
-	out, added := mergeParts(root, have, merged, cb, func(r uint32) []part { return ab.partsOf(r, oldest) })
+	out, added = mergeParts(root, have, merged, cb, func(r uint32) []part { return ab.partsOf(r, oldest) })
 	if len(added) == 0 {
-		return have
+		return have, nil
 	}
 	if ab.root == nil {
 		ab.root, ab.parts = map[uint32]part{}, map[uint32][]part{}
@@ -73,7 +73,7 @@ func (ab *aliasBook) merge(root uint32, merged []uint32, cb, oldest int64) []par
 		delete(ab.parts, p.ref)
 	}
 	ab.parts[root] = out
-	return out
+	return out, added
 }
 
 // put records, from a state file, that ref is a part of root since

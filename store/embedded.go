@@ -628,15 +628,19 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
-	var parts []part
+	var parts, added []part
 	if d.join && !e.noMerge {
-		parts = e.aliases.merge(d.ref, merged, cb, oldest)
+		parts, added = e.aliases.merge(d.ref, merged, cb, oldest)
 	}
 	var u union
 	if len(d.union) > 0 || len(parts) > 0 {
 		u.add(e.members(sh, d.ref, cb))
 	}
 	sh.mu.Unlock()
+	// Votes cast on a new part before its merge now cover the root.
+	for _, p := range added {
+		e.votes.carry(CampaignVoteKey(p.ref), CampaignVoteKey(d.ref), t.Unix()-int64(e.c.VoteHorizon.Seconds()))
+	}
 	// One campaign lock at a time (see above).
 	for _, ref := range d.union {
 		csh := e.shard(campaignSig(ref))
@@ -1244,6 +1248,17 @@ func (vb *voteBook) rebuild(key string, sv *sigVotes, cutoff int64) {
 	}
 }
 
+// index records that voter p has a vote on key; the caller holds the
+// write lock.
+func (vb *voteBook) index(p pseudonym, key string) {
+	m := vb.byVoter[p]
+	if m == nil {
+		m = map[string]struct{}{}
+		vb.byVoter[p] = m
+	}
+	m[key] = struct{}{}
+}
+
 func (vb *voteBook) unindex(p pseudonym, key string) {
 	if m := vb.byVoter[p]; m != nil {
 		delete(m, key)
@@ -1278,13 +1293,36 @@ func (vb *voteBook) set(p pseudonym, keys []string, code byte, now, hz int64) {
 			sv.b++
 		}
 		sv.oldest = min(sv.oldest, now)
-		m := vb.byVoter[p]
-		if m == nil {
-			m = map[string]struct{}{}
-			vb.byVoter[p] = m
-		}
-		m[k] = struct{}{}
+		vb.index(p, k)
 	}
+	vb.n.Store(int64(len(vb.bySig)))
+}
+
+// carry copies the live votes on a merged part's campaign (from) to its
+// root's (to), so that they cover the root's later copies (model.go's
+// stored merge); a voter who voted on both keeps the later vote.
+func (vb *voteBook) carry(from, to string, cutoff int64) {
+	if vb.n.Load() == 0 {
+		return
+	}
+	vb.mu.Lock()
+	defer vb.mu.Unlock()
+	src := vb.bySig[from]
+	if src == nil {
+		return
+	}
+	dst := vb.bySig[to]
+	if dst == nil {
+		dst = &sigVotes{voters: map[pseudonym]voteVal{}}
+		vb.bySig[to] = dst
+	}
+	for p, v := range src.voters {
+		if old, ok := dst.voters[p]; v.at > cutoff && (!ok || old.at < v.at) {
+			dst.voters[p] = v
+			vb.index(p, to)
+		}
+	}
+	vb.rebuild(to, dst, cutoff)
 	vb.n.Store(int64(len(vb.bySig)))
 }
 

@@ -668,12 +668,7 @@ func (e *Embedded) loadVotes(b []byte) error {
 				break
 			}
 			sv.voters[p] = v
-			m := vb.byVoter[p]
-			if m == nil {
-				m = map[string]struct{}{}
-				vb.byVoter[p] = m
-			}
-			m[k] = struct{}{}
+			vb.index(p, k)
 		}
 		vb.rebuild(k, sv, -1<<63)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -526,7 +527,10 @@ type redisObs struct {
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
-	afam any // AliasFamily's number, "" when no key is of it
+	// aguard is the merge guard's class of each family (aliasGuard), by
+	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
+	// "" when no key is of either
+	aguard string
 }
 
 func (ob *redisObs) prepare() {
@@ -551,9 +555,21 @@ func (ob *redisObs) prepare() {
 		ob.fams = append(ob.fams, n)
 	}
 	ob.nfam = len(names)
-	ob.afam = ""
-	if n, ok := names[AliasFamily]; ok {
-		ob.afam = n
+	g, guarded := bytes.Repeat([]byte{'-'}, len(names)), false
+	for f, n := range names {
+		i := n
+		if n < 0 {
+			i = (-1 - n) % 256
+		}
+		switch {
+		case f == AliasFamily:
+			g[i], guarded = 'a', true
+		case aliasPair(f):
+			g[i], guarded = 'p', true
+		}
+	}
+	if guarded {
+		ob.aguard = string(g)
 	}
 }
 
@@ -654,7 +670,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.afam)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard)
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)

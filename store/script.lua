@@ -773,6 +773,35 @@ end
 -- hash per campaign ref in the campaign's slot, written by mode 'v' like a
 -- key's. A campaign joined strongly (not weak) has its votes read; a new
 -- campaign clears what a dead campaign that held its ref left.
+-- cvkey names campaign ref's vote hash (model.go's CampaignVoteKey).
+local function cvkey(prefix, ref)
+  return prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref)
+end
+
+-- vote_carry copies the live votes of a merged part's campaign vote
+-- hash to its root's (embedded voteBook.carry): a voter who voted on
+-- both keeps the later vote; the root's hash lives as long as either.
+local function vote_carry(from, to, now, hz)
+  local all = redis.call('HGETALL', from)
+  local moved = false
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local t = tonumber(string.sub(v, 2)) or 0
+    if #f == 6 and t > now - hz then
+      local old = redis.call('HGET', to, f)
+      if not old or (tonumber(string.sub(old, 2)) or 0) < t then
+        redis.call('HSET', to, f, v)
+        moved = true
+      end
+    end
+  end
+  if moved then
+    local n, b, oldest = vote_rebuild(to, now, hz, nil)
+    local pt = math.max(redis.call('PTTL', from), redis.call('PTTL', to))
+    vote_store(to, n, b, oldest or now, pt > 0 and pt or nil)
+  end
+end
+
 local function camp_votes(cvk, read, fresh, rs, now, hz)
   if read then return key_votes(cvk, rs, now, hz) end
   if fresh then redis.call('DEL', cvk) end
@@ -800,7 +829,8 @@ if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
   -- support family's); 'c' also nsig family numbers, fresh ref, network,
-  -- sender, prefix, split, AliasFamily's number ('': none of its keys).
+  -- sender, prefix, split, the merge guard's class of each family by its
+  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none).
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -903,7 +933,7 @@ if mode == 'c' or mode == 'r' then
   local fresh, origin = tonumber(ARGV[a0 + nsig + 1]), u32(tonumber(ARGV[a0 + nsig + 2]))
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
-  local afam = tonumber(ARGV[a0 + nsig + 7]) -- AliasFamily's number, or nil
+  local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -1031,15 +1061,28 @@ if mode == 'c' or mode == 'r' then
     end
     -- the union's campaigns that pass the guard (model.go's aliasGuard)
     -- become parts of the root (mergeParts), a strong join written
-    if write and not weak and afam then
+    if write and not weak and aguard ~= '' then
       local inp = {[ref] = true}
       for _, p in ipairs(parts) do inp[p[1]] = true end
       local changed = false
       for _, r in ipairs(union) do
-        local guard = false
+        -- a voting key naming r of AliasFamily, or of two aliasPair
+        -- families with WEAKSHARE of the whole evidence
+        local guard, one, two, gev = false, nil, false, 0
         for s = 1, nsig do
-          if fams[s] == afam and ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then guard = true end
+          local f = fams[s]
+          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
+            local gi = (f >= 0 and f or (-1 - f) % 256) + 1
+            local c = string.sub(aguard, gi, gi)
+            if c == 'a' then guard = true end
+            if c == 'p' then
+              gev = gev + math.floor(UNIT / nfam[f])
+              if one and one ~= f then two = true end
+              if not one then one = f end
+            end
+          end
         end
+        if two and 100 * gev >= WEAKSHARE * UNIT * nf then guard = true end
         if guard and not inp[r] then
           local padd = {{r, cb}}
           for _, q in ipairs(parts_parse(uparts[r], oldest)) do
@@ -1054,6 +1097,7 @@ if mode == 'c' or mode == 'r' then
                 redis.call('HSET', px, 'a', u32(ref) .. u32(p[2]))
                 redis.call('HDEL', px, 'p')
               end
+              vote_carry(cvkey(prefix, p[1]), cvkey(prefix, ref), now, hz)
             end
             changed = true
           end
@@ -1079,7 +1123,7 @@ if mode == 'c' or mode == 'r' then
   if count then
     out[3], out[4], out[5], out[6] = count, nets, snds, first
   end
-  out[9] = camp_votes(prefix .. '{' .. hex4(ref) .. '}:v:campaign:' .. string.format('%08x', ref), join and not weak, write and not join, rs, now, hz)
+  out[9] = camp_votes(cvkey(prefix, ref), join and not weak, write and not join, rs, now, hz)
   return out
 end
 

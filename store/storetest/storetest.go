@@ -64,6 +64,8 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignNoChaining", s.campaignNoChaining},
 		{"CampaignUnion", s.campaignUnion},
 		{"CampaignAlias", s.campaignAlias},
+		{"CampaignAliasPair", s.campaignAliasPair},
+		{"CampaignAliasVotes", s.campaignAliasVotes},
 		{"CampaignAliasGuard", s.campaignAliasGuard},
 		{"CampaignAliasExpires", s.campaignAliasExpires},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
@@ -1014,21 +1016,43 @@ func (s *suite) closed(t *testing.T) {
 }
 
 // aliasParts observes two parts of one campaign that shared nothing, A
-// (a1, a2) and B (b1, b2), then a copy naming A by two I-Match keys and a
-// shingle, B by an I-Match key and a shingle (a strong join unioning B
-// through an I-Match key: the stored merge, model.go), to u; it returns
-// A, B and the copy's keys.
-func aliasParts(t *testing.T, st store.Store, k func(string, int, int) string) (a, b store.Campaign, keys []string) {
+// (a1, a2) and B (b1, b2), then a copy naming A by two I-Match keys, a
+// shingle and a letter shingle, B through a shingle and a key of family
+// via (an I-Match key, or a letter shingle: a strong join unioning B
+// through either class of the guard, model.go's aliasWeight), to u; it
+// returns A, B and the copy's keys.
+func aliasParts(t *testing.T, st store.Store, via string) (a, b store.Campaign, keys []string) {
 	t.Helper()
+	return aliasPartsThen(t, st, via, nil)
+}
+
+// aliasPartsThen is aliasParts, with between run before the merging copy.
+func aliasPartsThen(t *testing.T, st store.Store, via string, between func()) (a, b store.Campaign, keys []string) {
+	t.Helper()
+	k := familyKey
 	a = observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
-		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2),
+		k("charshingle", 0, 0x1a0), k("charshingle", 1, 0x1a1)}, "a1@x", "a2@x").Campaign
 	b = observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2),
-		k("shingle", 0, 0xd0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2)}, "b1@x", "b2@x").Campaign
+		k("shingle", 0, 0xd0), k("shingle", 1, 0xd1), k("shingle", 2, 0xd2),
+		k("charshingle", 0, 0x1c0), k("charshingle", 1, 0x1c1)}, "b1@x", "b2@x").Campaign
 	if a.ID == b.ID || a.Recipients != 2 || b.Recipients != 2 {
 		t.Fatalf("campaigns %+v, %+v: want two, of 2 recipients each", a, b)
 	}
-	keys = []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xc2),
-		k("shingle", 0, 0xb0), k("shingle", 1, 0xd1), k("shingle", 2, 0x30)}
+	keys = []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0x32),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xd1), k("shingle", 2, 0x30),
+		k("charshingle", 0, 0x1a0), k("charshingle", 1, 0x31)}
+	switch via {
+	case "imatch":
+		keys[2] = k("imatch", 2, 0xc2)
+	case "charshingle":
+		keys[7] = k("charshingle", 1, 0x1c1)
+	default:
+		t.Fatalf("aliasParts via %q", via)
+	}
+	if between != nil {
+		between()
+	}
 	res := observe(t, st, t0.Add(2*time.Minute), keys, "u@x")
 	if got := res.Campaign; got.ID != a.ID || got.Recipients != 5 {
 		t.Fatalf("the merging copy: %+v, want %08x with a1, a2, b1, b2, u", got, a.ID)
@@ -1036,13 +1060,46 @@ func aliasParts(t *testing.T, st store.Store, k func(string, int, int) string) (
 	return a, b, keys
 }
 
-// campaignAlias: after the merge, a copy naming the merged part alone
-// joins the root (its id, the distinct recipients of both); a retry of the
-// merging copy counts nothing twice.
-func (s *suite) campaignAlias(t *testing.T) {
+// campaignAliasVotes: votes cast on a part before its merge cover the
+// root's later copies; a voter who voted on both keeps the later vote.
+func (s *suite) campaignAliasVotes(t *testing.T) {
 	st := s.open(t, store.Params{})
 	k := familyKey
-	a, b, keys := aliasParts(t, st, k)
+	aKeys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}
+	bKeys := []string{k("imatch", 0, 0xc0), k("imatch", 1, 0xc1), k("imatch", 2, 0xc2)}
+	a, _, _ := aliasPartsThen(t, st, "imatch", func() {
+		vote(t, st, t0.Add(80*time.Second), "alice@x", store.VoteBulk, aKeys...)
+		vote(t, st, t0.Add(80*time.Second), "bob@x", store.VoteBulk, aKeys...)
+		vote(t, st, t0.Add(90*time.Second), "alice@x", store.VoteNotBulk, bKeys...)
+		vote(t, st, t0.Add(90*time.Second), "carol@x", store.VoteNotBulk, bKeys...)
+	})
+	// A copy of A to alice, bob, carol and dan: A's votes and B's, alice's
+	// later one; without the merge, A's own.
+	wantVotes := store.Tally{NotBulk: 2, Bulk: 1}
+	wantOwn := map[string]store.VoteKind{"alice@x": store.VoteNotBulk, "bob@x": store.VoteBulk, "carol@x": store.VoteNotBulk}
+	if s.h.NoMerge {
+		wantVotes = store.Tally{Bulk: 2}
+		wantOwn = map[string]store.VoteKind{"alice@x": store.VoteBulk, "bob@x": store.VoteBulk}
+	}
+	res := observe(t, st, t0.Add(3*time.Minute), aKeys, "alice@x", "bob@x", "carol@x", "dan@x")
+	if res.Campaign.ID != a.ID || res.CampaignVotes != wantVotes || fmt.Sprint(res.CampaignOwn) != fmt.Sprint(wantOwn) {
+		t.Errorf("a copy of A: campaign %08x, votes %+v, own %v; want %08x, %+v, %v",
+			res.Campaign.ID, res.CampaignVotes, res.CampaignOwn, a.ID, wantVotes, wantOwn)
+	}
+}
+
+// campaignAlias: after the merge, a copy naming the merged part alone
+// joins the root (its id, the distinct recipients of both); a retry of the
+// merging copy counts nothing twice. The merge is made through an I-Match
+// key, and (campaignAliasPair) through two resemblance families.
+func (s *suite) campaignAlias(t *testing.T)     { s.aliasJoins(t, "imatch") }
+func (s *suite) campaignAliasPair(t *testing.T) { s.aliasJoins(t, "charshingle") }
+
+func (s *suite) aliasJoins(t *testing.T, via string) {
+	st := s.open(t, store.Params{})
+	k := familyKey
+	a, b, keys := aliasParts(t, st, via)
 	// A retry: the keys point to A now; A with its part B counts a1, a2,
 	// b1, b2 and u once each (without the merge, A's own a1, a2, u).
 	want := int64(5)
@@ -1078,33 +1135,50 @@ func (s *suite) campaignAlias(t *testing.T) {
 	}
 }
 
-// campaignAliasGuard: a union through keys of template families alone
-// (shingles, no I-Match key: what a newsletter's issues share) is counted
-// for the copy naming it and merges nothing.
+// campaignAliasGuard: a union through what a newsletter's issues share
+// is counted for the copy naming it and merges nothing: keys of one
+// resemblance family (two shingles), a shingle and an attachment (a
+// logo), a shingle and a term-set band as a small share of the copy's
+// evidence (a footer among many keys: 9 %, under WeakShare).
 func (s *suite) campaignAliasGuard(t *testing.T) {
-	st := s.open(t, store.Params{})
 	k := familyKey
-	a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
-		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}, "a1@x", "a2@x").Campaign
-	c := observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0xe2),
-		k("shingle", 0, 0xf0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}, "c1@x", "c2@x", "c3@x").Campaign
-	// A by every I-Match key, C by two shingles: the union (a1, a2, c1,
-	// c2, c3, u), no merge.
-	keys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
-		k("shingle", 0, 0xb0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}
-	if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 6 {
-		t.Fatalf("a copy naming C by shingles: %+v, want %08x with 6 recipients", got, a.ID)
-	}
-	// A copy naming C alone stays C's: c1, c2, c3, u (the union counted
-	// it there), z.
-	res := observe(t, st, t0.Add(3*time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0x50),
-		k("shingle", 0, 0xf0), k("shingle", 1, 0x51), k("shingle", 2, 0x52)}, "z@x")
-	if got := res.Campaign; got.ID != c.ID || got.Recipients != 5 {
-		t.Errorf("a copy naming C alone: %+v, want %08x with 5 recipients (no merge)", got, c.ID)
-	}
-	// A retry of the union copy: A's own a1, a2, u.
-	if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 3 {
-		t.Errorf("retry: %+v, want %08x with its own 3 recipients", got, a.ID)
+	aKeys := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2), k("shingle", 0, 0xb0), k("shingle", 3, 0xb3)}
+	for _, tc := range []struct {
+		name string
+		keys []string // besides aKeys
+	}{
+		{"shingles", []string{k("shingle", 1, 0xf1), k("shingle", 2, 0xf2)}},
+		{"attach", []string{k("shingle", 1, 0xf1), k("attach", 0, 0x1f0)}},
+		{"terms", []string{k("shingle", 1, 0xf1), k("shingle", 4, 0x34), k("shingle", 5, 0x35), k("shingle", 6, 0x36),
+			k("terms", 0, 0x1f1), k("terms", 1, 0x31), k("terms", 2, 0x32), k("terms", 3, 0x33), k("terms", 4, 0x34),
+			k("terms", 5, 0x35), k("terms", 6, 0x36), k("terms", 7, 0x37), k("terms", 8, 0x38), k("terms", 9, 0x39),
+			k("charshingle", 0, 0x30), k("charshingle", 1, 0x31)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := s.open(t, store.Params{})
+			a := observe(t, st, t0, []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+				k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2), k("shingle", 3, 0xb3)}, "a1@x", "a2@x").Campaign
+			c := observe(t, st, t0.Add(time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0xe2),
+				k("shingle", 0, 0xf0), k("shingle", 1, 0xf1), k("shingle", 2, 0xf2),
+				k("attach", 0, 0x1f0), k("terms", 0, 0x1f1)}, "c1@x", "c2@x", "c3@x").Campaign
+			// A by every I-Match key and two shingles, C by the case's
+			// keys: the union (a1, a2, c1, c2, c3, u), no merge.
+			keys := append(slices.Clone(aKeys), tc.keys...)
+			if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 6 {
+				t.Fatalf("a copy naming C by %s: %+v, want %08x with 6 recipients", tc.name, got, a.ID)
+			}
+			// A copy naming C alone stays C's: c1, c2, c3, u (the union
+			// counted it there), z.
+			res := observe(t, st, t0.Add(3*time.Minute), []string{k("imatch", 0, 0xe0), k("imatch", 1, 0xe1), k("imatch", 2, 0x50),
+				k("shingle", 0, 0xf0), k("shingle", 1, 0x51), k("shingle", 2, 0x52)}, "z@x")
+			if got := res.Campaign; got.ID != c.ID || got.Recipients != 5 {
+				t.Errorf("a copy naming C alone: %+v, want %08x with 5 recipients (no merge)", got, c.ID)
+			}
+			// A retry of the union copy: A's own a1, a2, u.
+			if got := observe(t, st, t0.Add(2*time.Minute), keys, "u@x").Campaign; got.ID != a.ID || got.Recipients != 3 {
+				t.Errorf("retry: %+v, want %08x with its own 3 recipients", got, a.ID)
+			}
+		})
 	}
 }
 
@@ -1116,7 +1190,7 @@ func (s *suite) campaignAliasExpires(t *testing.T) {
 	p := store.Params{Window: 4 * time.Hour, Buckets: 4}
 	st := s.open(t, p)
 	k := familyKey
-	a, b, _ := aliasParts(t, st, k)
+	a, b, _ := aliasParts(t, st, "imatch")
 	wantID := a.ID
 	if s.h.NoMerge {
 		wantID = b.ID
