@@ -237,6 +237,12 @@ func TestRefileDovecotDown(t *testing.T) {
 	for i := 1; i < e2eThreshold; i++ {
 		s.send(t, i, true)
 	}
+	// A copy is in its folder before Dovecot's LMTP answers Postfix: stopped
+	// in between, Postfix would deliver it again after the restart, and the
+	// move would take both. Stop only once Postfix has its answers.
+	if err := s.pf.WaitQueueEmpty(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	s.dc.Stop()
 	// The crossing copy: milterd judges it while Postfix cannot deliver it.
 	s.send(t, e2eThreshold, false)
@@ -266,6 +272,9 @@ func TestRefileDovecotDown(t *testing.T) {
 		if got := s.where(t, recipientAddr(i), fmt.Sprintf("<news-%d@", i)); fmt.Sprint(got) != fmt.Sprint(map[string]int{"Bulk": 1}) {
 			t.Errorf("copy %d: in %v, want Bulk once", i, got)
 		}
+	}
+	if t.Failed() {
+		t.Logf("--- milterd log ---\n%s\n--- dovecot log ---\n%s", s.d.Logs(), s.dc.LogTail(20000))
 	}
 	if got := s.d.metric(t, "bulkmilter_refile_failed_total"); got != 0 {
 		t.Errorf("failed_total = %v, want 0", got)

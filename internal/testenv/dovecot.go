@@ -575,6 +575,10 @@ func (d *Dovecot) Doveadm(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// LogTail returns the last max bytes of Dovecot's log, for a failing
+// test to show.
+func (d *Dovecot) LogTail(max int) string { return readTail(d.logPath(), max) }
+
 // Running reports whether the master is still running.
 func (d *Dovecot) Running() bool { return d.proc != nil && !d.proc.exited() }
 
