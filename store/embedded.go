@@ -69,8 +69,11 @@ type Embedded struct {
 	evicted atomic.Int64
 	present present    // the latest time counted (ahead.go)
 	saveMu  sync.Mutex // one save at a time
-	lastErr atomic.Pointer[error]
-	lastAt  atomic.Int64 // unix ms of the last successful save
+	// afterChunk, if set, runs after Save writes each chunk, no lock
+	// held: a test's observations land between chunks there.
+	afterChunk func(kind byte)
+	lastErr    atomic.Pointer[error]
+	lastAt     atomic.Int64 // unix ms of the last successful save
 
 	closeOnce sync.Once
 	closed    atomic.Bool
