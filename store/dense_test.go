@@ -35,7 +35,7 @@ func TestDenseTable(t *testing.T) {
 			for i, s := range sigs[:40000] {
 				first.put(s, uint32(i))
 			}
-			d := packed(nil, &first, cbits)
+			d, _ := packed(nil, &first, cbits)
 			if d.cbits != cbits || d.len() != 40000 {
 				t.Fatalf("packed: %d bits of check, %d entries; want %d, 40000", d.cbits, d.len(), cbits)
 			}
@@ -43,7 +43,7 @@ func TestDenseTable(t *testing.T) {
 			for i, s := range sigs[40000:] {
 				more.put(s, uint32(40000+i))
 			}
-			d = packed(d, &more, 32) // a packed table keeps its check width
+			d, _ = packed(d, &more, 32) // a packed table keeps its check width
 			var saved []hv
 			d.each(func(h uint64, v uint32) { saved = append(saved, hv{h, v}) })
 			again := newDense(nil, saved, d.gbits, cbits)

@@ -57,6 +57,11 @@ func (t *fsTable) get(sig uint64) (uint32, bool) {
 	}
 }
 
+func (t *fsTable) has(sig uint64) bool {
+	_, ok := t.get(sig)
+	return ok
+}
+
 // put records sig → fp and reports whether sig is new.
 func (t *fsTable) put(sig uint64, fp uint32) bool {
 	if (t.n+1)*8 > len(t.keys)*7 {
@@ -165,6 +170,10 @@ type denseTable struct {
 	n       int
 	gbits   uint
 	cbits   uint // 32 or 16
+	// shift: switchBits when every value's switch count is 0 and is not
+	// kept (0: kept). A table packed from an open one keeps its few
+	// switched pointers open instead (packed), 3 bits an entry saved.
+	shift uint
 }
 
 // idxBlockBits: a 32-bit base per 256 groups (about 1,500 entries),
@@ -198,7 +207,13 @@ func (d *denseTable) parts(h uint64) (g uint64, check uint32) {
 func (d *denseTable) len() int { return d.n }
 
 // val is entry i's value.
-func (d *denseTable) val(i int) uint32 { return d.vals.get(i) }
+func (d *denseTable) val(i int) uint32 { return d.vals.get(i) << d.shift }
+
+// set stores v as entry i's value, unless it does not fit: wider than
+// the table's values, or with a switch count where it keeps none.
+func (d *denseTable) set(i int, v uint32) bool {
+	return v&(1<<d.shift-1) == 0 && d.vals.set(i, v>>d.shift)
+}
 
 // bitVals holds values of w bits each (w ≤ 32) back to back in 64-bit
 // words. A pointer's value is a slot of its bucket's message slots
@@ -267,21 +282,25 @@ type hv struct {
 // do its check bits) and add, whose order it changes. An entry of add
 // replaces d's of the same saved hash: it is the newer value of the key,
 // too wide to be set in place (ptrPut). Its values take the bits of the
-// widest.
+// widest, without the switch count when every one's is 0.
 func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	slices.SortFunc(add, func(a, b hv) int { return cmp.Compare(a.h, b.h) })
 	n := len(add)
-	var widest uint32
+	var widest, counts uint32
 	for _, a := range add {
-		widest = max(widest, a.v)
+		widest, counts = max(widest, a.v), counts|a.v
 	}
-	w := uint(bits.Len32(widest))
 	if d != nil {
 		n += d.len()
 		cbits = d.cbits
-		w = max(w, d.vals.w)
+		widest = max(widest, uint32(uint64(1)<<(d.vals.w+d.shift)-1))
+		counts |= 1<<(switchBits-d.shift) - 1
 	}
-	out := &denseTable{gbits: gbits, cbits: cbits, vals: newBitVals(n, w)}
+	var shift uint
+	if counts&(1<<switchBits-1) == 0 {
+		shift = switchBits
+	}
+	out := &denseTable{gbits: gbits, cbits: cbits, shift: shift, vals: newBitVals(n, uint(bits.Len32(widest>>shift)))}
 	if cbits == 16 {
 		out.check16 = make([]uint16, n)
 	} else {
@@ -296,7 +315,7 @@ func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 		} else {
 			out.check16[k] = uint16(c)
 		}
-		out.vals.set(k, v)
+		out.vals.set(k, v>>out.shift)
 		starts[g+1]++
 		k++
 	}
@@ -350,15 +369,44 @@ func (d *denseTable) setIndex(starts []uint32) {
 }
 
 // packed returns d (nil: none) with t's entries added, in d's group and
-// check bits (cbits for a new table).
-func packed(d *denseTable, t *fsTable, cbits uint) *denseTable {
-	add := make([]hv, 0, t.n)
-	t.each(func(sig uint64, v uint32) { add = append(add, hv{denseHash(sig), v}) })
-	if d == nil {
-		return newDense(nil, add, min(groupBits(t.n), 26), cbits)
+// check bits (cbits for a new table), and what stays open (nil: none):
+// the pointers with a switch count, when they are at most one in
+// switchedOpen of the table and d keeps no counts, so that the packed
+// values need no bits for them. An open entry costs about 15 bytes
+// against the 3 bits an entry saved, so past a few in a hundred the
+// counts are packed.
+func packed(d *denseTable, t *fsTable, cbits uint) (*denseTable, *fsTable) {
+	n, switched := t.n, 0
+	if d != nil {
+		n += d.len()
 	}
-	return newDense(d, add, d.gbits, cbits)
+	t.each(func(_ uint64, v uint32) {
+		if v&(1<<switchBits-1) != 0 {
+			switched++
+		}
+	})
+	open := switched > 0 && switched <= n/switchedOpen && (d == nil || d.shift == switchBits)
+	var left *fsTable
+	add := make([]hv, 0, t.n)
+	t.each(func(sig uint64, v uint32) {
+		if open && v&(1<<switchBits-1) != 0 {
+			if left == nil {
+				left = newFSTable(switched)
+			}
+			left.put(sig, v)
+			return
+		}
+		add = append(add, hv{denseHash(sig), v})
+	})
+	if d == nil {
+		return newDense(nil, add, min(groupBits(t.n), 26), cbits), left
+	}
+	return newDense(d, add, d.gbits, cbits), left
 }
+
+// switchedOpen: a packed table keeps its switched pointers open while
+// they are at most one in switchedOpen of it (packed).
+const switchedOpen = 64
 
 // find returns the index of sig's entry.
 func (d *denseTable) find(sig uint64) (int, bool) {

@@ -383,3 +383,72 @@ func TestEmbeddedSaveWhileObserving(t *testing.T) {
 		t.Errorf("observations after %d chunks, want at least 4 (pointers and slots among them)", chunks)
 	}
 }
+
+// TestPackedSwitched: a bucket's pointers packed with few switched among
+// them (a switch count above 0) keep no count bits: the switched stay in
+// the open table, every value reads back, a count set in place goes to
+// the open table too, and a key held open takes its later values there
+// (the packed entry, older, is never read: fails on main, which set it). Past one in switchedOpen the
+// counts are packed.
+func TestPackedSwitched(t *testing.T) {
+	for _, c := range []struct {
+		every     int // one pointer in every is switched
+		wantShift uint
+	}{{100, switchBits}, {10, 0}} {
+		t.Run(fmt.Sprint(c.every), func(t *testing.T) {
+			now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+			e := memStore(t, now)
+			defer e.Close()
+			cb := e.c.bucket(now)
+			ps := &e.ptrs[0]
+			sigs := randomSigs(3000, 7)
+			_, g, _ := e.slots.take(cb, cb, 1)
+			_, g1, _ := e.slots.take(cb+1, cb+1, 1)
+			ps.mu.Lock()
+			defer ps.mu.Unlock()
+			want := make([]uint32, len(sigs))
+			for i, s := range sigs {
+				want[i] = uint32(i) << switchBits
+				if i%c.every == 0 {
+					want[i] |= 2
+				}
+				e.ptrPut(ps, ringMain, cb, s, want[i], g, false, now)
+			}
+			e.ptrPut(ps, ringMain, cb+1, sigs[0], 0, g1, false, now.Add(6*time.Hour)) // packs bucket cb
+			slot := &ps.tabs[mod(cb, int64(e.c.nb))]
+			switched := (len(sigs) + c.every - 1) / c.every
+			wantOpen := 0
+			if c.wantShift != 0 {
+				wantOpen = switched
+			}
+			open := 0
+			if slot.t != nil {
+				open = slot.t.n
+			}
+			if slot.d == nil || slot.d.shift != c.wantShift || slot.d.len() != len(sigs)-wantOpen || open != wantOpen {
+				t.Fatalf("packed: shift %d, %d packed, %d open; want shift %d, %d packed, %d open", slot.d.shift, slot.d.len(), open, c.wantShift, len(sigs)-wantOpen, wantOpen)
+			}
+			if w := uint(12) + switchBits - c.wantShift; slot.d.vals.w != w {
+				t.Errorf("packed values of %d bits, want %d", slot.d.vals.w, w)
+			}
+			check := func(when string) {
+				t.Helper()
+				for i, s := range sigs {
+					if v, ok := slot.get(s); !ok || v != want[i] {
+						t.Fatalf("%s: key %d reads %d, %v; want %d", when, i, v, ok, want[i])
+					}
+				}
+			}
+			check("packed")
+			// Key 1 switches (set in place where counts are packed); key
+			// 2 takes a value too wide for the table, then one that fits:
+			// held open, it keeps it there.
+			want[1] |= 1
+			e.ptrPut(ps, ringMain, cb, sigs[1], want[1], g, true, now)
+			e.ptrPut(ps, ringMain, cb, sigs[2], 1<<30, g, true, now)
+			want[2] = 5 << switchBits
+			e.ptrPut(ps, ringMain, cb, sigs[2], want[2], g, true, now)
+			check("after three writes")
+		})
+	}
+}
