@@ -154,16 +154,19 @@ func (t *fsTable) each(fn func(sig uint64, fp uint32)) {
 // campaign alone, keeps 16 (~6/2¹⁶: the false matches are measured in
 // docs/performance.md).
 //
-// Group g's entries are [start(g), start(g+1)): a 16-bit offset per group
-// from a 32-bit base per idxBlock groups, 2 bytes a group where a 32-bit
-// index cost 4; idx32 holds the starts instead in the table (never seen)
-// whose block would span 2¹⁶ entries or more. About 6.3 bytes an entry
-// with a 16-bit check, 8.3 with a 32-bit one, where an fsTable slot costs
-// 15 at its average load.
+// Group g's entries are [start(g), start(g+1)): an 8-bit offset per group
+// from a 32-bit base per 16 groups (about 100 entries), 10 bits a group
+// where a 32-bit index cost 32; a table one of whose blocks spans 2⁸
+// entries or more (groups far fuller than packBits forecast) keeps 16-bit
+// offsets from a base per 256 groups, and one that spans 2¹⁶ (never seen)
+// keeps the starts themselves (idx32). About 6 bytes an entry with a
+// 16-bit check, 8 with a 32-bit one, where an fsTable slot costs 15 at
+// its average load.
 type denseTable struct {
-	idx     []uint16 // group g starts at base[g>>idxBlockBits] + idx[g]
+	idx8    []uint8  // group g starts at base[g>>idx8BlockBits] + idx8[g]
+	idx     []uint16 // else at base[g>>idxBlockBits] + idx[g]
 	base    []uint32
-	idx32   []uint32 // instead of idx and base, or nil
+	idx32   []uint32 // else at idx32[g]
 	check   []uint32 // cbits 32, else nil
 	check16 []uint16 // cbits 16, else nil
 	vals    bitVals
@@ -176,9 +179,12 @@ type denseTable struct {
 	shift uint
 }
 
-// idxBlockBits: a 32-bit base per 256 groups (about 1,500 entries),
-// 2¹⁶ entries being far past what a block holds.
-const idxBlockBits = 8
+// A 32-bit base per 2^idx8BlockBits groups for 8-bit offsets, per
+// 2^idxBlockBits for 16-bit ones.
+const (
+	idx8BlockBits = 4
+	idxBlockBits  = 8
+)
 
 // denseBits is the number of group bits for n entries: about four a
 // group.
@@ -263,7 +269,10 @@ func (b *bitVals) set(i int, v uint32) bool {
 // start is the index of group g's first entry (g ≤ 1<<gbits: the last is
 // the end).
 func (d *denseTable) start(g uint64) uint32 {
-	if d.idx32 != nil {
+	switch {
+	case d.idx8 != nil:
+		return d.base[g>>idx8BlockBits] + uint32(d.idx8[g])
+	case d.idx32 != nil:
 		return d.idx32[g]
 	}
 	return d.base[g>>idxBlockBits] + uint32(d.idx[g])
@@ -349,23 +358,34 @@ func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	return out
 }
 
-// setIndex keeps the groups' starts in 16 bits from a base per block, or
-// in 32 when a block spans 2¹⁶ entries or more.
+// setIndex keeps the groups' starts in 8 bits from a base per block of
+// 16, else in 16 from a base per 256, else in 32.
 func (d *denseTable) setIndex(starts []uint32) {
-	base := make([]uint32, (len(starts)-1)>>idxBlockBits+1)
-	idx := make([]uint16, len(starts))
+	if idx, base, ok := blockIndex[uint8](starts, idx8BlockBits); ok {
+		d.idx8, d.base = idx, base
+	} else if idx, base, ok := blockIndex[uint16](starts, idxBlockBits); ok {
+		d.idx, d.base = idx, base
+	} else {
+		d.idx32 = starts
+	}
+}
+
+// blockIndex returns starts as offsets of type T from a base per
+// 2^blockBits groups, or false when a block spans more than T holds.
+func blockIndex[T uint8 | uint16](starts []uint32, blockBits uint) ([]T, []uint32, bool) {
+	base := make([]uint32, (len(starts)-1)>>blockBits+1)
+	idx := make([]T, len(starts))
 	for g, s := range starts {
-		b := g >> idxBlockBits
-		if g&(1<<idxBlockBits-1) == 0 {
+		b := g >> blockBits
+		if g&(1<<blockBits-1) == 0 {
 			base[b] = s
 		}
-		if s-base[b] > 0xffff {
-			d.idx32 = starts
-			return
+		if uint32(T(s-base[b])) != s-base[b] {
+			return nil, nil, false
 		}
-		idx[g] = uint16(s - base[b])
+		idx[g] = T(s - base[b])
 	}
-	d.idx, d.base = idx, base
+	return idx, base, true
 }
 
 // packed returns d (nil: none) with t's entries added, in d's group and
