@@ -224,7 +224,8 @@ func (d *denseTable) set(i int, v uint32) bool {
 // bitVals holds values of w bits each (w ≤ 32) back to back in 64-bit
 // words. A pointer's value is a slot of its bucket's message slots
 // (slots.go) and a 3-bit switch count: as many bits as the bucket has
-// messages, about 19 at 62,500 a bucket, where a ref took 32.
+// messages, 16 at 62,500 a bucket (19 in a table that keeps the counts),
+// where a ref took 32.
 type bitVals struct {
 	w     uint
 	words []uint64

@@ -36,7 +36,7 @@ const slotPageBits = 12
 
 // maxSlots bounds a bucket's slots: a pointer value keeps a slot and a
 // 3-bit switch count in 32 bits.
-const maxSlots = 1 << (32 - 3)
+const maxSlots = 1 << (32 - switchBits)
 
 type slotRing struct {
 	mu   sync.RWMutex
