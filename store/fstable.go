@@ -57,6 +57,7 @@ func (t *fsTable) get(sig uint64) (uint32, bool) {
 	}
 }
 
+// has reports whether sig is recorded.
 func (t *fsTable) has(sig uint64) bool {
 	_, ok := t.get(sig)
 	return ok
@@ -155,8 +156,8 @@ func (t *fsTable) each(fn func(sig uint64, fp uint32)) {
 // docs/performance.md).
 //
 // Group g's entries are [start(g), start(g+1)): an 8-bit offset per group
-// from a 32-bit base per 16 groups (about 100 entries), 10 bits a group
-// where a 32-bit index cost 32; a table one of whose blocks spans 2⁸
+// from a 32-bit base per 16 groups (about 100 entries): 10 bits a group,
+// where 16-bit offsets took 16. A table one of whose blocks spans 2⁸
 // entries or more (groups far fuller than packBits forecast) keeps 16-bit
 // offsets from a base per 256 groups, and one that spans 2¹⁶ (never seen)
 // keeps the starts themselves (idx32). About 6 bytes an entry with a
