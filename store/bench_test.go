@@ -13,7 +13,8 @@ package store_test
 // BULKMILTER_BENCH_LISTPACK (the server's hash-max-listpack-entries,
 // default 128 as upstream Redis 7), BULKMILTER_BENCH_FILL (records in
 // every pointer string before RedisObserve measures: 206 is a million
-// messages a day at 27 keys; default 0).
+// messages a day at 27 keys; default 0), BULKMILTER_BENCH_WRITERS
+// (concurrent sessions of EmbeddedObserve, default 8).
 
 import (
 	"context"
@@ -351,8 +352,9 @@ func BenchmarkRedisMemory(b *testing.B) {
 	b.ReportMetric(float64(cc), "hll-keys")
 }
 
-// BenchmarkEmbeddedObserve: messages per second through the embedded
-// store with concurrent sessions.
+// BenchmarkEmbeddedObserve: messages per second and process CPU a
+// message through the embedded store with BULKMILTER_BENCH_WRITERS
+// concurrent sessions (default 8).
 func BenchmarkEmbeddedObserve(b *testing.B) {
 	s, err := store.OpenEmbedded(store.EmbeddedOptions{})
 	if err != nil {
@@ -360,10 +362,12 @@ func BenchmarkEmbeddedObserve(b *testing.B) {
 	}
 	defer s.Close()
 	w := newWorkload(0)
+	cpu0 := bench.CPUTime()
 	b.ResetTimer()
-	load(b, s, w, b.N, 8)
+	load(b, s, w, b.N, envInt("BULKMILTER_BENCH_WRITERS", 8))
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64((bench.CPUTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
 }
 
 // BenchmarkEmbeddedMemory loads b.N messages spread over one day and

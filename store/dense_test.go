@@ -35,7 +35,7 @@ func TestDenseTable(t *testing.T) {
 			for i, s := range sigs[:40000] {
 				first.put(s, uint32(i))
 			}
-			d := packed(nil, &first, cbits)
+			d, _ := packed(nil, &first, cbits)
 			if d.cbits != cbits || d.len() != 40000 {
 				t.Fatalf("packed: %d bits of check, %d entries; want %d, 40000", d.cbits, d.len(), cbits)
 			}
@@ -43,7 +43,7 @@ func TestDenseTable(t *testing.T) {
 			for i, s := range sigs[40000:] {
 				more.put(s, uint32(40000+i))
 			}
-			d = packed(d, &more, 32) // a packed table keeps its check width
+			d, _ = packed(d, &more, 32) // a packed table keeps its check width
 			var saved []hv
 			d.each(func(h uint64, v uint32) { saved = append(saved, hv{h, v}) })
 			again := newDense(nil, saved, d.gbits, cbits)
@@ -63,8 +63,8 @@ func TestDenseTable(t *testing.T) {
 			}
 			t.Logf("%d packed entries replaced by merged keys of the same saved hash", replaced)
 			for _, tb := range []*denseTable{d, again} {
-				if tb.cbits != cbits || tb.len() != len(sigs)-replaced || tb.idx32 != nil {
-					t.Fatalf("%d bits of check, %d entries, 32-bit index %v; want %d, %d, a 16-bit one", tb.cbits, tb.len(), tb.idx32 != nil, cbits, len(sigs)-replaced)
+				if tb.cbits != cbits || tb.len() != len(sigs)-replaced || tb.idx8 == nil {
+					t.Fatalf("%d bits of check, %d entries, 8-bit index %v; want %d, %d, an 8-bit one", tb.cbits, tb.len(), tb.idx8 != nil, cbits, len(sigs)-replaced)
 				}
 				// A key whose group holds another of the same check before
 				// it finds that one's value: at 16 bits about
@@ -101,29 +101,43 @@ func TestDenseTable(t *testing.T) {
 	}
 }
 
-// TestDenseTableWideBlock: a block of groups that spans 2¹⁶ entries or
-// more (never at four a group, but a table is built from whatever a file
-// holds) keeps a 32-bit index, and every entry is found.
+// TestDenseTableWideBlock: a table whose groups are fuller than 8-bit
+// offsets allow keeps 16-bit ones, and one with a block of more than 2¹⁶
+// entries keeps its starts in 32 bits; both find every key.
 func TestDenseTableWideBlock(t *testing.T) {
-	const gbits = 10 // a block is the top 2 bits of the hash
-	var add []hv
-	var sigs []uint64
-	for _, s := range randomSigs(300000, 7) {
-		if h := denseHash(s); h>>62 == 0 {
-			add, sigs = append(add, hv{h, uint32(len(sigs))}), append(sigs, s)
-		}
-	}
-	if len(add) < 70000 {
-		t.Fatalf("%d keys in the first block, want more than 2¹⁶", len(add))
-	}
-	d := newDense(nil, add, gbits, 32)
-	if d.idx32 == nil {
-		t.Fatal("a block of more than 2¹⁶ entries got a 16-bit index")
-	}
-	for i, s := range sigs {
-		if j, ok := d.find(s); !ok || d.val(j) != uint32(i) {
-			t.Fatalf("key %d: found %v, value %d", i, ok, d.val(j))
-		}
+	const gbits = 10
+	for _, c := range []struct {
+		name  string
+		top   uint64 // keys whose hash's top 2 bits are below it
+		n     int
+		index func(d *denseTable) bool
+	}{
+		// About 20 a group: blocks of 16 groups span about 320.
+		{"16", 4, 20000, func(d *denseTable) bool { return d.idx8 == nil && d.idx != nil }},
+		// Every key in the first quarter: a block of 256 groups spans them all.
+		{"32", 1, 70000, func(d *denseTable) bool { return d.idx32 != nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var add []hv
+			var sigs []uint64
+			for _, s := range randomSigs(300000, 7) {
+				if h := denseHash(s); h>>62 < c.top && len(add) < c.n {
+					add, sigs = append(add, hv{h, uint32(len(sigs))}), append(sigs, s)
+				}
+			}
+			if len(add) < c.n {
+				t.Fatalf("%d keys, want %d", len(add), c.n)
+			}
+			d := newDense(nil, add, gbits, 32)
+			if !c.index(d) {
+				t.Fatalf("index of 8 bits %v, 16 %v, 32 %v; want %s", d.idx8 != nil, d.idx != nil, d.idx32 != nil, c.name)
+			}
+			for i, s := range sigs {
+				if j, ok := d.find(s); !ok || d.val(j) != uint32(i) {
+					t.Fatalf("key %d: found %v, value %d", i, ok, d.val(j))
+				}
+			}
+		})
 	}
 }
 

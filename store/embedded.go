@@ -69,8 +69,11 @@ type Embedded struct {
 	evicted atomic.Int64
 	present present    // the latest time counted (ahead.go)
 	saveMu  sync.Mutex // one save at a time
-	lastErr atomic.Pointer[error]
-	lastAt  atomic.Int64 // unix ms of the last successful save
+	// afterChunk, if set, runs after Save writes each chunk, no lock
+	// held: a test's observations land between chunks there.
+	afterChunk func(kind byte)
+	lastErr    atomic.Pointer[error]
+	lastAt     atomic.Int64 // unix ms of the last successful save
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -329,13 +332,14 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, gen
 		// The bucket before is closed: its pointers only change in place
 		// from now on, and take about 9 bytes each packed instead of 15.
 		if prev := &tabs[mod(cb-1, nb)]; prev.id == cb-1 && prev.t != nil && packable(prev.d, prev.t.n) {
-			prev.t, prev.d = nil, packed(prev.d, prev.t, cbits)
+			prev.d, prev.t = packed(prev.d, prev.t, cbits)
 		}
 	}
 	if here && slot.d != nil {
-		// A value wider than the table's goes to the open table, which
-		// reads first and replaces it when merged (newDense).
-		if i, ok := slot.d.find(sig); ok && slot.d.vals.set(i, v) {
+		// A value wider than the table's, or with a switch count it keeps
+		// none of, goes to the open table, which reads first and replaces
+		// it when merged (newDense); a key held open stays there.
+		if i, ok := slot.d.find(sig); ok && (slot.t == nil || !slot.t.has(sig)) && slot.d.set(i, v) {
 			return
 		}
 	}
@@ -351,7 +355,7 @@ func (e *Embedded) ptrPut(ps *pshard, r int, cb int64, sig uint64, v uint32, gen
 			slot.d = newDense(nil, nil, e.packBits(tabs, cb, slot.t.n, t), cbits)
 		}
 		if d := slot.d; d != nil && slot.t.n >= max(packStep, d.len()/8) && packable(d, slot.t.n) {
-			slot.d, slot.t = packed(d, slot.t, cbits), &fsTable{}
+			slot.d, slot.t = packed(d, slot.t, cbits)
 		}
 	}
 	// Over its share: the oldest buckets go first, the current one last.
@@ -563,11 +567,11 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	e.slots.mu.RLock()
 	for i, h := range hits {
 		for ; h.found; h = e.ptrAt(&e.ptrs[e.ptrShardOf(sigs[i])], ringOf(fams[i]), sigs[i], h.b-1, oldest, mixedUpTo) {
-			ref, ok := e.slots.ref(h.b, h.gen, h.v>>3)
+			ref, ok := e.slots.ref(h.b, h.gen, h.v>>switchBits)
 			if !ok {
 				continue
 			}
-			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&7))}, h.b, h.v
+			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&(1<<switchBits-1)))}, h.b, h.v
 			if h.b == cb {
 				gen = h.gen
 			}

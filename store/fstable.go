@@ -57,6 +57,12 @@ func (t *fsTable) get(sig uint64) (uint32, bool) {
 	}
 }
 
+// has reports whether sig is recorded.
+func (t *fsTable) has(sig uint64) bool {
+	_, ok := t.get(sig)
+	return ok
+}
+
 // put records sig → fp and reports whether sig is new.
 func (t *fsTable) put(sig uint64, fp uint32) bool {
 	if (t.n+1)*8 > len(t.keys)*7 {
@@ -149,27 +155,37 @@ func (t *fsTable) each(fn func(sig uint64, fp uint32)) {
 // campaign alone, keeps 16 (~6/2¹⁶: the false matches are measured in
 // docs/performance.md).
 //
-// Group g's entries are [start(g), start(g+1)): a 16-bit offset per group
-// from a 32-bit base per idxBlock groups, 2 bytes a group where a 32-bit
-// index cost 4; idx32 holds the starts instead in the table (never seen)
-// whose block would span 2¹⁶ entries or more. About 6.3 bytes an entry
-// with a 16-bit check, 8.3 with a 32-bit one, where an fsTable slot costs
-// 15 at its average load.
+// Group g's entries are [start(g), start(g+1)): an 8-bit offset per group
+// from a 32-bit base per 16 groups (about 100 entries): 10 bits a group,
+// where 16-bit offsets took 16. A table one of whose blocks spans 2⁸
+// entries or more (groups far fuller than packBits forecast) keeps 16-bit
+// offsets from a base per 256 groups, and one that spans 2¹⁶ (never seen)
+// keeps the starts themselves (idx32). About 6 bytes an entry with a
+// 16-bit check, 8 with a 32-bit one, where an fsTable slot costs 15 at
+// its average load.
 type denseTable struct {
-	idx     []uint16 // group g starts at base[g>>idxBlockBits] + idx[g]
+	idx8    []uint8  // group g starts at base[g>>idx8BlockBits] + idx8[g]
+	idx     []uint16 // else at base[g>>idxBlockBits] + idx[g]
 	base    []uint32
-	idx32   []uint32 // instead of idx and base, or nil
+	idx32   []uint32 // else at idx32[g]
 	check   []uint32 // cbits 32, else nil
 	check16 []uint16 // cbits 16, else nil
 	vals    bitVals
 	n       int
 	gbits   uint
 	cbits   uint // 32 or 16
+	// shift: switchBits when every value's switch count is 0 and is not
+	// kept (0: kept). A table packed from an open one keeps its few
+	// switched pointers open instead (packed), 3 bits an entry saved.
+	shift uint
 }
 
-// idxBlockBits: a 32-bit base per 256 groups (about 1,500 entries),
-// 2¹⁶ entries being far past what a block holds.
-const idxBlockBits = 8
+// A 32-bit base per 2^idx8BlockBits groups for 8-bit offsets, per
+// 2^idxBlockBits for 16-bit ones.
+const (
+	idx8BlockBits = 4
+	idxBlockBits  = 8
+)
 
 // denseBits is the number of group bits for n entries: about four a
 // group.
@@ -198,12 +214,19 @@ func (d *denseTable) parts(h uint64) (g uint64, check uint32) {
 func (d *denseTable) len() int { return d.n }
 
 // val is entry i's value.
-func (d *denseTable) val(i int) uint32 { return d.vals.get(i) }
+func (d *denseTable) val(i int) uint32 { return d.vals.get(i) << d.shift }
+
+// set stores v as entry i's value, unless it does not fit: wider than
+// the table's values, or with a switch count where it keeps none.
+func (d *denseTable) set(i int, v uint32) bool {
+	return v&(1<<d.shift-1) == 0 && d.vals.set(i, v>>d.shift)
+}
 
 // bitVals holds values of w bits each (w ≤ 32) back to back in 64-bit
 // words. A pointer's value is a slot of its bucket's message slots
 // (slots.go) and a 3-bit switch count: as many bits as the bucket has
-// messages, about 19 at 62,500 a bucket, where a ref took 32.
+// messages, 16 at 62,500 a bucket (19 in a table that keeps the counts),
+// where a ref took 32.
 type bitVals struct {
 	w     uint
 	words []uint64
@@ -248,7 +271,10 @@ func (b *bitVals) set(i int, v uint32) bool {
 // start is the index of group g's first entry (g ≤ 1<<gbits: the last is
 // the end).
 func (d *denseTable) start(g uint64) uint32 {
-	if d.idx32 != nil {
+	switch {
+	case d.idx8 != nil:
+		return d.base[g>>idx8BlockBits] + uint32(d.idx8[g])
+	case d.idx32 != nil:
 		return d.idx32[g]
 	}
 	return d.base[g>>idxBlockBits] + uint32(d.idx[g])
@@ -267,21 +293,25 @@ type hv struct {
 // do its check bits) and add, whose order it changes. An entry of add
 // replaces d's of the same saved hash: it is the newer value of the key,
 // too wide to be set in place (ptrPut). Its values take the bits of the
-// widest.
+// widest, without the switch count when every one's is 0.
 func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	slices.SortFunc(add, func(a, b hv) int { return cmp.Compare(a.h, b.h) })
 	n := len(add)
-	var widest uint32
+	var widest, counts uint32
 	for _, a := range add {
-		widest = max(widest, a.v)
+		widest, counts = max(widest, a.v), counts|a.v
 	}
-	w := uint(bits.Len32(widest))
 	if d != nil {
 		n += d.len()
 		cbits = d.cbits
-		w = max(w, d.vals.w)
+		widest = max(widest, uint32(uint64(1)<<(d.vals.w+d.shift)-1))
+		counts |= 1<<(switchBits-d.shift) - 1
 	}
-	out := &denseTable{gbits: gbits, cbits: cbits, vals: newBitVals(n, w)}
+	var shift uint
+	if counts&(1<<switchBits-1) == 0 {
+		shift = switchBits
+	}
+	out := &denseTable{gbits: gbits, cbits: cbits, shift: shift, vals: newBitVals(n, uint(bits.Len32(widest>>shift)))}
 	if cbits == 16 {
 		out.check16 = make([]uint16, n)
 	} else {
@@ -296,7 +326,7 @@ func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 		} else {
 			out.check16[k] = uint16(c)
 		}
-		out.vals.set(k, v)
+		out.vals.set(k, v>>out.shift)
 		starts[g+1]++
 		k++
 	}
@@ -330,35 +360,75 @@ func newDense(d *denseTable, add []hv, gbits, cbits uint) *denseTable {
 	return out
 }
 
-// setIndex keeps the groups' starts in 16 bits from a base per block, or
-// in 32 when a block spans 2¹⁶ entries or more.
+// setIndex keeps the groups' starts in 8 bits from a base per block of
+// 16, else in 16 from a base per 256, else in 32.
 func (d *denseTable) setIndex(starts []uint32) {
-	base := make([]uint32, (len(starts)-1)>>idxBlockBits+1)
-	idx := make([]uint16, len(starts))
+	if idx, base, ok := blockIndex[uint8](starts, idx8BlockBits); ok {
+		d.idx8, d.base = idx, base
+	} else if idx, base, ok := blockIndex[uint16](starts, idxBlockBits); ok {
+		d.idx, d.base = idx, base
+	} else {
+		d.idx32 = starts
+	}
+}
+
+// blockIndex returns starts as offsets of type T from a base per
+// 2^blockBits groups, or false when a block spans more than T holds.
+func blockIndex[T uint8 | uint16](starts []uint32, blockBits uint) ([]T, []uint32, bool) {
+	base := make([]uint32, (len(starts)-1)>>blockBits+1)
+	idx := make([]T, len(starts))
 	for g, s := range starts {
-		b := g >> idxBlockBits
-		if g&(1<<idxBlockBits-1) == 0 {
+		b := g >> blockBits
+		if g&(1<<blockBits-1) == 0 {
 			base[b] = s
 		}
-		if s-base[b] > 0xffff {
-			d.idx32 = starts
-			return
+		if uint32(T(s-base[b])) != s-base[b] {
+			return nil, nil, false
 		}
-		idx[g] = uint16(s - base[b])
+		idx[g] = T(s - base[b])
 	}
-	d.idx, d.base = idx, base
+	return idx, base, true
 }
 
 // packed returns d (nil: none) with t's entries added, in d's group and
-// check bits (cbits for a new table).
-func packed(d *denseTable, t *fsTable, cbits uint) *denseTable {
-	add := make([]hv, 0, t.n)
-	t.each(func(sig uint64, v uint32) { add = append(add, hv{denseHash(sig), v}) })
-	if d == nil {
-		return newDense(nil, add, min(groupBits(t.n), 26), cbits)
+// check bits (cbits for a new table), and what stays open (nil: none):
+// the pointers with a switch count, when they are at most one in
+// switchedOpen of the table and d keeps no counts, so that the packed
+// values need no bits for them. An open entry costs about 15 bytes
+// against the 3 bits an entry saved, so past a few in a hundred the
+// counts are packed.
+func packed(d *denseTable, t *fsTable, cbits uint) (*denseTable, *fsTable) {
+	n, switched := t.n, 0
+	if d != nil {
+		n += d.len()
 	}
-	return newDense(d, add, d.gbits, cbits)
+	t.each(func(_ uint64, v uint32) {
+		if v&(1<<switchBits-1) != 0 {
+			switched++
+		}
+	})
+	open := switched > 0 && switched <= n/switchedOpen && (d == nil || d.shift == switchBits)
+	var left *fsTable
+	add := make([]hv, 0, t.n)
+	t.each(func(sig uint64, v uint32) {
+		if open && v&(1<<switchBits-1) != 0 {
+			if left == nil {
+				left = newFSTable(switched)
+			}
+			left.put(sig, v)
+			return
+		}
+		add = append(add, hv{denseHash(sig), v})
+	})
+	if d == nil {
+		return newDense(nil, add, min(groupBits(t.n), 26), cbits), left
+	}
+	return newDense(d, add, d.gbits, cbits), left
 }
+
+// switchedOpen: a packed table keeps its switched pointers open while
+// they are at most one in switchedOpen of it (packed).
+const switchedOpen = 64
 
 // find returns the index of sig's entry.
 func (d *denseTable) find(sig uint64) (int, bool) {

@@ -123,9 +123,10 @@ func (e *CorruptFileError) Error() string {
 func (e *CorruptFileError) Unwrap() error { return e.Err }
 
 type chunkWriter struct {
-	w   *bufio.Writer
-	buf []byte
-	err error
+	w     *bufio.Writer
+	buf   []byte
+	err   error
+	after func(kind byte) // Embedded.afterChunk
 }
 
 func (cw *chunkWriter) flush(kind byte) {
@@ -145,6 +146,9 @@ func (cw *chunkWriter) flush(kind byte) {
 		}
 	}
 	cw.buf = cw.buf[:0]
+	if cw.after != nil {
+		cw.after(kind)
+	}
 }
 
 func (cw *chunkWriter) maybeFlush(kind byte) {
@@ -188,7 +192,7 @@ func (e *Embedded) Save() (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	cw := &chunkWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	cw := &chunkWriter{w: bufio.NewWriterSize(f, 1<<20), after: e.afterChunk}
 	e.writeState(cw)
 	if cw.err == nil {
 		cw.err = cw.w.Flush()

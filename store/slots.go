@@ -36,7 +36,7 @@ const slotPageBits = 12
 
 // maxSlots bounds a bucket's slots: a pointer value keeps a slot and a
 // 3-bit switch count in 32 bits.
-const maxSlots = 1 << (32 - 3)
+const maxSlots = 1 << (32 - switchBits)
 
 type slotRing struct {
 	mu   sync.RWMutex
@@ -135,8 +135,12 @@ func (e *Embedded) slotGens() {
 	}
 }
 
-// slotVal is a pointer's stored value: slot s and p's switch count.
-func slotVal(s uint32, p ptr) uint32 { return s<<3 | uint32(p.switches()) }
+// slotVal is a pointer's stored value: slot s and p's switch count in
+// the low switchBits.
+func slotVal(s uint32, p ptr) uint32 { return s<<switchBits | uint32(p.switches()) }
+
+// switchBits: a stored value's switch count (ptr.switches).
+const switchBits = 3
 
 // msgSlots are the slots one message took, by ref (nearly always one),
 // and their bucket's generation.
@@ -152,7 +156,7 @@ type msgSlots struct {
 // for p's ref, taking one. False: no slot (the key is not written).
 func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old, oldRef uint32, gen uint64, here bool) (uint32, uint64, bool) {
 	if here && oldRef == p.ref() {
-		return slotVal(old>>3, p), gen, true
+		return slotVal(old>>switchBits, p), gen, true
 	}
 	for _, m := range ms.refs {
 		if m.ref == p.ref() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -266,5 +267,188 @@ func TestEmbeddedSlotGenerations(t *testing.T) {
 	c := obs(later, keys[2], "c@x")       // and forward again: slot 0 of a new generation
 	if got := obs(later, keys[0], "d@x"); got.ID == c.ID {
 		t.Errorf("a copy of the first message joined campaign %08x through the slot its pointer had in an earlier generation", c.ID)
+	}
+}
+
+// TestEmbeddedSaveWhileObserving: observers write pointers while a save
+// runs, two of them throughout and four more after each chunk the save
+// writes (so whatever the chunks' order, some messages fall between any
+// two). The file is then opened by a new store, where new messages take
+// slots first. Every message written before the save began must be found
+// in its own campaign, and every one written during it in its own or in
+// none. Slots saved before the pointers fail it: a pointer written in
+// between names a slot the file lacks, which the new store gives to a new
+// message, so the old message would join that one's campaign.
+func TestEmbeddedSaveWhileObserving(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	keys := func(i int64) []string {
+		return []string{fmt.Sprintf("v1:imatch.0:%x", i), fmt.Sprintf("v1:shingle.1:%x", i),
+			fmt.Sprintf("v1:shingle.2:%x", i), fmt.Sprintf("v1:terms.0:%x", i), fmt.Sprintf("v1:terms.1:%x", i)}
+	}
+	var (
+		mu   sync.Mutex
+		ids  = map[int64]uint32{}
+		next atomic.Int64
+	)
+	observe := func(s *Embedded) {
+		i := next.Add(1)
+		res, err := s.Observe(ctx, Observation{Keys: keys(i), Recipients: []string{fmt.Sprintf("r%d@x", i)}, Time: now})
+		if err != nil || res.Campaign.ID == 0 || len(res.Campaign.Joined) > 0 {
+			t.Errorf("message %d: %+v, %v; want a new campaign", i, res.Campaign, err)
+		}
+		mu.Lock()
+		ids[i] = res.Campaign.ID
+		mu.Unlock()
+	}
+	const before = 500
+	for range before {
+		observe(e)
+	}
+	chunks := 0
+	e.afterChunk = func(byte) {
+		chunks++
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for range 8 {
+					observe(e)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	for range 2 {
+		bg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					observe(e)
+				}
+			}
+		})
+	}
+	err = e.Save()
+	close(stop)
+	bg.Wait()
+	e.afterChunk = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file as that save left it (Close would write another).
+	b, err := os.ReadFile(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, "state"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := newEmbedded(t, dir2, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	written := next.Load()
+	for range written {
+		observe(e2)
+	}
+	found := 0
+	for i := int64(1); i <= written; i++ {
+		res, err := e2.Peek(ctx, keys(i), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch got := res.Campaign.ID; {
+		case got == ids[i]:
+			found++
+		case i <= before:
+			t.Errorf("message %d, written before the save: campaign %08x, want its own %08x", i, got, ids[i])
+		case got != 0:
+			t.Errorf("message %d, written during the save: campaign %08x, want its own %08x or none", i, got, ids[i])
+		}
+	}
+	t.Logf("%d chunks, %d messages written by then, %d found after the restart", chunks, written, found)
+	if chunks < 4 {
+		t.Errorf("observations after %d chunks, want at least 4 (pointers and slots among them)", chunks)
+	}
+}
+
+// TestPackedSwitched: a bucket's pointers packed with few switched among
+// them (a switch count above 0) keep no count bits: the switched stay in
+// the open table, every value reads back, a count set in place goes to
+// the open table too, and a key held open takes its later values there
+// (the packed entry, older, is never read: fails on main, which set it). Past one in switchedOpen the
+// counts are packed.
+func TestPackedSwitched(t *testing.T) {
+	for _, c := range []struct {
+		every     int // one pointer in every is switched
+		wantShift uint
+	}{{100, switchBits}, {10, 0}} {
+		t.Run(fmt.Sprint(c.every), func(t *testing.T) {
+			now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+			e := memStore(t, now)
+			defer e.Close()
+			cb := e.c.bucket(now)
+			ps := &e.ptrs[0]
+			sigs := randomSigs(3000, 7)
+			_, g, _ := e.slots.take(cb, cb, 1)
+			_, g1, _ := e.slots.take(cb+1, cb+1, 1)
+			ps.mu.Lock()
+			defer ps.mu.Unlock()
+			want := make([]uint32, len(sigs))
+			for i, s := range sigs {
+				want[i] = uint32(i) << switchBits
+				if i%c.every == 0 {
+					want[i] |= 2
+				}
+				e.ptrPut(ps, ringMain, cb, s, want[i], g, false, now)
+			}
+			e.ptrPut(ps, ringMain, cb+1, sigs[0], 0, g1, false, now.Add(6*time.Hour)) // packs bucket cb
+			slot := &ps.tabs[mod(cb, int64(e.c.nb))]
+			switched := (len(sigs) + c.every - 1) / c.every
+			wantOpen := 0
+			if c.wantShift != 0 {
+				wantOpen = switched
+			}
+			open := 0
+			if slot.t != nil {
+				open = slot.t.n
+			}
+			if slot.d == nil || slot.d.shift != c.wantShift || slot.d.len() != len(sigs)-wantOpen || open != wantOpen {
+				t.Fatalf("packed: shift %d, %d packed, %d open; want shift %d, %d packed, %d open", slot.d.shift, slot.d.len(), open, c.wantShift, len(sigs)-wantOpen, wantOpen)
+			}
+			if w := uint(12) + switchBits - c.wantShift; slot.d.vals.w != w {
+				t.Errorf("packed values of %d bits, want %d", slot.d.vals.w, w)
+			}
+			check := func(when string) {
+				t.Helper()
+				for i, s := range sigs {
+					if v, ok := slot.get(s); !ok || v != want[i] {
+						t.Fatalf("%s: key %d reads %d, %v; want %d", when, i, v, ok, want[i])
+					}
+				}
+			}
+			check("packed")
+			// Key 1 switches (set in place where counts are packed); key
+			// 2 takes a value too wide for the table, then one that fits:
+			// held open, it keeps it there.
+			want[1] |= 1
+			e.ptrPut(ps, ringMain, cb, sigs[1], want[1], g, true, now)
+			e.ptrPut(ps, ringMain, cb, sigs[2], 1<<30, g, true, now)
+			want[2] = 5 << switchBits
+			e.ptrPut(ps, ringMain, cb, sigs[2], want[2], g, true, now)
+			check("after three writes")
+		})
 	}
 }
