@@ -118,3 +118,50 @@ func TestRandomisedImageSpam(t *testing.T) {
 		}
 	}
 }
+
+// stampedGIF is offerGIF(1) with, per stamp, one cell of the 8×8 shape
+// grid in its white margin painted black: a stamp a copy of its own, as
+// image spam stamps a recipient's code or a random mark on each copy.
+// The cells are in the grid's last two rows, one band of the shape.
+func stampedGIF(t *testing.T, stamps ...int) []byte {
+	t.Helper()
+	img, err := gif.Decode(bytes.NewReader(offerGIF(t, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := img.(*image.Paletted)
+	cells := [][2]int{{6, 0}, {7, 0}, {6, 6}, {7, 6}, {6, 7}, {7, 7}} // row, column: white in offerGIF
+	for _, s := range stamps {
+		r, c := cells[s][0], cells[s][1]
+		for y := r * 30; y < r*30+30; y++ {
+			for x := c * 45; x < c*45+45; x++ {
+				p.SetColorIndex(x, y, 1)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := gif.Encode(&b, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// Image spam whose every copy is stamped differently (a cell or two of
+// its shape flipped, in one band) is one campaign by the shape's near
+// keys: no two copies have the same shape, so exact shape keys count each
+// copy alone.
+func TestStampedImageSpam(t *testing.T) {
+	f := newFixtureSet(t, emptyStore(t), true, true)
+	stamps := [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {0, 1}, {2, 3}, {4, 5}, {0, 5}, {1, 4}}
+	for i := range threshold {
+		msg := imageMessage(stampedGIF(t, stamps[i]...), "", fmt.Sprintf("u%d@example.test", i))
+		msg.Client = netip.AddrFrom4([4]byte{203, 0, byte(i), 9})
+		v := f.e.Check(context.Background(), msg)
+		if v.Err != nil || v.Unsigned {
+			t.Fatalf("copy %d: verdict %+v", i, v)
+		}
+		if want := i+1 >= threshold; v.Bulk != want {
+			t.Errorf("copy %d: got bulk %v (volumes %v), want %v", i, v.Bulk, v.Volumes, want)
+		}
+	}
+}
