@@ -76,8 +76,11 @@ func TestAttachOffSkipsParts(t *testing.T) {
 
 // offerGIF draws image spam's offer (dark bars, lines of text, on white)
 // with 200 noise dots of its own per seed, as the real stream's image
-// spam randomises each copy's image.
-func offerGIF(t *testing.T, seed uint64) []byte {
+// spam randomises each copy's image, and per stamp one cell of the 8×8
+// shape grid in its white margin painted black, as image spam stamps a
+// recipient's code or a random mark on each copy (the stamps' cells are
+// in the grid's last two rows, one band of the shape).
+func offerGIF(t *testing.T, seed uint64, stamps ...int) []byte {
 	t.Helper()
 	img := image.NewPaletted(image.Rect(0, 0, 360, 240), color.Palette{color.White, color.Black, color.RGBA{0xc0, 0x20, 0x20, 0xff}})
 	for line := range 6 {
@@ -91,6 +94,14 @@ func offerGIF(t *testing.T, seed uint64) []byte {
 	for range 200 {
 		img.SetColorIndex(r.IntN(360), r.IntN(240), uint8(1+r.IntN(2)))
 	}
+	cells := [][2]int{{6, 0}, {7, 0}, {6, 6}, {7, 6}, {6, 7}, {7, 7}} // row, column: white but for noise
+	for _, s := range stamps {
+		for y := cells[s][0] * 30; y < cells[s][0]*30+30; y++ {
+			for x := cells[s][1] * 45; x < cells[s][1]*45+45; x++ {
+				img.SetColorIndex(x, y, 1)
+			}
+		}
+	}
 	var b bytes.Buffer
 	if err := gif.Encode(&b, img, nil); err != nil {
 		t.Fatal(err)
@@ -98,23 +109,44 @@ func offerGIF(t *testing.T, seed uint64) []byte {
 	return b.Bytes()
 }
 
-// Image spam whose image is randomised per copy (other noise dots, so
-// other bytes) and padded with a short text of its own per copy is
-// counted by the image's shape: the tenth copy is bulk.
-func TestRandomisedImageSpam(t *testing.T) {
-	f := newFixtureSet(t, emptyStore(t), true, true)
+// Image spam whose copies differ is counted as one campaign; the tenth
+// copy is bulk:
+//   - randomised: the image randomised per copy (other noise dots, so other
+//     bytes), padded with a short text of its own, is counted by the
+//     image's shape;
+//   - stamped: every copy stamped differently (a cell or two of its shape
+//     flipped, in one band), so that no two copies have the same shape, is
+//     counted by the shape's near keys (exact shape keys count each copy
+//     alone).
+func TestVariedImageSpam(t *testing.T) {
 	words := strings.Fields("harbour lantern meadow quarrel saddle thimble velvet whisper orchard pebble candle ribbon tunnel garden window silver kettle ladder")
-	for i := range threshold {
-		r := rand.New(rand.NewPCG(uint64(i), 3))
-		r.Shuffle(len(words), func(a, b int) { words[a], words[b] = words[b], words[a] })
-		msg := imageMessage(offerGIF(t, uint64(i)), strings.Join(words[:12], " "), fmt.Sprintf("u%d@example.test", i))
-		msg.Client = netip.AddrFrom4([4]byte{203, 0, byte(i), 9})
-		v := f.e.Check(context.Background(), msg)
-		if v.Err != nil || v.Unsigned {
-			t.Fatalf("copy %d: verdict %+v", i, v)
-		}
-		if want := i+1 >= threshold; v.Bulk != want {
-			t.Errorf("copy %d: got bulk %v (volumes %v), want %v", i, v.Bulk, v.Volumes, want)
-		}
+	stamps := [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {0, 1}, {2, 3}, {4, 5}, {0, 5}, {1, 4}}
+	tests := []struct {
+		name string
+		copy func(i int) (img []byte, text string)
+	}{
+		{"randomised", func(i int) ([]byte, string) {
+			r := rand.New(rand.NewPCG(uint64(i), 3))
+			r.Shuffle(len(words), func(a, b int) { words[a], words[b] = words[b], words[a] })
+			return offerGIF(t, uint64(i)), strings.Join(words[:12], " ")
+		}},
+		{"stamped", func(i int) ([]byte, string) { return offerGIF(t, 1, stamps[i]...), "" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureSet(t, emptyStore(t), true, true)
+			for i := range threshold {
+				img, text := tc.copy(i)
+				msg := imageMessage(img, text, fmt.Sprintf("u%d@example.test", i))
+				msg.Client = netip.AddrFrom4([4]byte{203, 0, byte(i), 9})
+				v := f.e.Check(context.Background(), msg)
+				if v.Err != nil || v.Unsigned {
+					t.Fatalf("copy %d: verdict %+v", i, v)
+				}
+				if want := i+1 >= threshold; v.Bulk != want {
+					t.Errorf("copy %d: got bulk %v (volumes %v), want %v", i, v.Bulk, v.Volumes, want)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -20,7 +21,8 @@ type AttachParams struct {
 	// MinBytes is the smallest part signed: smaller ones (spacer GIFs,
 	// icons) are left out.
 	MinBytes int
-	// MaxKeys bounds the keys of one message: its first distinct parts.
+	// MaxKeys bounds the keys of one message: its first distinct parts'
+	// (an image's shape gives shapeBands keys).
 	MaxKeys int
 	// WithText signs the parts of a message whose text another family
 	// signs too. Off by default: then only a message that no other family
@@ -32,7 +34,8 @@ type AttachParams struct {
 	// Shape keys an image (GIF, JPEG, PNG) by its shape instead of its
 	// bytes: the average hash of its grey levels on an 8×8 grid, which
 	// the noise dots, dithering, palettes and resizing that randomise
-	// image spam per copy do not change. A part that is no such image,
+	// image spam per copy do not change, or change in a few cells of
+	// one band (its near keys, shapeBands). A part that is no such image,
 	// or is broken or too large to decode, keeps its exact key.
 	Shape bool
 	// MaxPixels bounds the pixels decoded for Shape, of all of a
@@ -78,7 +81,7 @@ func (p AttachParams) Validate() error {
 // text (often none) is nothing the text families can sign. A part's key
 // is the keyed hash of its digest (index 0), so a part changed by one bit
 // is a new key; with Shape, an image's key is the keyed hash of its shape
-// instead (index 1), so that the copies of an image randomised per copy
+// instead (its near keys, indexes 1 to shapeBands), so that the copies of an image randomised per copy
 // (nearly every image of the real stream's spam, docs/evaluation.md)
 // share it.
 type Attach struct {
@@ -124,17 +127,14 @@ func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 		if len(dst)-start == a.p.MaxKeys {
 			break
 		}
-		k, ok := a.key(at.Data, &budget, minSide, !offers)
-		if !ok {
-			continue
+		ks, n := a.keys(at.Data, &budget, minSide, !offers)
+		if n > 1 {
+			shapes++
 		}
-		shapes += int(k.Index)
-		dup := false
-		for _, o := range dst[start:] {
-			dup = dup || o == k
-		}
-		if !dup {
-			dst = append(dst, k)
+		for _, k := range ks[:n] {
+			if len(dst)-start < a.p.MaxKeys && !slices.Contains(dst[start:], k) {
+				dst = append(dst, k)
+			}
 		}
 	}
 	e.Keys = len(dst) - start
@@ -157,21 +157,41 @@ func (a *Attach) sign(d *Doc, dst []Key, offers bool) ([]Key, Explain) {
 // signature's picture (the stream's ham: 172×36, 696×77, 728×30).
 const offerSide = 100
 
-// key is a part's shape key (index 1) when Shape is on and the part is an
-// image of at least minSide pixels a side with a shape, within the
-// message's remaining budget of pixels (which it takes the image's pixels
-// from); otherwise its exact key (index 0), or with exact false, no key.
-func (a *Attach) key(b []byte, budget *int, minSide int, exact bool) (Key, bool) {
+// shapeBands is the number of a shape's near keys: the shape is cut into
+// shapeBands bands of 16 bits (two rows of the grid each), and near key i
+// is the shape with band i left out. Two shapes that differ only within
+// one band (a few cells flipped by the noise that randomises a copy, at
+// the mean's edge) share a near key; sharing one needs 48 equal bits,
+// which no ham image of the corpora shares with another image, while a
+// single band is shared by chance by thousands of unrelated pairs (an
+// image of text is mostly white) (docs/evaluation.md, "Near shapes").
+const shapeBands = 4
+
+// keys returns a part's keys in ks[:n]: its shapeBands near keys (indexes
+// 1 to shapeBands) when Shape is on and the part is an image of at least
+// minSide pixels a side with a shape, within the message's remaining
+// budget of pixels (which it takes the image's pixels from); otherwise
+// its exact key (index 0), or with exact false, none.
+func (a *Attach) keys(b []byte, budget *int, minSide int, exact bool) (ks [shapeBands]Key, n int) {
 	if a.p.Shape {
 		if h, ok := imageShape(b, budget, minSide); ok {
-			return Key{Family: FamilyAttach, Index: 1, Hash: a.shape.word(h)}, true
+			return a.nearKeys(h), shapeBands
 		}
 	}
 	if !exact {
-		return Key{}, false
+		return ks, 0
 	}
 	sum := sha256.Sum256(b)
-	return Key{Family: FamilyAttach, Hash: a.k.words(le64(sum[0:]), le64(sum[8:]), le64(sum[16:]), le64(sum[24:]))}, true
+	ks[0] = Key{Family: FamilyAttach, Hash: a.k.words(le64(sum[0:]), le64(sum[8:]), le64(sum[16:]), le64(sum[24:]))}
+	return ks, 1
+}
+
+// nearKeys returns the near keys of shape h.
+func (a *Attach) nearKeys(h uint64) (ks [shapeBands]Key) {
+	for i := range shapeBands {
+		ks[i] = Key{Family: FamilyAttach, Index: uint8(1 + i), Hash: a.shape.words(uint64(i), h&^(0xffff<<(16*i)))}
+	}
+	return ks
 }
 
 func le64(b []byte) uint64 {

@@ -225,3 +225,96 @@ func transpose(g []uint32, w, h int) []uint32 {
 	}
 	return out
 }
+
+var imageTable = flag.String("image-table", "", "TestMeasureImageTable: write every decodable image of -image-corpora to this file")
+
+var imageCorpora = flag.String("image-corpora", "", "TestMeasureImageTable: comma-separated label=archive (label ham or spam), relative to the corpora")
+
+// TestMeasureImageTable writes, for every decodable image part of the
+// archives named by -image-corpora, one tab-separated line: archive,
+// message, label, canonical words, size, 8×8 average hash (with whether
+// it is kept) and the first bytes of its SHA-256. The near-duplicate
+// measurements of docs/evaluation.md ("Near shapes") are counted over it.
+func TestMeasureImageTable(t *testing.T) {
+	if !*measure || *imageTable == "" {
+		t.Skip("measurement; run with -measure -image-table F -image-corpora L")
+	}
+	var b bytes.Buffer
+	for _, lc := range strings.Split(*imageCorpora, ",") {
+		label, rel, _ := strings.Cut(lc, "=")
+		opts := mailbox.Options{MaxSize: -1, OnSkip: func(string, error) error { return nil }}
+		err := opts.Walk(corpusFile(t, rel), func(m *mailbox.Message) error {
+			tx := mailtext.Extract(bytes.NewReader(m.Data), mailtext.DefaultLimits)
+			src := Source{Subject: tx.Subject}
+			for _, p := range tx.Parts {
+				src.Parts = append(src.Parts, p.Text)
+			}
+			words := -1
+			for _, a := range tx.Attachments {
+				img, err := decodeImage(a.Data, pixels(1<<22), 0)
+				if err != nil {
+					continue
+				}
+				if words < 0 {
+					words = len(Canonicalize(src).Tokens)
+				}
+				h, ok := imageShapeGrid(greyGrid(img, 8, 8))
+				sum := sha256.Sum256(a.Data)
+				fmt.Fprintf(&b, "%s\t%s\t%s\t%d\t%dx%d\t%016x\t%v\t%x\n", path.Base(rel), m.Name, label, words, img.Bounds().Dx(), img.Bounds().Dy(), h, ok, sum[:8])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(*imageTable, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var streamFeatures = flag.String("stream-features", "", "TestMeasureStreamFeatures: write each real-stream message's text and parts to this file")
+
+// TestMeasureStreamFeatures writes, per message of the real stream, what
+// decides whether a family can sign it: canonical words, visible text
+// bytes, each non-text part's media type, size and whether it decodes
+// as an image, and the extractor's defects (docs/evaluation.md, "The
+// stream's unsigned spam").
+func TestMeasureStreamFeatures(t *testing.T) {
+	if !*measure || *streamFeatures == "" {
+		t.Skip("measurement; run with -measure -stream-features F")
+	}
+	var b bytes.Buffer
+	opts := mailbox.Options{
+		MaxSize: -1,
+		Filter:  func(name string) bool { return strings.HasPrefix(path.Base(name), "inmail.") },
+		OnSkip:  func(string, error) error { return nil },
+	}
+	err := opts.Walk(corpusFile(t, filepath.Join("trec07p-part1", "trec07p-part1.tar.xz")), func(m *mailbox.Message) error {
+		tx := mailtext.Extract(bytes.NewReader(m.Data), mailtext.DefaultLimits)
+		src := Source{Subject: tx.Subject}
+		var cts []string
+		for _, p := range tx.Parts {
+			src.Parts = append(src.Parts, p.Text)
+			cts = append(cts, p.ContentType)
+		}
+		var ats []string
+		for _, a := range tx.Attachments {
+			_, err := decodeImage(a.Data, pixels(1<<22), 0)
+			ats = append(ats, fmt.Sprintf("%s:%d:%v", a.ContentType, len(a.Data), err == nil))
+		}
+		var defs []string
+		for _, d := range tx.Defects {
+			defs = append(defs, string(d.Kind))
+		}
+		fmt.Fprintf(&b, "%s\t%d\t%d\t%s\t%s\t%s\t%d\n", path.Base(m.Name), len(Canonicalize(src).Tokens), tx.Stats.TextBytes,
+			strings.Join(cts, ","), strings.Join(ats, ","), strings.Join(defs, ","), tx.Stats.AttachSkipped)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(*streamFeatures, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

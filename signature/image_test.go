@@ -120,35 +120,38 @@ func TestImageShapeRefused(t *testing.T) {
 			if h, ok := imageShape(tc.b, pixels(1<<21), 0); ok {
 				t.Errorf("got shape %016x, want none", h)
 			}
-			if k, _ := a.key(tc.b, pixels(1<<21), 0, true); k.Index != 0 {
+			if k, _ := firstKey(a.keys(tc.b, pixels(1<<21), 0, true)); k.Index != 0 {
 				t.Errorf("got key %v, want the exact key (index 0)", k)
 			}
 		})
 	}
-	if k, _ := a.key(good, pixels(1<<21), 300, true); k.Index != 1 {
+	if k, _ := firstKey(a.keys(good, pixels(1<<21), 300, true)); k.Index != 1 {
 		t.Errorf("an offer image 400x300: got key %v, want a shape key (index 1)", k)
 	}
 	// Below the least side asked for, an image has no shape key: its
 	// exact one, or none (and nothing decoded nor taken from the budget).
 	left := 1 << 21
-	if k, ok := a.key(good, &left, 301, true); k.Index != 0 || !ok {
+	if k, ok := firstKey(a.keys(good, &left, 301, true)); k.Index != 0 || !ok {
 		t.Errorf("an image 400x300, 301 pixels a side asked: got key %v %v, want the exact key", k, ok)
 	}
-	if _, ok := a.key(good, &left, 301, false); ok || left != 1<<21 {
+	if _, ok := firstKey(a.keys(good, &left, 301, false)); ok || left != 1<<21 {
 		t.Errorf("an image 400x300, 301 pixels a side asked, no exact key: got a key, or %d pixels left; want none, all left", left)
 	}
 	// The pixel budget is the message's: 400×300 pixels leave room for
 	// one image of them, and the second gets its exact key.
 	left = 400*300 + 1000
-	if k, _ := a.key(good, &left, 0, true); k.Index != 1 || left != 1000 {
+	if k, _ := firstKey(a.keys(good, &left, 0, true)); k.Index != 1 || left != 1000 {
 		t.Errorf("first image: got key %v, %d pixels left; want a shape key, 1000 left", k, left)
 	}
-	if k, _ := a.key(encode(t, "gif", offerImage(2, 1, 100)), &left, 0, true); k.Index != 0 || left != 1000 {
+	if k, _ := firstKey(a.keys(encode(t, "gif", offerImage(2, 1, 100)), &left, 0, true)); k.Index != 0 || left != 1000 {
 		t.Errorf("second image: got key %v, %d pixels left; want the exact key, 1000 left", k, left)
 	}
 }
 
 func pixels(n int) *int { return &n }
+
+// firstKey returns the first of a part's keys, and whether it has any.
+func firstKey(ks [shapeBands]Key, n int) (Key, bool) { return ks[0], n > 0 }
 
 // opaque hides an image's type, so that greyGrid takes its generic path.
 type opaque struct{ image.Image }
@@ -221,7 +224,7 @@ func TestSetAttachShortText(t *testing.T) {
 		keys      int
 		declined  string
 	}{
-		{"short text, offer", short, []Attachment{offer}, 100, 1, ""},
+		{"short text, offer", short, []Attachment{offer}, 100, shapeBands, ""},
 		{"short text, banner", short, []Attachment{banner}, 100, 0, "the text is signed, and no image is an offer's size"},
 		{"short text, not an image", short, []Attachment{part("pdf", 5000)}, 100, 0, "the text is signed, and no image is an offer's size"},
 		{"short text, offer, off", short, []Attachment{offer}, 0, 0, "the text is signed"},
@@ -244,8 +247,8 @@ func TestSetAttachShortText(t *testing.T) {
 				t.Fatalf("got %d attach keys of %d, explain %+v; want %d, declined %q", len(attach), len(keys), last, tc.keys, tc.declined)
 			}
 			for _, k := range attach {
-				if k.Index != 1 {
-					t.Errorf("got key %v, want a shape key (index 1)", k)
+				if k.Index == 0 {
+					t.Errorf("got key %v, want a near key of a shape (index 1 to %d)", k, shapeBands)
 				}
 			}
 		})
@@ -278,12 +281,13 @@ func BenchmarkAttach(b *testing.B) {
 	cases := []struct {
 		name  string
 		parts []Attachment
+		keys  int
 	}{
-		{"gif", []Attachment{{Data: gifPart}}},
-		{"png", []Attachment{{Data: encode(b, "png", offerImage(1, 1, 100))}}},
-		{"jpeg", []Attachment{{Data: encode(b, "jpeg", offerImage(1, 1, 100))}}},
-		{"exact", []Attachment{part("pdf", len(gifPart))}},
-		{"jpeg-1000px-x16", worst},
+		{"gif", []Attachment{{Data: gifPart}}, shapeBands},
+		{"png", []Attachment{{Data: encode(b, "png", offerImage(1, 1, 100))}}, shapeBands},
+		{"jpeg", []Attachment{{Data: encode(b, "jpeg", offerImage(1, 1, 100))}}, shapeBands},
+		{"exact", []Attachment{part("pdf", len(gifPart))}, 1},
+		{"jpeg-1000px-x16", worst, maxAttachKeys}, // one shape within the pixel budget, exact keys for the rest
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -295,9 +299,68 @@ func BenchmarkAttach(b *testing.B) {
 				dst, _ = a.Sign(d, dst[:0])
 			}
 			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/msg")
-			if len(dst) != len(c.parts) {
-				b.Fatalf("got %d keys, want %d", len(dst), len(c.parts))
+			if len(dst) != c.keys {
+				b.Fatalf("got %d keys, want %d", len(dst), c.keys)
 			}
 		})
+	}
+}
+
+// Shapes that differ within one band share that band's near key and no
+// other; shapes that differ in two bands share none.
+func TestNearKeys(t *testing.T) {
+	a, err := NewAttach(testSecret(t), DefaultAttachParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const h = 0x8181818181ff3fff // a real stream spam image's shape
+	tests := []struct {
+		name   string
+		flip   uint64
+		shared int
+	}{
+		{"same shape", 0, shapeBands},
+		{"one cell", 1 << 5, 1},
+		{"three cells of one band", 1<<17 | 1<<20 | 1<<31, 1},
+		{"a whole band", 0xffff << 48, 1},
+		{"one cell in each of two bands", 1<<5 | 1<<40, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ka, kb := a.nearKeys(h), a.nearKeys(h^tc.flip)
+			shared := 0
+			for i := range ka {
+				if ka[i].Index != uint8(1+i) {
+					t.Fatalf("key %d: index %d", i, ka[i].Index)
+				}
+				for j := range kb {
+					if ka[i] == kb[j] {
+						shared++
+					}
+				}
+			}
+			if shared != tc.shared {
+				t.Errorf("got %d near keys shared, want %d", shared, tc.shared)
+			}
+		})
+	}
+}
+
+// BenchmarkNearKeys measures what the near keys add to an image's shape
+// key: four keyed hashes instead of one (the decoding, BenchmarkAttach,
+// is the same).
+func BenchmarkNearKeys(b *testing.B) {
+	a, err := NewAttach(testSecret(b), DefaultAttachParams())
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := uint64(0x8181818181ff3fff)
+	var ks [shapeBands]Key
+	for b.Loop() {
+		ks = a.nearKeys(h)
+		h++
+	}
+	if ks[0].Hash == 0 {
+		b.Fatal("no key")
 	}
 }
