@@ -629,8 +629,9 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
+	// A weak join counts the campaign alone, without its parts (model.go).
 	var parts, added []part
-	if d.join && !e.noMerge {
+	if d.join && !d.weak && !e.noMerge {
 		parts, added = e.aliases.merge(d.ref, merged, cb, oldest)
 	}
 	var u union

@@ -397,8 +397,14 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // of the joined one, its root, for as long as the part lives: every later
 // pointer naming the part is read as the root before the vote
 // (resolveAliases), and the root's volume is the distinct recipients of
-// the root and its live parts (the union's count). A part's own parts move
-// to the root. The alias and the part's entry carry the bucket of the
+// the root and its live parts (the union's count) for a strong join. A
+// weak join counts the root alone, as it counts no union: a merge is an
+// inference from one copy's strong evidence, and a message naming the
+// root through a footer-sized share of its keys (a newsletter's frame, a
+// list's template) is no evidence that it belongs to the parts (measured:
+// two newsletter issues, joined weakly to a list thread's merged campaign,
+// were tagged at seed 1 in one window; docs/evaluation.md, "Weak joins
+// and stored parts"). A part's own parts move to the root. The alias and the part's entry carry the bucket of the
 // merge; the part, counted with that message, is written no more (its
 // pointers are read as the root), so both leave the window with the
 // part's record, never after the root (written by the same message), and a

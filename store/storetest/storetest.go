@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignAliasPair", s.campaignAliasPair},
 		{"CampaignAliasVotes", s.campaignAliasVotes},
 		{"CampaignAliasGuard", s.campaignAliasGuard},
+		{"CampaignAliasWeakJoin", s.campaignAliasWeakJoin},
 		{"CampaignAliasExpires", s.campaignAliasExpires},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
@@ -1058,6 +1059,37 @@ func aliasPartsThen(t *testing.T, st store.Store, via string, between func()) (a
 		t.Fatalf("the merging copy: %+v, want %08x with a1, a2, b1, b2, u", got, a.ID)
 	}
 	return a, b, keys
+}
+
+// campaignAliasWeakJoin: a weak join counts the root alone, without its
+// parts, while a strong copy counts both. A footer-sized share of keys
+// (a newsletter's frame, a list's template) must not lift unrelated mail
+// to a merged campaign's volume (docs/evaluation.md, "Weak joins and
+// stored parts").
+func (s *suite) campaignAliasWeakJoin(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := familyKey
+	a, _, _ := aliasParts(t, st, "imatch")
+	// A's shingle b0 among ten new shingles, and three new I-Match keys:
+	// 1/11 of a family of 2, under WeakShare. A's own a1, a2, u and w; the
+	// part's b1, b2 are not counted.
+	keys := []string{k("imatch", 0, 0x70), k("imatch", 1, 0x71), k("imatch", 2, 0x72), k("shingle", 0, 0xb0)}
+	for i := 1; i <= 10; i++ {
+		keys = append(keys, k("shingle", i, 0x700+i))
+	}
+	if got := observe(t, st, t0.Add(3*time.Minute), keys, "w@x").Campaign; got.ID != a.ID || got.Recipients != 4 || len(got.Joined) != 1 {
+		t.Errorf("a weak join: %+v, want %08x with its own 4 recipients, joined through 1 key", got, a.ID)
+	}
+	// A strong copy of A: a1, a2, u, w, s and the part's b1, b2.
+	want := int64(7)
+	if s.h.NoMerge {
+		want = 5
+	}
+	strong := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}
+	if got := observe(t, st, t0.Add(4*time.Minute), strong, "s@x").Campaign; got.ID != a.ID || got.Recipients != want {
+		t.Errorf("a strong copy: %+v, want %08x with %d recipients", got, a.ID, want)
+	}
 }
 
 // campaignAliasVotes: votes cast on a part before its merge cover the
