@@ -629,9 +629,10 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			}
 		}
 	}
-	// A weak join counts the campaign alone, without its parts (model.go).
+	// A weak join counts the campaign alone, without its parts, unless a
+	// voting key of its own named a part (model.go).
 	var parts, added []part
-	if d.join && !d.weak && !e.noMerge {
+	if d.join && (!d.weak || namesPart(raw, kps, d)) && !e.noMerge {
 		parts, added = e.aliases.merge(d.ref, merged, cb, oldest)
 	}
 	var u union

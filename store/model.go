@@ -398,10 +398,11 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // pointer naming the part is read as the root before the vote
 // (resolveAliases), and the root's volume is the distinct recipients of
 // the root and its live parts (the union's count) for a strong join. A
-// weak join counts the root alone, as it counts no union: a merge is an
-// inference from one copy's strong evidence, and a message naming the
-// root through a footer-sized share of its keys (a newsletter's frame, a
-// list's template) is no evidence that it belongs to the parts (measured:
+// weak join counts the root alone, as it counts no union, unless a voting
+// key of its own still names a part (namesPart): a merge is an inference
+// from one copy's strong evidence, and a message naming the root through
+// a footer-sized share of its keys (a newsletter's frame, a list's
+// template) is no evidence that it belongs to the parts (measured:
 // two newsletter issues, joined weakly to a list thread's merged campaign,
 // were tagged at seed 1 in one window; docs/evaluation.md, "Weak joins
 // and stored parts"). A part's own parts move to the root. The alias and the part's entry carry the bucket of the
@@ -458,6 +459,17 @@ func aliasGuard(fams []string, fc famCounts, kps []keyPtr, other uint32) bool {
 		}
 	}
 	return two && 100*ev >= WeakShare*evidenceUnit*fc.whole
+}
+
+// namesPart reports whether a voting key of the message was read through
+// an alias: its stored pointer (raw) names a part of the joined root.
+func namesPart(raw, kps []keyPtr, d decision) bool {
+	for i, v := range d.voters {
+		if v && raw[i].p.ref() != kps[i].p.ref() {
+			return true
+		}
+	}
+	return false
 }
 
 // aliasPair reports a family two of which can pass the guard together: the
