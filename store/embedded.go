@@ -592,7 +592,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if !e.noMerge {
 		e.aliases.resolve(kps, oldest)
 	}
-	d := decide(fams, kps, 0)
+	fc := familyCounts(fams)
+	d := decide(fams, fc, kps, 0)
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
@@ -627,13 +628,15 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	var merged []uint32
 	if write && d.join && !d.weak {
 		for _, ref := range d.union {
-			if aliasGuard(fams, kps, ref) {
+			if aliasGuard(fams, fc, kps, ref) {
 				merged = append(merged, ref)
 			}
 		}
 	}
+	// A weak join counts the campaign alone, without its parts, unless a
+	// voting key of its own named a part (model.go).
 	var parts, added []part
-	if d.join && !e.noMerge {
+	if d.join && (!d.weak || namesPart(raw, kps, d)) && !e.noMerge {
 		parts, added = e.aliases.merge(d.ref, merged, cb, oldest)
 	}
 	var u union

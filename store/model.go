@@ -182,24 +182,30 @@ func supportAlone(f string) int {
 // supportFamily reports a family whose keys only support a join.
 func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
-// familyCounts returns the number of a message's keys of each family and
-// its whole evidence in units: the families that can name a campaign
-// alone.
-func familyCounts(fams []string) (n map[string]int, whole int) {
-	n = map[string]int{}
+// famCounts is the number of a message's keys of each family and its
+// whole evidence in units: the families that can name a campaign alone.
+// Counted once a message (familyCounts), for decide and the merge guard.
+type famCounts struct {
+	n     map[string]int
+	whole int
+}
+
+func familyCounts(fams []string) famCounts {
+	c := famCounts{n: map[string]int{}}
 	for _, f := range fams {
-		if n[f] == 0 && !supportFamily(f) {
-			whole++
+		if c.n[f] == 0 && !supportFamily(f) {
+			c.whole++
 		}
-		n[f]++
+		c.n[f]++
 	}
-	return n, whole
+	return c
 }
 
 // decide chooses the campaign of a message from its distinct keys'
-// families and pointers. fresh is the ref a new campaign takes.
-func decide(fams []string, ptrs []keyPtr, fresh uint32) decision {
-	n, whole := familyCounts(fams)
+// families (fams, counted in fc) and pointers. fresh is the ref a new
+// campaign takes.
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
+	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
 		f   string
@@ -391,8 +397,15 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // of the joined one, its root, for as long as the part lives: every later
 // pointer naming the part is read as the root before the vote
 // (resolveAliases), and the root's volume is the distinct recipients of
-// the root and its live parts (the union's count). A part's own parts move
-// to the root. The alias and the part's entry carry the bucket of the
+// the root and its live parts (the union's count) for a strong join. A
+// weak join counts the root alone, as it counts no union, unless a voting
+// key of its own still names a part (namesPart): a merge is an inference
+// from one copy's strong evidence, and a message naming the root through
+// a footer-sized share of its keys (a newsletter's frame, a list's
+// template) is no evidence that it belongs to the parts (measured:
+// two newsletter issues, joined weakly to a list thread's merged campaign,
+// were tagged at seed 1 in one window; docs/evaluation.md, "Weak joins
+// and stored parts"). A part's own parts move to the root. The alias and the part's entry carry the bucket of the
 // merge; the part, counted with that message, is written no more (its
 // pointers are read as the root), so both leave the window with the
 // part's record, never after the root (written by the same message), and a
@@ -426,8 +439,7 @@ const (
 //     thread moves is a key or two of each family, a small share
 //     (measured: two families at any share chained list mail, 83 → 95
 //     tagged in one window at seed 2; at WeakShare none did).
-func aliasGuard(fams []string, kps []keyPtr, other uint32) bool {
-	n, whole := familyCounts(fams)
+func aliasGuard(fams []string, fc famCounts, kps []keyPtr, other uint32) bool {
 	one, two, ev := "", false, 0
 	for i, kp := range kps {
 		if !kp.found || kp.p.switches() >= WeakCap || kp.p.ref() != other {
@@ -440,13 +452,24 @@ func aliasGuard(fams []string, kps []keyPtr, other uint32) bool {
 		if !aliasPair(f) {
 			continue
 		}
-		ev += evidenceUnit / n[f]
+		ev += evidenceUnit / fc.n[f]
 		two = two || (one != "" && one != f)
 		if one == "" {
 			one = f
 		}
 	}
-	return two && 100*ev >= WeakShare*evidenceUnit*whole
+	return two && 100*ev >= WeakShare*evidenceUnit*fc.whole
+}
+
+// namesPart reports whether a voting key of the message was read through
+// an alias: its stored pointer (raw) names a part of the joined root.
+func namesPart(raw, kps []keyPtr, d decision) bool {
+	for i, v := range d.voters {
+		if v && raw[i].p.ref() != kps[i].p.ref() {
+			return true
+		}
+	}
+	return false
 }
 
 // aliasPair reports a family two of which can pass the guard together: the

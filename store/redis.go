@@ -786,7 +786,8 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			fresh++ // every candidate live: the next, as the single server
 		}
 	}
-	m.d = decide(ob.names(), kps, fresh)
+	names := ob.names()
+	m.d = decide(names, familyCounts(names), kps, fresh)
 	if !m.d.join && !write {
 		return m, nil
 	}

@@ -1035,9 +1035,14 @@ if mode == 'c' or mode == 'r' then
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
   ck.origin = origin
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
-  -- the root's live parts (model.go's stored merge)
+  -- the root's live parts (model.go's stored merge); a weak join counts
+  -- the campaign alone
   local parts = {}
-  if join and count then parts = parts_parse(ck.parts, oldest) end
+  local via = not weak
+  for s = 1, nsig do
+    if voters[s] == 1 and math.floor(raw[s] / 8) ~= math.floor(ptrs[s] / 8) then via = true end
+  end
+  if join and via and count then parts = parts_parse(ck.parts, oldest) end
   if count and (#union > 0 or #parts > 0) then
     -- distinct fingerprints over the campaigns; past an exact tier the
     -- largest HyperLogLog count (model.go's union)

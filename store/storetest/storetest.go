@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignAliasPair", s.campaignAliasPair},
 		{"CampaignAliasVotes", s.campaignAliasVotes},
 		{"CampaignAliasGuard", s.campaignAliasGuard},
+		{"CampaignAliasWeakJoin", s.campaignAliasWeakJoin},
 		{"CampaignAliasExpires", s.campaignAliasExpires},
 		{"ReadWithoutRecipients", s.readWithoutRecipients},
 		{"IdempotentRetry", s.idempotentRetry},
@@ -1058,6 +1059,51 @@ func aliasPartsThen(t *testing.T, st store.Store, via string, between func()) (a
 		t.Fatalf("the merging copy: %+v, want %08x with a1, a2, b1, b2, u", got, a.ID)
 	}
 	return a, b, keys
+}
+
+// campaignAliasWeakJoin: a weak join counts the root alone, without its
+// parts, unless one of its own keys named a part; a strong copy counts
+// both. A footer-sized share of keys (a newsletter's frame, a list's
+// template) must not lift unrelated mail to a merged campaign's volume
+// (docs/evaluation.md, "Weak joins and stored parts").
+func (s *suite) campaignAliasWeakJoin(t *testing.T) {
+	st := s.open(t, store.Params{})
+	k := familyKey
+	a, b, _ := aliasParts(t, st, "imatch")
+	// One shingle among ten new ones, and three new I-Match keys: 1/11 of
+	// a family of 2, under WeakShare.
+	weak := func(shingle, own int, at time.Duration, to string) store.Campaign {
+		t.Helper()
+		keys := []string{k("imatch", 0, own), k("imatch", 1, own+1), k("imatch", 2, own+2), k("shingle", 0, shingle)}
+		for i := 1; i <= 10; i++ {
+			keys = append(keys, k("shingle", i, own+i))
+		}
+		return observe(t, st, t0.Add(at), keys, to).Campaign
+	}
+	// Through A's shingle b0: A's own a1, a2, u and w; the part's b1, b2
+	// are not counted.
+	if got := weak(0xb0, 0x700, 3*time.Minute, "w@x"); got.ID != a.ID || got.Recipients != 4 || len(got.Joined) != 1 {
+		t.Errorf("a weak join: %+v, want %08x with its own 4 recipients, joined through 1 key", got, a.ID)
+	}
+	// Through the part's shingle d0: A with its part, a1, a2, u, w, x, b1,
+	// b2; without the merge, B's own b1, b2, u, x.
+	wantID, want := a.ID, int64(7)
+	if s.h.NoMerge {
+		wantID, want = b.ID, 4
+	}
+	if got := weak(0xd0, 0x800, 4*time.Minute, "x@x"); got.ID != wantID || got.Recipients != want {
+		t.Errorf("a weak join through the part's key: %+v, want %08x with %d recipients", got, wantID, want)
+	}
+	// A strong copy of A: a1, a2, u, w, x, s and the part's b1, b2.
+	want = 8
+	if s.h.NoMerge {
+		want = 5
+	}
+	strong := []string{k("imatch", 0, 0xa0), k("imatch", 1, 0xa1), k("imatch", 2, 0xa2),
+		k("shingle", 0, 0xb0), k("shingle", 1, 0xb1), k("shingle", 2, 0xb2)}
+	if got := observe(t, st, t0.Add(5*time.Minute), strong, "s@x").Campaign; got.ID != a.ID || got.Recipients != want {
+		t.Errorf("a strong copy: %+v, want %08x with %d recipients", got, a.ID, want)
+	}
 }
 
 // campaignAliasVotes: votes cast on a part before its merge cover the
