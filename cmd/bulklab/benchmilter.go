@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bulkmilter/bulkmilter/daemon"
-	"github.com/bulkmilter/bulkmilter/internal/heapfloor"
 	"github.com/bulkmilter/bulkmilter/lab/bench"
 	"github.com/bulkmilter/bulkmilter/metrics"
 )
@@ -107,8 +106,6 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		// The collector as the daemon tunes it (cmd/milterd).
-		heapfloor.Keep(context.Background(), heapfloor.Default, time.Second)
 		if addr, stop, err = serveRuntime(rt, met, log); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1

@@ -8,11 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/internal/cli"
-	"github.com/bulkmilter/bulkmilter/internal/heapfloor"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -51,7 +49,6 @@ A configuration with problems is refused with the lines check-config prints.`)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	heapfloor.Keep(ctx, heapfloor.Default, time.Second)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
