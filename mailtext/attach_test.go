@@ -112,3 +112,59 @@ func TestAttachmentBrokenBase64(t *testing.T) {
 		t.Errorf("got subject %q and %d parts, want look and 1", tx.Subject, len(tx.Parts))
 	}
 }
+
+// An attachment keeps the buffer it was decoded into: the parts after it,
+// in the same message and in the next message the pooled walker reads,
+// decode into buffers of their own and never overwrite it.
+func TestAttachmentsOwnTheirBytes(t *testing.T) {
+	blob := func(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
+	x, y, z, raw := blob('x', 3000), blob('y', 5000), blob('z', 4000), blob('r', 2000)
+	part := func(ct, cte, body string) string {
+		return "--m\r\nContent-Type: " + ct + "\r\nContent-Transfer-Encoding: " + cte + "\r\n\r\n" + body + "\r\n"
+	}
+	mail := func(parts ...string) string {
+		return "Content-Type: multipart/mixed; boundary=m\r\n\r\n" + strings.Join(parts, "") + "--m--\r\n"
+	}
+	a := Extract(strings.NewReader(mail(
+		part("image/gif", "base64", wrapped(x, "\r\n")),
+		part("text/plain", "base64", wrapped([]byte(strings.Repeat("weekly offers ", 300)), "\r\n")),
+		part("application/octet-stream", "8bit", string(raw)),
+		part("text/plain", "7bit", strings.Repeat("garden tools ", 300)),
+		part("image/png", "quoted-printable", string(y)),
+	)), DefaultLimits)
+	b := Extract(strings.NewReader(mail(part("image/gif", "base64", wrapped(z, "\r\n")))), DefaultLimits)
+	for _, tc := range []struct {
+		name string
+		tx   *Text
+		want [][]byte
+	}{{"first message", a, [][]byte{x, raw, y}}, {"second message", b, [][]byte{z}}} {
+		if len(tc.tx.Attachments) != len(tc.want) {
+			t.Fatalf("%s: %d attachments, want %d", tc.name, len(tc.tx.Attachments), len(tc.want))
+		}
+		for i, at := range tc.tx.Attachments {
+			if !bytes.Equal(at.Data, tc.want[i]) {
+				t.Errorf("%s: attachment %d (%s) overwritten: %.20q…", tc.name, i, at.ContentType, at.Data)
+			}
+		}
+	}
+	if len(a.Parts) == 0 || !strings.Contains(a.Parts[0].Text, "weekly offers") {
+		t.Errorf("the text between the attachments: %+v", a.Parts)
+	}
+}
+
+// BenchmarkExtractAttachments: a message with three 100 KB base64 images.
+func BenchmarkExtractAttachments(b *testing.B) {
+	img := bytes.Repeat([]byte("GIF89a\x01\x00\x01\x00\x00\xff\x00,"), 100_000/14)
+	msg := "Content-Type: multipart/mixed; boundary=m\r\n\r\n--m\r\nContent-Type: text/plain\r\n\r\nsee the pictures\r\n"
+	for range 3 {
+		msg += "--m\r\nContent-Type: image/gif\r\nContent-Transfer-Encoding: base64\r\n\r\n" + wrapped(img, "\r\n") + "\r\n"
+	}
+	msg += "--m--\r\n"
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if tx := Extract(strings.NewReader(msg), DefaultLimits); len(tx.Attachments) != 3 {
+			b.Fatalf("%d attachments", len(tx.Attachments))
+		}
+	}
+}

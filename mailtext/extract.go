@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,7 +217,15 @@ func (w *walker) attachment(s *stream, h *partHeader) hit {
 		w.t.Stats.AttachSkipped++
 		return hh
 	}
-	w.t.Attachments = append(w.t.Attachments, Attachment{ContentType: h.mediaType, Data: bytes.Clone(dec)})
+	// The attachment takes the buffer it was decoded into (or read into,
+	// for an identity encoding) rather than a copy of it; the walker's
+	// next part reads into a buffer of its own.
+	w.t.Attachments = append(w.t.Attachments, Attachment{ContentType: h.mediaType, Data: dec})
+	if dk := cteKind(h.cte); dk == cteBase64 || dk == cteQP {
+		w.dec = nil
+	} else {
+		w.raw = nil
+	}
 	return hh
 }
 
@@ -292,14 +301,14 @@ func (w *walker) transferDecode(cte string) []byte {
 	switch cteKind(cte) {
 	case cteBase64:
 		var bad bool
-		w.dec, bad = decodeBase64(w.dec[:0], w.raw)
+		w.dec, bad = decodeBase64(slices.Grow(w.dec[:0], len(w.raw)/4*3+3), w.raw)
 		if bad {
 			w.defect(DefectBase64, "")
 		}
 		return w.dec
 	case cteQP:
 		var bad bool
-		w.dec, bad = decodeQP(w.dec[:0], w.raw)
+		w.dec, bad = decodeQP(slices.Grow(w.dec[:0], len(w.raw)), w.raw)
 		if bad {
 			w.defect(DefectQP, "")
 		}

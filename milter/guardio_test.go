@@ -168,3 +168,85 @@ func TestGuardServesWholePacketsInPlace(t *testing.T) {
 		t.Errorf("buffers held by a drained session")
 	}
 }
+
+// NextPacket, which our go-milter fork reads packets with, serves the same
+// packets as Read, whole and in order, in place where the read-ahead holds
+// them and from a packet buffer where it does not, refuses what Read
+// refuses, and allocates nothing for a packet once its buffers are pooled.
+func TestGuardNextPacket(t *testing.T) {
+	big := bytes.Repeat([]byte("body "), 200_000)
+	var want [][]byte
+	for i := range 200 {
+		switch i % 4 {
+		case 0:
+			want = append(want, packet('D', cstr("i"), cstr("Q1")))
+		case 1:
+			want = append(want, packet('L', cstr("Subject"), cstr(string(bytes.Repeat([]byte("v"), i*10)))))
+		case 2:
+			want = append(want, packet('B', big[:i*3000]))
+		default:
+			want = append(want, packet('N'))
+		}
+	}
+	stream := bytes.Join(want, nil)
+	c := &guardConn{Conn: &streamConn{in: stream, rng: rand.New(rand.NewPCG(5, 6))}}
+	inPlace, copied := 0, 0
+	for i, w := range want {
+		code, data, err := c.NextPacket()
+		if err != nil || code != w[4] || !bytes.Equal(data, w[5:]) {
+			t.Fatalf("packet %d: %q, %d bytes, err %v; want %q, %d bytes", i, code, len(data), err, w[4], len(w)-5)
+		}
+		if c.inPkt {
+			inPlace++
+		} else {
+			copied++
+		}
+	}
+	if inPlace == 0 || copied == 0 {
+		t.Errorf("%d packets served in place, %d copied; want some of each", inPlace, copied)
+	}
+	if _, _, err := c.NextPacket(); err != io.EOF {
+		t.Errorf("after the last packet: %v, want io.EOF", err)
+	}
+	if c.in != nil || c.pkt != nil || c.inPkt {
+		t.Errorf("buffers held by a drained session")
+	}
+
+	bad := &guardConn{Conn: &streamConn{in: append(packet('N'), 0, 0, 0, 0), rng: rand.New(rand.NewPCG(1, 1))}, met: nop{}}
+	if _, _, err := bad.NextPacket(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, _, err := bad.NextPacket(); !errors.Is(err, errBadPacket) {
+			t.Errorf("a packet of length 0: %v, want errBadPacket, every time", err)
+		}
+	}
+
+	hdr := packet('L', cstr("Subject"), cstr("weekly offers"))
+	loop := &loopConn{pkt: hdr}
+	g := &guardConn{Conn: loop}
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, data, err := g.NextPacket(); err != nil || !bytes.Equal(data, hdr[5:]) {
+			t.Fatalf("NextPacket: %q, %v", data, err)
+		}
+	}); n != 0 {
+		t.Errorf("NextPacket allocates %.0f objects a packet", n)
+	}
+}
+
+// loopConn sends the same packet for ever, a few at a time.
+type loopConn struct {
+	net.Conn
+	pkt []byte
+}
+
+func (c *loopConn) Read(p []byte) (int, error) {
+	n := 0
+	for range 3 {
+		if len(p)-n < len(c.pkt) {
+			break
+		}
+		n += copy(p[n:], c.pkt)
+	}
+	return n, nil
+}

@@ -25,8 +25,10 @@
 // clears HELO-stage macros on ABORT (connection facts are kept in session
 // state), and when a milter requests any macro list Postfix sends only the
 // macros listed (every macro used is requested, for every stage). It is
-// built from third_party/go-milter, a copy of v0.10.2 whose header value
-// conversion skips values with nothing to convert (its README says why).
+// built from third_party/go-milter, a copy of v0.10.2 with three small
+// patches (its README): header values with nothing to convert are not
+// converted, packets are read in place from the guard (NextPacket), and a
+// session's modifier is made once per state.
 package milter
 
 import (

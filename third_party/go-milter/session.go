@@ -28,6 +28,33 @@ type serverSession struct {
 	backendId   uint64
 	mu          sync.Mutex
 	modifier    *modifier
+	// bulkmilter patch: the session's modifier in each state, made once a
+	// session (upstream copied it for every callback), and the packet read
+	// last, when the connection frames packets itself (packetReader).
+	mods [modifierStateReadWrite + 1]*modifier
+	msg  wire.Message
+}
+
+// packetReader is a connection that reads and frames the milter packets
+// itself (bulkmilter patch): it hands a packet's code and data over in
+// place, valid until its next call, instead of ReadPacket's new buffer
+// for every packet. Every command's data is copied where it is decoded,
+// except a body chunk, which BodyChunk sees only for its call.
+type packetReader interface {
+	NextPacket() (code byte, data []byte, err error)
+}
+
+// withState returns the session's modifier in state.
+func (m *serverSession) withState(state modifierState) *modifier {
+	if m.modifier.state == state {
+		return m.modifier
+	}
+	if c := m.mods[state]; c != nil && c.milterId == m.modifier.milterId { // milterId is set after negotiation
+		return c
+	}
+	c := m.modifier.withState(state)
+	m.mods[state] = c
+	return c
 }
 
 // init sets up the internal state of the session
@@ -48,7 +75,20 @@ func (m *serverSession) readPacket(timeout time.Duration) (*wire.Message, error)
 	if conn == nil {
 		return nil, errCloseSession
 	}
-	return wire.ReadPacket(conn, timeout)
+	pr, ok := conn.(packetReader)
+	if !ok {
+		return wire.ReadPacket(conn, timeout)
+	}
+	if timeout != 0 {
+		_ = conn.SetReadDeadline(time.Now().Add(timeout))
+		defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
+	}
+	code, data, err := pr.NextPacket()
+	if err != nil {
+		return nil, err
+	}
+	m.msg = wire.Message{Code: wire.Code(code), Data: data}
+	return &m.msg, nil
 }
 
 // writePacket sends a milter response packet to socket stream
@@ -112,6 +152,7 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 	}
 	m.maxDataSize = usedMaxData
 	m.modifier = newModifier(m, modifierStateReadOnly)
+	m.mods = [len(m.mods)]*modifier{}
 
 	// TODO: activate skip response according to m.version
 
@@ -204,7 +245,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 			return nil, fmt.Errorf("milter: conn: unexpected protocol family: %c", protocolFamily)
 		}
 		// run handler and return
-		resp, err := backend.Connect(hostname, family, port, address, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Connect(hostname, family, port, address, m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeHelo:
@@ -213,7 +254,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 		}
 		m.macros.DelStageAndAbove(StageMail)
 		name := wire.ReadCString(msg.Data)
-		resp, err := backend.Helo(name, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Helo(name, m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeMail:
@@ -226,7 +267,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 
 		// the rest of the data are ESMTP arguments, separated by a zero byte.
 		esmtpArgs := strings.Join(wire.DecodeCStrings(data), " ")
-		resp, err := backend.MailFrom(RemoveAngle(from), esmtpArgs, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.MailFrom(RemoveAngle(from), esmtpArgs, m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeRcpt:
@@ -239,38 +280,38 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 
 		// the rest of the data are ESMTP arguments, separated by a zero byte.
 		esmtpArgs := strings.Join(wire.DecodeCStrings(rest), " ")
-		resp, err := backend.RcptTo(RemoveAngle(to), esmtpArgs, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.RcptTo(RemoveAngle(to), esmtpArgs, m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeData:
 		m.macros.DelStageAndAbove(StageEOH)
-		resp, err := backend.Data(m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Data(m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeHeader:
 		if len(msg.Data) < 2 {
 			return nil, fmt.Errorf("milter: header: unexpected data size: %d", len(msg.Data))
 		}
-		headerData := wire.DecodeCStrings(msg.Data)
-		if len(headerData) != 2 {
-			return nil, fmt.Errorf("milter: header: unexpected number of strings: %d", len(headerData))
+		name, value, n := wire.DecodeCStringPair(msg.Data)
+		if n != 2 {
+			return nil, fmt.Errorf("milter: header: unexpected number of strings: %d", n)
 		}
-		resp, err := backend.Header(headerData[0], headerData[1], m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Header(name, value, m.withState(modifierStateProgressOnly))
 		m.macros.DelStageAndAbove(StageEndMarker)
 		return resp, err
 
 	case wire.CodeEOH:
 		m.macros.DelStageAndAbove(StageEOM)
-		resp, err := backend.Headers(m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Headers(m.withState(modifierStateProgressOnly))
 		return resp, err
 
 	case wire.CodeBody:
-		resp, err := backend.BodyChunk(msg.Data, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.BodyChunk(msg.Data, m.withState(modifierStateProgressOnly))
 		m.macros.DelStageAndAbove(StageEndMarker)
 		return resp, err
 
 	case wire.CodeEOB:
-		resp, err := backend.EndOfMessage(m.modifier.withState(modifierStateReadWrite))
+		resp, err := backend.EndOfMessage(m.withState(modifierStateReadWrite))
 		if err == nil && (resp == nil || resp.Continue()) {
 			// if the backend does not return a response or one that does not terminate, we assume it is a success
 			resp = RespAccept
@@ -279,7 +320,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 
 	case wire.CodeUnknown:
 		cmd := wire.ReadCString(msg.Data)
-		resp, err := backend.Unknown(cmd, m.modifier.withState(modifierStateProgressOnly))
+		resp, err := backend.Unknown(cmd, m.withState(modifierStateProgressOnly))
 		m.macros.DelStageAndAbove(StageEndMarker)
 		return resp, err
 
@@ -323,14 +364,14 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 
 	case wire.CodeAbort:
 		// abort current message and start over
-		err := backend.Abort(m.modifier.withState(modifierStateReadOnly))
+		err := backend.Abort(m.withState(modifierStateReadOnly))
 		m.macros.DelStageAndAbove(StageHelo)
 		return nil, err
 
 	case wire.CodeQuitNewConn:
 		// abort current connection and start over
 		m.macros.DelStageAndAbove(StageConnect)
-		return nil, backend.NewConnection(m.modifier.withState(modifierStateReadOnly))
+		return nil, backend.NewConnection(m.withState(modifierStateReadOnly))
 
 	case wire.CodeQuit:
 		// client requested session close, we handle the session end in HandleMilterCommands
@@ -390,25 +431,14 @@ func (m *serverSession) HandleMilterCommands() {
 	backend, m.backendId = m.server.newMilter(m.version, m.actions, m.protocol, m.maxDataSize)
 	m.modifier.milterId = m.backendId
 	defer func() {
-		backend.Cleanup(m.modifier.withState(modifierStateReadOnly))
+		backend.Cleanup(m.withState(modifierStateReadOnly))
 	}()
-	if err := backend.NewConnection(m.modifier.withState(modifierStateReadOnly)); err != nil {
+	if err := backend.NewConnection(m.withState(modifierStateReadOnly)); err != nil {
 		return
 	}
 
 	lastCode := wire.CodeOptNeg
 	lastOrder := 0
-	codeOrderMap := map[wire.Code]int{
-		wire.CodeConn:   1,
-		wire.CodeHelo:   2,
-		wire.CodeMail:   3,
-		wire.CodeRcpt:   4,
-		wire.CodeData:   5,
-		wire.CodeHeader: 6,
-		wire.CodeEOH:    7,
-		wire.CodeBody:   8,
-		wire.CodeEOB:    9,
-	}
 	readTimeout := m.server.options.readTimeout
 	hasDecision := false
 
@@ -428,7 +458,7 @@ func (m *serverSession) HandleMilterCommands() {
 		// This is not really necessary (the backend should be able to handle this), but it does not hurt
 		// and makes Milter backend development less error-prone.
 		code := msg.MacroCode()
-		currentCommand, ok := codeOrderMap[code]
+		currentCommand, ok := codeOrder(code)
 		if ok {
 			if lastOrder > currentCommand && lastCode != wire.CodeAbort {
 				_, err = m.processMsg(backend, &wire.Message{Code: wire.CodeAbort})
@@ -520,4 +550,30 @@ func (m *serverSession) skipResponse(code wire.Code) bool {
 	default:
 		return false
 	}
+}
+
+// codeOrder is the order of a message's commands (bulkmilter patch: a
+// switch, where upstream built a map for every connection).
+func codeOrder(code wire.Code) (int, bool) {
+	switch code {
+	case wire.CodeConn:
+		return 1, true
+	case wire.CodeHelo:
+		return 2, true
+	case wire.CodeMail:
+		return 3, true
+	case wire.CodeRcpt:
+		return 4, true
+	case wire.CodeData:
+		return 5, true
+	case wire.CodeHeader:
+		return 6, true
+	case wire.CodeEOH:
+		return 7, true
+	case wire.CodeBody:
+		return 8, true
+	case wire.CodeEOB:
+		return 9, true
+	}
+	return 0, false
 }

@@ -21,6 +21,24 @@ func DecodeCStrings(data []byte) []string {
 	return strings.Split(string(data), null)
 }
 
+// DecodeCStringPair is DecodeCStrings for data that should hold two
+// strings (a header's name and value): it returns the first two and how
+// many strings data holds, from one copy of data (bulkmilter patch:
+// DecodeCStrings makes a copy and a slice).
+func DecodeCStringPair(data []byte) (a, b string, n int) {
+	if len(data) == 0 {
+		return "", "", 0
+	}
+	if data[len(data)-1] == 0 {
+		data = data[0 : len(data)-1]
+	}
+	s := string(data)
+	n = strings.Count(s, null) + 1
+	a, b, _ = strings.Cut(s, null)
+	b, _, _ = strings.Cut(b, null)
+	return a, b, n
+}
+
 // ReadCString reads and returns a C style string from []byte.
 // If data does not contain a null-byte the whole data-slice is returned as string
 func ReadCString(data []byte) string {
