@@ -483,6 +483,7 @@ end
 -- whatever the traffic.
 local LANES, QCAP = 4, 48
 local HDR = 6 + 4 * LANES
+local NOLANES = string.rep('\0', 4 * LANES) -- the lengths of no older string
 
 -- cur_main returns the length of current string s's main records, or
 -- nil when s holds no header (or a damaged one).
@@ -663,7 +664,7 @@ local function old_put(k, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl,
   if newest == nil then
     fscache[k] = ''
     redis.call('DEL', k)
-    return string.rep('\0', 4 * LANES)
+    return NOLANES
   end
   local ns = table.concat(out)
   fscache[k] = ns
@@ -729,11 +730,11 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
     olen = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, bk, cb, cb, oldest, cap, ttl, blen)
-  elseif ml and olen ~= string.rep('\0', 4 * LANES) then
+  elseif ml and olen ~= NOLANES then
     -- an older string anchored at an earlier bucket: re-anchored
     olen = old_put(pok, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
-  if olen == '' then olen = string.rep('\0', 4 * LANES) end
+  if olen == '' then olen = NOLANES end
   local ns
   if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
@@ -866,12 +867,13 @@ if mode == 'c' or mode == 'r' then
     local whole, anchor = {}, {}
     for s = 1, nsig do
       local cur = fscache[KEYS[s]]
-      if not at[s] and cur_main(cur) then
+      if not at[s] and cur_main(cur) and string.sub(cur, 7, HDR) ~= NOLANES then
         anchor[s] = u32at(cur, 1)
         local l = lane(ARGV[f0 + s], issup[s])
         local total, off, len = 0, 0, 0
+        local h = {string.byte(cur, 7, HDR)}
         for i = 0, 2 * LANES - 1 do
-          local n = u16at(cur, 7 + 2 * i)
+          local n = h[2 * i + 1] * 256 + h[2 * i + 2]
           if i < l then off = off + n elseif i == l then len = n end
           total = total + n
         end
