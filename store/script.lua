@@ -510,10 +510,11 @@ end
 
 -- The older string (store/doc.go): 2 * LANES lanes, the main part's
 -- LANES then the support part's; a key's lane is the last byte of its
--- check mod LANES. A lane is the window's nb buckets newest first, from
--- the bucket of the current string (its anchor): per bucket a count
--- byte (at most 255 records) and the records (main 8 bytes, support 6:
--- the low 2 bytes of the check). A key reads only its lane (GETRANGE,
+-- check mod LANES. A lane is the window's buckets newest first, from
+-- the bucket of the current string (its anchor), up to its oldest
+-- bucket with records: per bucket a count byte (at most 255 records)
+-- and the records (main 8 bytes, support 6: the low 2 bytes of the
+-- check). The lanes' lengths are in the current string's header. A key reads only its lane (GETRANGE,
 -- where the current string's header says it lies): at a million
 -- messages a day the string holds ~9 KB, and the bytes copied into Lua
 -- were the largest cost of a lookup.
@@ -539,7 +540,7 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
   if sup then rec, chk = SREC, string.sub(field, 3, 4) end
   local pos = from
   for i = 0, nb - 1 do
-    if pos > to then return nil, nil, false end
+    if pos > to then break end
     local a = pos + 1
     local z = a + string.byte(s, pos) * rec - 1
     if z > to then return nil, nil, false end
@@ -553,18 +554,15 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
   return nil, nil, pos == to + 1
 end
 
--- old_lanes walks older string s (nb buckets a lane) and returns each
--- lane's first and last byte, or nil when s is not whole lanes.
-local function old_lanes(s, nb)
+-- old_lanes returns each lane's first and last byte in older string
+-- s, from the lanes' lengths lens (a current string's header), or nil
+-- when s is not as long as they say.
+local function old_lanes(s, lens)
   local out, pos = {}, 1
   for l = 0, 2 * LANES - 1 do
-    local rec = l < LANES and REC or SREC
-    local from = pos
-    for _ = 1, nb do
-      if pos > #s then return nil end
-      pos = pos + 1 + string.byte(s, pos) * rec
-    end
-    out[l] = {from, pos - 1}
+    local n = u16at(lens, 2 * l + 1)
+    out[l] = {pos, pos + n - 1}
+    pos = pos + n
   end
   if pos ~= #s + 1 then return nil end
   return out
@@ -582,18 +580,20 @@ local function short(recs)
   return table.concat(out)
 end
 
--- old_secs returns the records of older string s by bucket (anchored at
--- anchor) and lane, {bucket, {lane -> records}} (none when s is not
--- whole lanes).
-local function old_secs(s, anchor, nb)
+-- old_secs returns the records of older string s (lanes' lengths lens)
+-- by bucket (anchored at anchor) and lane, {bucket, {lane -> records}}
+-- (none when s is not whole lanes).
+local function old_secs(s, lens, anchor, nb)
   local secs = {}
-  local lanes = old_lanes(s, nb)
+  local lanes = #lens == 4 * LANES and old_lanes(s, lens)
   if not lanes then return secs end
   for l = 0, 2 * LANES - 1 do
     local rec = l < LANES and REC or SREC
-    local pos = lanes[l][1]
+    local pos, to = lanes[l][1], lanes[l][2]
     for i = 0, nb - 1 do
+      if pos > to then break end
       local n = string.byte(s, pos) * rec
+      if pos + n > to then return {} end
       if n > 0 then
         local bk = anchor - i
         local sec = secs[bk] or {bk, {}}
@@ -613,10 +613,11 @@ end
 -- current string, newer than the section's, kept as far as the section
 -- has room: cap records a bucket, 255 a lane), keeps the nb buckets
 -- from to back (the others left the window), and gives the string the
--- life of its newest section. It returns the lanes' lengths (2 bytes each).
-local function old_put(k, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
+-- life of its newest section. lens are the lanes' lengths now (the
+-- current string's header); it returns the new ones.
+local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
   local nb = cb - oldest + 1
-  local secs = old_secs(fs_get(k), from, nb)
+  local secs = old_secs(fs_get(k), lens, from, nb)
   local sec = secs[bk]
   if not sec then
     sec = {bk, {}}
@@ -648,18 +649,23 @@ local function old_put(k, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl,
   end
   add(mrecs, REC, false)
   add(srecs, SREC, true)
-  local out, lens, newest = {}, {}, nil
+  local out, nlens, newest = {}, {}, nil
   for l = 0, 2 * LANES - 1 do
-    local n = nb
+    -- up to the lane's oldest bucket with records
+    local last, n = -1, 0
     for i = 0, nb - 1 do
+      local sc = secs[to - i]
+      if sc and sc[2][l] and sc[2][l] ~= '' then last = i end
+    end
+    for i = 0, last do
       local b = to - i
       local sc = secs[b]
       local r = sc and sc[2][l] or ''
       if r ~= '' and (newest == nil or b > newest) then newest = b end
       out[#out + 1] = string.char(#r / (l < LANES and REC or SREC)) .. r
-      n = n + #r
+      n = n + 1 + #r
     end
-    lens[l + 1] = u16(n)
+    nlens[l + 1] = u16(n)
   end
   if newest == nil then
     fscache[k] = ''
@@ -669,7 +675,7 @@ local function old_put(k, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl,
   local ns = table.concat(out)
   fscache[k] = ns
   redis.call('SET', k, ns, 'PX', ttl - (cb - newest) * blen)
-  return table.concat(lens)
+  return table.concat(nlens)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -717,9 +723,9 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
     -- current string a window or more ahead, a clock stepped back,
     -- gives its place to the present below)
     if sup then
-      olen = old_put(pok, cb, '', string.sub(field, 3, 4) .. e, field, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. e, field, bk, bk, cb, oldest, cap, ttl, blen)
     else
-      olen = old_put(pok, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
     redis.call('SETRANGE', pck, 6, olen)
     fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
@@ -729,10 +735,10 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   -- move to the older string, anchored at this bucket (records of
   -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
-    olen = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, bk, cb, cb, oldest, cap, ttl, blen)
+    olen = old_put(pok, olen, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, bk, cb, cb, oldest, cap, ttl, blen)
   elseif ml and olen ~= NOLANES then
     -- an older string anchored at an earlier bucket: re-anchored
-    olen = old_put(pok, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
+    olen = old_put(pok, olen, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
   local ns
@@ -878,7 +884,7 @@ if mode == 'c' or mode == 'r' then
           total = total + n
         end
         -- ok: nothing (more) to read
-        local ok = total == 0
+        local ok = total == 0 or (total > OLDWHOLE and len == 0)
         if total > OLDWHOLE and len > 0 then
           local v = redis.call('GETRANGE', KEYS[nsig + s], off, off + len - 1)
           if #v == len then
@@ -897,7 +903,7 @@ if mode == 'c' or mode == 'r' then
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
-        local lanes = v ~= '' and old_lanes(v, nb)
+        local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 7, HDR))
         if lanes then
           local ln = lanes[lane(ARGV[f0 + s], issup[s])]
           local bk
