@@ -153,8 +153,9 @@
 //	                             the main records, then 4 of the support
 //	                             records; a key's lane is the last byte of its
 //	                             check mod 4. A lane is the window's buckets
-//	                             newest first from ln:'s bucket, each a count
-//	                             byte and the records, newest first: main 8
+//	                             newest first from ln:'s bucket up to its
+//	                             oldest with records, each a count byte and
+//	                             the records, newest first: main 8
 //	                             bytes, support 6 (the low 2 bytes of the
 //	                             check; a false match names a campaign that a
 //	                             support key alone never joins, ~1 % of
@@ -166,7 +167,9 @@
 //	                             checked: the lane's buckets must fill it
 //	                             exactly); strings of at most 512 bytes, and
 //	                             lanes that fail the check, are read whole, in
-//	                             one MGET. A lookup reads two strings, not one
+//	                             one MGET (an older string that ln:'s lengths
+//	                             do not fit is damaged: nothing is found in
+//	                             it). A lookup reads two strings, not one
 //	                             a bucket (until 2026-11 the pointers were in
 //	                             p:<s>:<bucket>, one string a bucket, then in
 //	                             pc:/po:, qc:/qo: and qn:/qs:, whose older
