@@ -131,49 +131,53 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:qn:<s>            string: the newest key pointers of the current
+//	bm2:{tttt}:ln:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
-//	                             length of the main records and of the qs:
-//	                             string's main and support parts (2 bytes
-//	                             each, so that a key reads only its part of
-//	                             qs:), the main records, then the support
+//	                             length of the main records (2 bytes), the
+//	                             lengths of the ls: string's 8 lanes (2 bytes
+//	                             each, so that a key reads only its lane of
+//	                             ls:), the main records, then the support
 //	                             families' (terms, contain): 8-byte records, 4
 //	                             bytes of the key's hash (low 32 bits) and 4 of
 //	                             the pointer (ref << 3 | the key's campaign
 //	                             switches, saturating at 7). At most 48 records:
 //	                             the next key's write, or the first write of a
-//	                             later bucket, moves them to qs: (a new key
+//	                             later bucket, moves them to ls: (a new key
 //	                             rewrites this string, which thus stays small
 //	                             whatever the traffic). A key rewritten here
-//	                             shadows its record in qs:.
-//	bm2:{tttt}:qs:<s>            string: the same split's older pointers: the
-//	                             current bucket's moved from qn: and the
-//	                             window's earlier buckets', in two parts: the
-//	                             main part's length (4 bytes), the main part,
-//	                             the support part, the support part's length
-//	                             (4 bytes). Each part is sections newest
-//	                             first: the bucket (2 bytes, read as the
-//	                             nearest bucket to the reader's), the records'
-//	                             length (2 bytes), the records, newest first:
-//	                             main 8 bytes, support 6 (the low 2 bytes of
-//	                             the check; a false match names a campaign
-//	                             that a support key alone never joins, ~1 % of
+//	                             shadows its record in ls:.
+//	bm2:{tttt}:ls:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from ln: and the
+//	                             window's earlier buckets', in 8 lanes: 4 of
+//	                             the main records, then 4 of the support
+//	                             records; a key's lane is the last byte of its
+//	                             check mod 4. A lane is the window's buckets
+//	                             newest first from ln:'s bucket up to its
+//	                             oldest with records, each a count byte and
+//	                             the records, newest first: main 8
+//	                             bytes, support 6 (the low 2 bytes of the
+//	                             check; a false match names a campaign that a
+//	                             support key alone never joins, ~1 % of
 //	                             support lookups at a million messages a day).
-//	                             At most FirstSightCap records a bucket (past
-//	                             it a key is not remembered in that bucket). A
-//	                             key reads only its part (GETRANGE, where qn:
-//	                             says it lies, checked against the part's
-//	                             length field); strings of at most 512 bytes,
-//	                             and any whose qn: says otherwise, are read
-//	                             whole, in one MGET. A lookup reads two
-//	                             strings, not one a bucket (until 2026-11 the
-//	                             pointers were in p:<s>:<bucket>, one string a
-//	                             bucket, then in pc:/po: with 8-byte records
-//	                             throughout, then in qc:/qo: with a bucket's
-//	                             records in qc: and each section's parts
-//	                             together in qo:; those expire with their
-//	                             window).
+//	                             At most FirstSightCap records a bucket and 255
+//	                             a lane and bucket (past them a key is not
+//	                             remembered in that bucket). A key reads only
+//	                             its lane (GETRANGE, where ln: says it lies,
+//	                             checked: the lane's buckets must fill it
+//	                             exactly); strings of at most 512 bytes, and
+//	                             lanes that fail the check, are read whole, in
+//	                             one MGET (an older string that ln:'s lengths
+//	                             do not fit is damaged: nothing is found in
+//	                             it). A lookup reads two strings, not one
+//	                             a bucket (until 2026-11 the pointers were in
+//	                             p:<s>:<bucket>, one string a bucket, then in
+//	                             pc:/po:, qc:/qo: and qn:/qs:, whose older
+//	                             string had no lanes; those expire with their
+//	                             window). A current string a window or more
+//	                             ahead of the clock (a clock stepped back)
+//	                             gives its place, and its older records, to
+//	                             the present.
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
@@ -204,7 +208,7 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the qn: strings of every key first, the parts of the qs:
+// pointers (the ln: strings of every key first, the lanes of the ls:
 // strings only of the keys not found there), decides the campaign (the same integer arithmetic as
 // model.go's decide), writes the pointers and counts the campaign, naming
 // the campaign's keys itself, and those of the campaigns counted with it

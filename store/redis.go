@@ -403,7 +403,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	var b strings.Builder
 	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
 	var ends [3]int
-	for i, kind := range [2]string{"qn:", "qs:"} {
+	for i, kind := range [2]string{"ln:", "ls:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)

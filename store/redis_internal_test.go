@@ -41,11 +41,12 @@ func TestRedisPointerOverflow(t *testing.T) {
 		}
 	}
 	// the bucket's section of the older string holds FirstSightCap
-	// records (past them the records a full current string moves there
-	// are dropped)
+	// records, at most 255 a lane (past them the records a full current
+	// string moves there are dropped): its 4 main lanes are full, each a
+	// count byte and its records
 	sk := s.sigKeys(ids[0], 1)
 	n, err := s.client.StrLen(ctx, sk.keys[1]).Result()
-	if want := int64(4 + 4 + 8*FirstSightCap + 4); err != nil || n != want {
+	if want := int64(4 + 8*min(FirstSightCap, 4*255)); err != nil || n != want {
 		t.Errorf("older pointer string: %d bytes, %v; want %d", n, err, want)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
@@ -83,17 +84,29 @@ func TestRedisDamagedStrings(t *testing.T) {
 
 func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field string, cb int64, at time.Time) {
 	ctx := context.Background()
-	// current strings: a bucket (4 bytes), the main records' length and
-	// the older string's parts' lengths (2 bytes each), the records;
-	// older strings: the main part's length, the main part, the support
-	// part, its length, each part sections of a bucket (2 bytes) and the
-	// records' length (2 bytes), then the records (support: 2 bytes of
-	// check). Lengths in a current string that the older string does not
-	// bear out (600, 700) send the lookup to the whole older string.
+	// Strings of layouts this store no longer writes, cut short, or with
+	// lengths the older string does not bear out: none is read as
+	// holding a record, and the message is counted all the same.
 	chk := sk.field[2:]
 	older := func(main, sup string) string { return u32(int64(len(main))) + main + sup + u32(int64(len(sup))) }
 	cur := func(bk, ml, om, os int64, recs string) string { return u32(bk) + u16(ml) + u16(om) + u16(os) + recs }
 	big := strings.Repeat("12345678", 80)
+	// lanes of this layout holding the key in every lane two buckets
+	// back, behind 70 others a lane one bucket back
+	lanes, lens := olderLanes(s.c.nb, func(l, j int) string {
+		switch {
+		case j == 1 && l < 4:
+			return filler(70, 8, "L")
+		case j == 1:
+			return filler(70, 6, "L")
+		case j == 2 && l < 4:
+			return sk.field + "1234"
+		case j == 2:
+			return chk + "1234"
+		}
+		return ""
+	}, 0)
+	_, wrong := olderLanes(s.c.nb, func(l, j int) string { return "" }, 300)
 	for _, v := range []struct{ cur, old string }{
 		{sk.field, sk.field},
 		{"1234567890" + sk.field + "12", "1234567"},
@@ -109,6 +122,11 @@ func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field
 		{"", u32(9000) + sk.field + chk + u32(9000)},
 		{"", u32(4) + u16(cb-1) + u16(8) + sk.field + "1234" + u32(0)},
 		{"", sk.field + "12" + u32(0xffffffff)},
+		{u32(cb) + u16(0) + lens, lanes[:len(lanes)/2]},
+		{u32(cb) + u16(0) + wrong, lanes},
+		{u32(cb) + u16(0) + lens, lanes + "x"},
+		{u32(cb) + u16(8) + lens + sk.field, lanes},
+		{u32(cb+9) + u16(0) + lens, lanes},
 	} {
 		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
 		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
@@ -153,22 +171,25 @@ func TestRedisOlderSupportRecords(t *testing.T) {
 		t.Errorf("second copy: campaign %+v, volumes %v; want campaign %d joined by both keys, volume 2",
 			second.Campaign, second.Volumes, first.Campaign.ID)
 	}
-	for i, want := range []int64{8 + 4 + 8, 8 + 4 + 6} {
+	// the older string: the key's lane alone, the count bytes of this
+	// bucket (none) and the bucket before (one), and the record
+	for i, want := range []int64{2 + 8, 2 + 6} {
 		if n, err := s.client.StrLen(ctx, sks[i].keys[1]).Result(); err != nil || n != want {
 			t.Errorf("%s: older string of %d bytes, %v; want %d", ids[i], n, err, want)
 		}
-		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != 10+8 {
-			t.Errorf("%s: current string of %d bytes, %v; want 18", ids[i], n, err)
+		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != curHdr+8 {
+			t.Errorf("%s: current string of %d bytes, %v; want %d", ids[i], n, err, curHdr+8)
 		}
 	}
 }
 
-// At density a key reads only its part of the older string (GETRANGE:
-// the main part for a family that names campaigns, the support part for
-// a support family), where its current string's header says the parts
-// lie; when the header is wrong the key reads the whole string. A key
-// whose record is in the oldest section, behind hundreds of others, is
-// found either way.
+// At density a key reads only its lane of the older string (GETRANGE: a
+// main lane for a family that names campaigns, a support lane for a
+// support family), where its current string's header says the lanes
+// lie; a small older string is read whole. A key whose record is in the
+// oldest bucket, behind others, is found either way. (A header that
+// disagrees with the older string is a damaged string: the key is not
+// found there, and the message is counted, TestRedisDamagedStrings.)
 func TestRedisOlderPartRead(t *testing.T) {
 	_, s := countingRedis(t)
 	ctx := context.Background()
@@ -176,11 +197,11 @@ func TestRedisOlderPartRead(t *testing.T) {
 	at := time.Now()
 	cb := s.c.bucket(at)
 	for _, tc := range []struct {
-		name  string
-		wrong int64 // added to the lengths the current string gives
+		name string
+		fill int // records a lane and bucket before the key's
 	}{
-		{"the current string gives the parts", 0},
-		{"the current string's lengths are wrong", 8},
+		{"a lane by GETRANGE", 50},
+		{"a small string whole", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.client.FlushAll(ctx)
@@ -192,22 +213,28 @@ func TestRedisOlderPartRead(t *testing.T) {
 			}
 			for i, id := range ids {
 				sk := s.sigKeys(id, uint64(lim.FirstSightSplit))
-				rec := s.client.Get(ctx, sk.keys[0]).Val()[10:]
-				var main, sup string
-				for bk := cb - 1; bk >= cb-4; bk-- {
-					mr, sr := filler(150, 8, "M"), filler(150, 6, "S")
-					if bk == cb-3 && i == 0 {
-						mr += rec
-					}
-					if bk == cb-3 && i == 1 {
-						sr += rec[2:]
-					}
-					main += u16(bk) + u16(int64(len(mr))) + mr
-					sup += u16(bk) + u16(int64(len(sr))) + sr
+				rec := s.client.Get(ctx, sk.keys[0]).Val()[curHdr:]
+				// every lane tc.fill records a bucket back to cb-4; the key's
+				// record behind them in its lane three buckets back
+				key := int(rec[3]) % 4
+				if i == 1 {
+					key, rec = 4+key, rec[2:]
 				}
-				c := u32(cb) + u16(8*10) + u16(int64(len(main))+tc.wrong) + u16(int64(len(sup))+tc.wrong) + filler(20, 8, "m")
-				s.client.Set(ctx, sk.keys[0], c, time.Hour)
-				s.client.Set(ctx, sk.keys[1], u32(int64(len(main)))+main+sup+u32(int64(len(sup))), time.Hour)
+				old, lens := olderLanes(s.c.nb, func(l, j int) string {
+					if j == 0 {
+						return ""
+					}
+					r := filler(tc.fill, 8, "M")
+					if l >= 4 {
+						r = filler(tc.fill, 6, "S")
+					}
+					if l == key && j == 3 {
+						r += rec
+					}
+					return r
+				}, 0)
+				s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*10)+lens+filler(20, 8, "m"), time.Hour)
+				s.client.Set(ctx, sk.keys[1], old, time.Hour)
 			}
 			second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
 			if err != nil || second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 2 || second.Volumes[1] != 2 {
@@ -250,22 +277,37 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := s.client.Get(ctx, sk.keys[0]).Val()[10:]
+		rec := s.client.Get(ctx, sk.keys[0]).Val()[curHdr:]
 		// a full current string holding k1, and an older section of
-		// the bucket before
-		main := ""
-		if older > 0 {
-			main = u16(cb-1) + u16(int64(8*older)) + filler(older, 8, "M")
+		// the bucket before in the first main lane
+		old, lens := olderLanes(s.c.nb, func(l, j int) string {
+			if l == 0 && j == 1 {
+				return filler(older, 8, "M")
+			}
+			return ""
+		}, 0)
+		if older == 0 {
+			old, lens = "", strings.Repeat("\x00", 16)
 		}
-		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*48)+u16(int64(len(main)))+u16(0)+filler(24, 8, "m")+rec+filler(23, 8, "n"), time.Hour)
-		s.client.Set(ctx, sk.keys[1], u32(int64(len(main)))+main+u32(0), time.Hour)
+		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*48)+lens+filler(24, 8, "m")+rec+filler(23, 8, "n"), time.Hour)
+		s.client.Set(ctx, sk.keys[1], old, time.Hour)
 		if _, err := s.Observe(ctx, Observation{Keys: []string{k2}, Recipients: []string{"z@x"}, Time: at}); err != nil {
 			t.Fatal(err)
 		}
-		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != 10+8 {
-			t.Errorf("older %d: current string of %d bytes after the move, want 18", older, n)
+		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != curHdr+8 {
+			t.Errorf("older %d: current string of %d bytes after the move, want %d", older, n, curHdr+8)
 		}
-		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(4+4+8*48+len(main)+4); n != want {
+		// the records, and a count byte a bucket of each lane that has
+		// any: the fillers' lane 0 (this bucket, and the bucket before
+		// when older), k1's lane when another
+		counts := 1
+		if older > 0 {
+			counts = 2
+		}
+		if rec[3]%4 != 0 {
+			counts++
+		}
+		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(8*48+8*older+counts); n != want {
 			t.Errorf("older %d: older string of %d bytes after the move, want %d", older, n, want)
 		}
 		second, err := s.Observe(ctx, Observation{Keys: []string{k1, "v1:sift.0:00000000000000b2"}, Recipients: []string{"b@x"}, Time: at})
@@ -274,6 +316,30 @@ func TestRedisCurrentStringFull(t *testing.T) {
 				older, second.Campaign, second.Volumes, err, first.Campaign.ID)
 		}
 	}
+}
+
+// curHdr is a current pointer string's header: its bucket, the length of
+// its main records, the older string's 8 lanes' lengths.
+const curHdr = 4 + 2 + 2*8
+
+// olderLanes returns an older pointer string of 8 lanes (4 main, 4
+// support) of nb buckets each, the records of lane l and bucket j back
+// from recs, and the lanes' lengths as a current string's header gives
+// them, each plus wrong.
+func olderLanes(nb int, recs func(l, j int) string, wrong int64) (old, lens string) {
+	for l := range 8 {
+		n := len(old)
+		size := 8
+		if l >= 4 {
+			size = 6
+		}
+		for j := range nb {
+			r := recs(l, j)
+			old += string([]byte{byte(len(r) / size)}) + r
+		}
+		lens += u16(int64(len(old)-n) + wrong)
+	}
+	return old, lens
 }
 
 // filler is n records of size bytes that match no key.

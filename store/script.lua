@@ -445,18 +445,15 @@ end
 
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
--- a bucket (4 bytes), the length of its main records (4 bytes), the
--- records of the families that name campaigns (8 bytes: 4 of the key's
--- hash, 4 of the pointer), then the support families' (8 bytes too: a
--- record of the current bucket is rewritten in place, which needs the
--- whole check). The older string holds the window's earlier buckets as
--- sections, newest first: a bucket (4 bytes), the length of its main
--- records and of its support records (4 bytes each), the main records
--- (8 bytes), the support records (6 bytes: 2 bytes of the check; a false
--- match there only names a campaign no other family names, which a
--- support key alone never joins). Two strings a key to read, not one a
--- bucket: when a key's string of a new bucket is first written, its
--- current records become an older section.
+-- the records of the families that name campaigns (8 bytes: 4 of the
+-- key's hash, 4 of the pointer), then the support families' (8 bytes
+-- too: a record of the current bucket is rewritten in place, which needs
+-- the whole check). The older string holds the window's earlier buckets
+-- in lanes (below), the support records there in 6 bytes (2 bytes of the
+-- check; a false match there only names a campaign no other family
+-- names, which a support key alone never joins). Two strings a key to
+-- read, not one a bucket: when a key's string of a new bucket is first
+-- written, its current records move to the older string.
 local SREC = 6 -- an older support record: 2 bytes of the check, 4 of the pointer
 
 local function u32at(s, i)
@@ -478,12 +475,15 @@ local function rec_find(s, field, from, to, rec)
 end
 
 -- The current string (store/doc.go): the bucket (4 bytes), the length of
--- its main records, and of the older string's main and support parts (2
--- bytes each), the main records, then the support records, at most QCAP
--- in all: past it they move to the older string's section of the bucket
--- (old_put), so that the string read and rewritten by every new key
--- stays small whatever the traffic.
-local HDR, QCAP = 10, 48
+-- its main records (2 bytes), the lengths of the older string's 2 * LANES
+-- lanes (2 bytes each, so that a key reads only its lane of it), the
+-- main records, then the support records, at most QCAP in all: past it
+-- they move to the older string's section of the bucket (old_put), so
+-- that the string read and rewritten by every new key stays small
+-- whatever the traffic.
+local LANES, QCAP = 4, 48
+local HDR = 6 + 4 * LANES
+local NOLANES = string.rep('\0', 4 * LANES) -- the lengths of no older string
 
 -- cur_main returns the length of current string s's main records, or
 -- nil when s holds no header (or a damaged one).
@@ -508,79 +508,70 @@ local function cur_read(s, field, sup, cb, oldest)
   return nil, nil
 end
 
--- The older string (store/doc.go): the main part's length ML (4 bytes),
--- the main part, the support part, its length SL (4 bytes); each part is
--- sections newest first, a section the bucket (2 bytes, read as the
--- nearest bucket to the reader's) and the records' length (2 bytes), then
--- its records. A key reads its own part only, from its end of the string
--- (GETRANGE): at a million messages a day the string holds ~9 KB and
--- copying it into Lua was the largest cost of a lookup.
-local function bk16(v, cb)
-  local d = (v - cb) % 65536
-  if d >= 32768 then d = d - 65536 end
-  return cb + d
-end
-
+-- The older string (store/doc.go): 2 * LANES lanes, the main part's
+-- LANES then the support part's; a key's lane is the last byte of its
+-- check mod LANES. A lane is the window's buckets newest first, from
+-- the bucket of the current string (its anchor), up to its oldest
+-- bucket with records: per bucket a count byte (at most 255 records)
+-- and the records (main 8 bytes, support 6: the low 2 bytes of the
+-- check). The lanes' lengths are in the current string's header. A key reads only its lane (GETRANGE,
+-- where the current string's header says it lies): at a million
+-- messages a day the string holds ~9 KB, and the bytes copied into Lua
+-- were the largest cost of a lookup.
 local function u16at(s, i)
   local a, b = string.byte(s, i, i + 1)
   return a * 256 + b
 end
 
--- old_read looks for field in the sections of s from byte from to byte
--- to, newest first (a support key by the last 2 bytes of its check); it
--- returns the pointer and the bucket, or nil.
-local function old_read(s, from, to, field, sup, cb, oldest)
+-- lane returns the 0-based lane of a key's check (sup: a support
+-- family's): its part's lanes, then its place among them.
+local function lane(field, sup)
+  local l = string.byte(field, 4) % LANES
+  if sup then return LANES + l end
+  return l
+end
+
+-- old_read looks for field in the lane of s from byte from to byte to
+-- (a support key by the last 2 bytes of its check), anchored at bucket
+-- anchor; it returns the pointer and the bucket, or nil, and whether
+-- the lane was whole (its buckets tile it exactly).
+local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
   local rec, chk = REC, field
   if sup then rec, chk = SREC, string.sub(field, 3, 4) end
   local pos = from
-  while pos + 3 <= to do
-    local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
-    local a = pos + 4
-    local z = a + len - 1
-    if z > to then return nil, nil end
-    if bk <= cb and bk >= oldest then
+  for i = 0, nb - 1 do
+    if pos > to then break end
+    local a = pos + 1
+    local z = a + string.byte(s, pos) * rec - 1
+    if z > to then return nil, nil, false end
+    local bk = anchor - i
+    if bk <= cb and bk >= oldest and z >= a then
       local p = rec_find(s, chk, a, z, rec)
-      if p then return u32at(s, p + rec - 4), bk end
+      if p then return u32at(s, p + rec - 4), bk, true end
     end
     pos = z + 1
   end
-  return nil, nil
+  return nil, nil, pos == to + 1
 end
 
--- old_whole returns where a key's part (sup: the support part) lies in
--- older string s, read whole; from > to when there is nothing (or s is
--- damaged).
-local function old_whole(s, sup)
-  local n = #s
-  if n < 8 then return 1, 0 end
-  local ml, sl = u32at(s, 1), u32at(s, n - 3)
-  if 8 + ml + sl ~= n then return 1, 0 end
-  if sup then return 5 + ml, 4 + ml + sl end
-  return 5, 4 + ml
+-- old_lanes returns each lane's first and last byte in older string
+-- s, from the lanes' lengths lens (a current string's header), or nil
+-- when s is not as long as they say.
+local function old_lanes(s, lens)
+  local out, pos = {}, 1
+  for l = 0, 2 * LANES - 1 do
+    local n = u16at(lens, 2 * l + 1)
+    out[l] = {pos, pos + n - 1}
+    pos = pos + n
+  end
+  if pos ~= #s + 1 then return nil end
+  return out
 end
 
 -- OLDWHOLE: an older string of at most this many bytes is read whole,
 -- in the one MGET of such strings (a near-empty database: one command,
 -- not one a key).
 local OLDWHOLE = 512
-
--- old_part reads a key's part (sup: the support part) of older string k
--- by GETRANGE, where its current string says the parts lie (ml, sl
--- bytes), with the part's length field, which must agree. It returns the
--- bytes read and where the part lies in them, or nil when the string is
--- to be read whole (its current string disagrees).
-local function old_part(k, ml, sl, sup)
-  if sup then
-    if sl == 0 then return '', 1, 0 end
-    local v = redis.call('GETRANGE', k, 4 + ml, 7 + ml + sl)
-    if #v ~= sl + 4 or u32at(v, sl + 1) ~= sl then return nil end
-    return v, 1, sl
-  end
-  if ml == 0 then return '', 1, 0 end
-  local v = redis.call('GETRANGE', k, 0, 3 + ml)
-  if #v ~= ml + 4 or u32at(v, 1) ~= ml then return nil end
-  return v, 5, 4 + ml
-end
 
 -- short turns 8-byte support records into the older string's 6-byte ones.
 local function short(recs)
@@ -589,90 +580,102 @@ local function short(recs)
   return table.concat(out)
 end
 
--- sec_add adds records to one part (main records of rec bytes, or
--- support records) of a section: one record (chk: its check, replaced in
--- place if there, at most cap records in the section) or a whole
--- bucket's or a current string's (chk nil: they are newer and go
--- first, as many as the section has room for).
-local function sec_add(body, recs, chk, rec, room)
-  -- newer records first: a key found twice in a section is the first
-  if not chk then return recs .. body end
-  local p = rec_find(body, chk, 1, #body, rec)
-  if p then return string.sub(body, 1, p - 1) .. recs .. string.sub(body, p + rec) end
-  if room then return body .. recs end
-  return body
-end
-
--- old_secs returns the sections of older string s by bucket, {bucket,
--- main records, support records} (none when s is damaged).
-local function old_secs(s, cb)
+-- old_secs returns the records of older string s (lanes' lengths lens)
+-- by bucket (anchored at anchor) and lane, {bucket, {lane -> records}}
+-- (none when s is not whole lanes).
+local function old_secs(s, lens, anchor, nb)
   local secs = {}
-  local n = #s
-  if n < 8 then return secs end
-  local ml, sl = u32at(s, 1), u32at(s, n - 3)
-  if 8 + ml + sl ~= n then return secs end
-  local function part(from, to, i)
-    local pos = from
-    while pos + 3 <= to do
-      local bk, len = bk16(u16at(s, pos), cb), u16at(s, pos + 2)
-      local z = pos + 3 + len
-      if z > to then return end
-      local sec = secs[bk] or {bk, '', ''}
-      secs[bk] = sec
-      sec[i] = string.sub(s, pos + 4, z)
-      pos = z + 1
+  local lanes = #lens == 4 * LANES and old_lanes(s, lens)
+  if not lanes then return secs end
+  for l = 0, 2 * LANES - 1 do
+    local rec = l < LANES and REC or SREC
+    local pos, to = lanes[l][1], lanes[l][2]
+    for i = 0, nb - 1 do
+      if pos > to then break end
+      local n = string.byte(s, pos) * rec
+      if pos + n > to then return {} end
+      if n > 0 then
+        local bk = anchor - i
+        local sec = secs[bk] or {bk, {}}
+        secs[bk] = sec
+        sec[2][l] = string.sub(s, pos + 1, pos + n)
+      end
+      pos = pos + 1 + n
     end
   end
-  part(5, 4 + ml, 2)
-  part(5 + ml, 4 + ml + sl, 3)
   return secs
 end
 
--- old_put adds main records mrecs and support records srecs to bucket
--- bk's section of older string k (chk: they are one record of that
--- check; nil: a bucket's records from a current string, newer than the
--- section's, kept as far as the section has room), drops the sections
--- that left the window, and gives the string the life of its newest
--- section. It returns the lengths of the string's main and support parts.
-local function old_put(k, bk, mrecs, srecs, chk, cb, oldest, cap, ttl, blen)
-  local secs = old_secs(fs_get(k), cb)
+-- old_put adds main records mrecs and support records srecs (6 bytes) to
+-- bucket bk's section of older string k, anchored at bucket from and
+-- rewritten anchored at bucket to (chk: they are one record of that
+-- check, replaced in place if there; nil: a bucket's records from a
+-- current string, newer than the section's, kept as far as the section
+-- has room: cap records a bucket, 255 a lane), keeps the nb buckets
+-- from to back (the others left the window), and gives the string the
+-- life of its newest section. lens are the lanes' lengths now (the
+-- current string's header); it returns the new ones.
+local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
+  local nb = cb - oldest + 1
+  local secs = old_secs(fs_get(k), lens, from, nb)
   local sec = secs[bk]
   if not sec then
-    sec = {bk, '', ''}
+    sec = {bk, {}}
     secs[bk] = sec
   end
-  local have = #sec[2] / REC + #sec[3] / SREC
-  if chk then
-    local room = have < cap
-    if mrecs ~= '' then sec[2] = sec_add(sec[2], mrecs, chk, REC, room) end
-    if srecs ~= '' then sec[3] = sec_add(sec[3], srecs, chk, SREC, room) end
-  else
-    local free = math.max(cap - have, 0)
-    local m = math.min(#mrecs / REC, free)
-    sec[2] = sec_add(sec[2], string.sub(mrecs, 1, m * REC), nil, REC)
-    sec[3] = sec_add(sec[3], string.sub(srecs, 1, math.min(#srecs / SREC, free - m) * SREC), nil, SREC)
+  local ls = sec[2]
+  local have = 0
+  for l = 0, 2 * LANES - 1 do
+    if ls[l] then have = have + #ls[l] / (l < LANES and REC or SREC) end
   end
-  local list = {}
-  for b, sc in pairs(secs) do
-    if b >= oldest and #sc[2] + #sc[3] > 0 then list[#list + 1] = sc end
+  local function add(recs, rec, sup)
+    for p = 1, #recs - rec + 1, rec do
+      local r = string.sub(recs, p, p + rec - 1)
+      local l = string.byte(r, rec - 4) % LANES + (sup and LANES or 0)
+      local body = ls[l] or ''
+      if chk then
+        local q = rec_find(body, string.sub(r, 1, rec - 4), 1, #body, rec)
+        if q then
+          body = string.sub(body, 1, q - 1) .. r .. string.sub(body, q + rec)
+        elseif have < cap and #body < 255 * rec then
+          body = body .. r
+        end
+      elseif have < cap and #body < 255 * rec then
+        body = r .. body
+        have = have + 1
+      end
+      ls[l] = body
+    end
   end
-  table.sort(list, function(x, y) return x[1] > y[1] end)
-  local main, sup = {}, {}
-  for _, sc in ipairs(list) do
-    local h = u16(sc[1] % 65536)
-    if sc[2] ~= '' then main[#main + 1] = h .. u16(#sc[2]) .. sc[2] end
-    if sc[3] ~= '' then sup[#sup + 1] = h .. u16(#sc[3]) .. sc[3] end
+  add(mrecs, REC, false)
+  add(srecs, SREC, true)
+  local out, nlens, newest = {}, {}, nil
+  for l = 0, 2 * LANES - 1 do
+    -- up to the lane's oldest bucket with records
+    local last, n = -1, 0
+    for i = 0, nb - 1 do
+      local sc = secs[to - i]
+      if sc and sc[2][l] and sc[2][l] ~= '' then last = i end
+    end
+    for i = 0, last do
+      local b = to - i
+      local sc = secs[b]
+      local r = sc and sc[2][l] or ''
+      if r ~= '' and (newest == nil or b > newest) then newest = b end
+      out[#out + 1] = string.char(#r / (l < LANES and REC or SREC)) .. r
+      n = n + 1 + #r
+    end
+    nlens[l + 1] = u16(n)
   end
-  if #list == 0 then
+  if newest == nil then
     fscache[k] = ''
     redis.call('DEL', k)
-    return 0, 0
+    return NOLANES
   end
-  local m, su = table.concat(main), table.concat(sup)
-  local ns = u32(#m) .. m .. su .. u32(#su)
+  local ns = table.concat(out)
   fscache[k] = ns
-  redis.call('SET', k, ns, 'PX', ttl - (cb - list[1][1]) * blen)
-  return #m, #su
+  redis.call('SET', k, ns, 'PX', ttl - (cb - newest) * blen)
+  return table.concat(nlens)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -714,28 +717,30 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
       return
     end
   end
-  if bk > cb then
+  if bk > cb and bk - cb <= cb - oldest then
     -- a message of an earlier bucket than the current string's
-    -- (clock skew between hosts): its section of the older string
-    local om, os
+    -- (clock skew between hosts): its section of the older string (a
+    -- current string a window or more ahead, a clock stepped back,
+    -- gives its place to the present below)
     if sup then
-      local chk = string.sub(field, 3, 4)
-      om, os = old_put(pok, cb, '', chk .. e, chk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. e, field, bk, bk, cb, oldest, cap, ttl, blen)
     else
-      om, os = old_put(pok, cb, rec, '', field, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
-    olen = u16(om) .. u16(os)
     redis.call('SETRANGE', pck, 6, olen)
     fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
     return
   end
   -- a full current string, or one of an earlier bucket: its records
-  -- move to the older string
+  -- move to the older string, anchored at this bucket (records of
+  -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
-    local om, os = old_put(pok, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, cb, oldest, cap, ttl, blen)
-    olen = u16(om) .. u16(os)
+    olen = old_put(pok, olen, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, bk, cb, cb, oldest, cap, ttl, blen)
+  elseif ml and olen ~= NOLANES then
+    -- an older string anchored at an earlier bucket: re-anchored
+    olen = old_put(pok, olen, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
-  if olen == '' then olen = '\0\0\0\0' end
+  if olen == '' then olen = NOLANES end
   local ns
   if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
@@ -861,29 +866,34 @@ if mode == 'c' or mode == 'r' then
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
-    -- each older string's part the key needs, where its current
-    -- string's header says it is (old_part); small strings, and those
-    -- whose current string says nothing, whole in one MGET
-    local whole = {}
+    -- each key's lane of its older string, where its current string's
+    -- header says it lies (GETRANGE); small strings, and lanes that
+    -- disagree with the header, whole in one MGET. A key whose current
+    -- string has no header has no older pointers to read.
+    local whole, anchor = {}, {}
     for s = 1, nsig do
-      if not at[s] then
-        -- the older string's part lengths, from the current string's
-        -- header (cur_main's checks, inline: once a key)
-        local cur = fscache[KEYS[s]]
-        local n, ml, sl = #cur, 0, 0
-        if n >= HDR then
-          local a, b, c, d, e, f = string.byte(cur, 5, 10)
-          if a * 256 + b <= n - HDR then ml, sl = c * 256 + d, e * 256 + f end
+      local cur = fscache[KEYS[s]]
+      if not at[s] and cur_main(cur) and string.sub(cur, 7, HDR) ~= NOLANES then
+        anchor[s] = u32at(cur, 1)
+        local l = lane(ARGV[f0 + s], issup[s])
+        local total, off, len = 0, 0, 0
+        local h = {string.byte(cur, 7, HDR)}
+        for i = 0, 2 * LANES - 1 do
+          local n = h[2 * i + 1] * 256 + h[2 * i + 2]
+          if i < l then off = off + n elseif i == l then len = n end
+          total = total + n
         end
-        local str, from, to
-        if 8 + ml + sl > OLDWHOLE then str, from, to = old_part(KEYS[nsig + s], ml, sl, issup[s]) end
-        if str then
-          local bk
-          ptrs[s], bk = old_read(str, from, to, ARGV[f0 + s], issup[s], cb, oldest)
-          if bk then at[s] = bk - oldest + 1 end
-        else
-          whole[#whole + 1] = s
+        -- ok: nothing (more) to read
+        local ok = total == 0 or (total > OLDWHOLE and len == 0)
+        if total > OLDWHOLE and len > 0 then
+          local v = redis.call('GETRANGE', KEYS[nsig + s], off, off + len - 1)
+          if #v == len then
+            local bk
+            ptrs[s], bk, ok = old_read(v, 1, len, ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
+            if bk then at[s] = bk - oldest + 1 end
+          end
         end
+        if not ok then whole[#whole + 1] = s end
       end
     end
     if #whole > 0 then
@@ -893,10 +903,11 @@ if mode == 'c' or mode == 'r' then
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
-        if v ~= '' then
-          local from, to = old_whole(v, issup[s])
+        local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 7, HDR))
+        if lanes then
+          local ln = lanes[lane(ARGV[f0 + s], issup[s])]
           local bk
-          ptrs[s], bk = old_read(v, from, to, ARGV[f0 + s], issup[s], cb, oldest)
+          ptrs[s], bk = old_read(v, ln[1], ln[2], ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
           if bk then at[s] = bk - oldest + 1 end
         end
       end

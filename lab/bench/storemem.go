@@ -27,6 +27,7 @@ type StoreWorkload struct {
 	Base   time.Time
 	Span   time.Duration
 	N      int // messages the span is spread over; 0: all at Base
+	From   int // message i has id From+i: a warm-up from another From is not replayed
 }
 
 // families names keys like the default signature set's: mostly I-Match
@@ -59,7 +60,7 @@ func supportKeys(k int) (terms, contain int) {
 
 // Observation returns message i.
 func (w StoreWorkload) Observation(i int, rng *rand.Rand) store.Observation {
-	id := uint64(i)
+	id := uint64(w.From + i)
 	if w.Repeat > 0 && rng.Float64() < w.Repeat {
 		id = 1<<40 + uint64(rng.IntN(100))
 	}
