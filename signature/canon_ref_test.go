@@ -25,7 +25,7 @@ func refCanonicalize(src Source) *Doc {
 	for _, p := range append([]string{src.Subject}, src.Parts...) {
 		start := len(st.norm)
 		st.norm = st.refNormalize(st.norm, p)
-		st.spans = append(st.spans, [2]int{start, len(st.norm)})
+		st.spans = append(st.spans, span{start: start, end: len(st.norm)}) // counted
 	}
 	st.countScripts()
 
@@ -33,7 +33,7 @@ func refCanonicalize(src Source) *Doc {
 		st.refBuildStrip(src.Strip)
 	}
 	for _, sp := range st.spans {
-		st.refText(st.norm[sp[0]:sp[1]])
+		st.refText(st.norm[sp.start:sp.end])
 	}
 	d := st.refDoc(src.Domains)
 	d.Attachments = src.Attachments
@@ -287,6 +287,20 @@ var refWordClass = func() (t [256]uint8) {
 	}
 	return t
 }()
+
+// boundaryDouble reports whether a ends with the letter b begins with (not
+// a CJK character: those repeat on purpose, 谢谢).
+func boundaryDouble(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if a[len(a)-1] < 0x80 && b[0] < 0x80 {
+		return a[len(a)-1] == b[0]
+	}
+	r1, _ := utf8.DecodeLastRuneInString(a)
+	r2, _ := utf8.DecodeRuneInString(b)
+	return r1 == r2 && !isCJK(r1)
+}
 
 // sameDoc reports how two canonical forms differ, or "".
 func sameDoc(a, b *Doc) string {
