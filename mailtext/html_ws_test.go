@@ -1,0 +1,80 @@
+package mailtext
+
+import "testing"
+
+// refEmit and refCountChars are emit and countChars as they were before
+// their byte classes came from one table (htmlByte).
+func (x *htmlExtractor) refEmit(t []byte) {
+	for i := 0; i < len(t); {
+		c := t[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' {
+			x.sp = true
+			i++
+			continue
+		}
+		if c == 0xC2 && i+1 < len(t) && t[i+1] == 0xA0 {
+			x.sp = true
+			i += 2
+			continue
+		}
+		if x.nl {
+			if len(x.out) > 0 {
+				x.out = append(x.out, '\n')
+			}
+			x.nl, x.sp = false, false
+		} else if x.sp {
+			if len(x.out) > 0 && x.out[len(x.out)-1] != '\n' {
+				x.out = append(x.out, ' ')
+			}
+			x.sp = false
+		}
+		j := i + 1
+		for j < len(t) {
+			c := t[j]
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == 0xC2 {
+				break
+			}
+			j++
+		}
+		x.out = append(x.out, t[i:j]...)
+		i = j
+	}
+}
+
+func refCountChars(t []byte) int {
+	n := 0
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+		case c&0xC0 == 0x80:
+		case c == 0xC2 && i+1 < len(t) && t[i+1] == 0xA0:
+			i++
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// FuzzEmitAsReference holds emit and countChars to their former code, on
+// two texts in a row (the second sees the first's pending space).
+func FuzzEmitAsReference(f *testing.F) {
+	for _, s := range []string{"a  b\tc\r\n", "\u00a0x\u00a0\u00a0y\xc2", "\xc2\xa0", "é à\f", ""} {
+		f.Add([]byte(s), []byte(" next\u00a0"), false)
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, nl bool) {
+		if got, want := countChars(a), refCountChars(a); got != want {
+			t.Fatalf("countChars(%q) = %d, reference %d", a, got, want)
+		}
+		var x, y htmlExtractor
+		x.nl, y.nl = nl, nl
+		x.emit(a)
+		x.emit(b)
+		y.refEmit(a)
+		y.refEmit(b)
+		if string(x.out) != string(y.out) || x.sp != y.sp || x.nl != y.nl {
+			t.Fatalf("emit(%q, %q) = %q, reference %q", a, b, x.out, y.out)
+		}
+	})
+}
