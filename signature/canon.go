@@ -3,6 +3,7 @@ package signature
 //go:generate go run ./internal/confgen
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -94,6 +95,7 @@ type canonState struct {
 	tmp     []byte
 	rs      []rune
 	out     []byte // one chunk, canonical
+	aside   []byte // an ASCII word's token while a run is flushed
 	join    []byte
 	chunks  []chunkRef
 	letters []byte // the letters stream when it is not the tokens end to end
@@ -140,7 +142,7 @@ func (st *canonState) reset() {
 func (st *canonState) release() {
 	const big = 1 << 20
 	if cap(st.norm) > big || cap(st.tok) > big {
-		st.norm, st.tok, st.tmp, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil
+		st.norm, st.tok, st.tmp, st.out, st.join, st.letters, st.aside = nil, nil, nil, nil, nil, nil, nil
 		st.refs, st.chunks, st.rs = nil, nil, nil
 	}
 	statePool.Put(st)
@@ -362,14 +364,28 @@ func (st *canonState) text(b []byte, ascii bool) {
 		}
 		start := i
 		// ASCII first, one lookup a byte: the commonest word is ASCII
-		// letters only.
+		// letters only. Its token (lower case, l folded into i, doubled
+		// letters once) is written on the way, past the end of st.tok,
+		// and kept if the word is letters only.
+		if cap(st.tok)-len(st.tok) < len(b)-i {
+			st.tok = slices.Grow(st.tok, len(b)-i)
+		}
+		tok := st.tok[len(st.tok):cap(st.tok)]
+		n, prev := 0, byte(0)
 		var seen uint8
 		for i < len(b) {
-			k := cls[b[i]]
+			c := b[i]
+			k := cls[c]
 			if k&(wcSpace|wcHigh) != 0 {
 				break
 			}
 			seen |= k
+			f := foldLetter[c]
+			tok[n] = f
+			if f != prev {
+				n++
+			}
+			prev = f
 			i++
 		}
 		letters := seen == wcLetter
@@ -402,13 +418,20 @@ func (st *canonState) text(b []byte, ascii bool) {
 				continue
 			}
 		}
-		flush()
 		w := b[start:i]
-		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			st.asciiWord(w)
-		} else {
+		if !letters || len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w' {
+			flush()
 			st.chunk(w)
+			continue
 		}
+		if len(run) > 0 { // flush writes st.tok: keep the token aside
+			st.aside = append(st.aside[:0], tok[:n]...)
+			flush()
+			st.tok = append(st.tok, st.aside...)
+		} else {
+			st.tok = st.tok[:len(st.tok)+n]
+		}
+		st.refs = append(st.refs, tokRef{start: len(st.tok) - n, end: len(st.tok)})
 	}
 	flush()
 	st.chunks = run[:0]
@@ -460,27 +483,15 @@ var wordClassASCII = func() (t [256]uint8) {
 	return t
 }()
 
-// asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
+// foldLetter is an ASCII letter's canonical form: lower case, l folded
 // into i.
-func (st *canonState) asciiWord(w []byte) {
-	start := len(st.tok)
-	st.tok = append(st.tok, w...)
-	out := st.tok[start:]
-	n := 0
-	for _, c := range out {
-		c |= 0x20
-		if c == 'l' {
-			c = 'i'
-		}
-		if n > 0 && out[n-1] == c {
-			continue // doubled letter
-		}
-		out[n] = c
-		n++
+var foldLetter = func() (t [256]byte) {
+	for c := range t {
+		t[c] = byte(c) | 0x20
 	}
-	st.tok = st.tok[:start+n]
-	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
-}
+	t['l'], t['L'] = 'i', 'i'
+	return t
+}()
 
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
@@ -505,11 +516,15 @@ func (st *canonState) doc(domains []string) *Doc {
 		d.Tokens = append(d.Tokens, all[r.start:r.end])
 		from := r.start + r.lskip
 		if from < r.end {
-			last := letters
-			if end > run {
-				last = st.tok[run:end]
+			if c := st.tok[from]; c < utf8.RuneSelf && end > run {
+				if st.tok[end-1] == c { // the common case: ASCII, in a run
+					from++
+				}
+			} else if end > run {
+				from += repeatedLetter(st.tok[run:end], st.tok[from:r.end])
+			} else {
+				from += repeatedLetter(letters, st.tok[from:r.end])
 			}
-			from += repeatedLetter(last, st.tok[from:r.end])
 		}
 		if from != end {
 			letters = append(letters, st.tok[run:end]...)
