@@ -1,6 +1,9 @@
 package mailtext
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // refEmit and refCountChars are emit and countChars as they were before
 // their byte classes came from one table (htmlByte).
@@ -77,4 +80,48 @@ func FuzzEmitAsReference(f *testing.F) {
 			t.Fatalf("emit(%q, %q) = %q, reference %q", a, b, x.out, y.out)
 		}
 	})
+}
+
+// FuzzHostASCIIAsIDNA holds hostASCII to IDNA's ToASCII, which it skips
+// for ASCII hosts without a punycode label: IDNA gives them back as they
+// are or rejects them, and a rejected ASCII host is kept as it is.
+func FuzzHostASCIIAsIDNA(f *testing.F) {
+	for _, s := range []string{"example.com", "a_b.example", "-x-.com", "ab--cd.org", "xn--e1afmkfd.xn--p1ai",
+		"münchen.de", "1.2.3.4", "a..b", "", ".", "x y.com", "a\x00b.com", "\x7f.com", "xn--.com", "ab-.c"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkHostASCII)
+}
+
+// TestHostASCIIAsIDNA runs FuzzHostASCIIAsIDNA's check on every ASCII
+// host of up to three characters from an alphabet of IDNA's edge cases.
+func TestHostASCIIAsIDNA(t *testing.T) {
+	alpha := []string{"a", "Z", "0", "-", ".", "_", " ", "\x00", "~", "xn--", "é"}
+	var hosts []string
+	var grow func(string, int)
+	grow = func(s string, n int) {
+		hosts = append(hosts, s)
+		if n == 0 {
+			return
+		}
+		for _, c := range alpha {
+			grow(s+c, n-1)
+		}
+	}
+	grow("", 4)
+	for _, host := range hosts {
+		checkHostASCII(t, host)
+	}
+}
+
+func checkHostASCII(t *testing.T, host string) {
+	host = strings.ToLower(host)
+	want, err := idnaProfile.ToASCII(host)
+	wantOK := true
+	if err != nil {
+		want, wantOK = host, isASCIIString(host)
+	}
+	if got, ok := hostASCII(host); got != want || ok != wantOK {
+		t.Fatalf("hostASCII(%q) = %q, %v; IDNA %q, %v", host, got, ok, want, wantOK)
+	}
 }
