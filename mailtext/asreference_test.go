@@ -1,6 +1,7 @@
 package mailtext
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -124,4 +125,58 @@ func checkHostASCII(t *testing.T, host string) {
 	if got, ok := hostASCII(host); got != want || ok != wantOK {
 		t.Fatalf("hostASCII(%q) = %q, %v; IDNA %q, %v", host, got, ok, want, wantOK)
 	}
+}
+
+// refDecodeQP is decodeQP as it was, a byte at a time.
+func refDecodeQP(dst, src []byte) (out []byte, bad bool) {
+	for len(src) > 0 {
+		nl := bytes.IndexByte(src, '\n')
+		var line []byte
+		hasNL := nl >= 0
+		if hasNL {
+			line, src = src[:nl], src[nl+1:]
+		} else {
+			line, src = src, nil
+		}
+		line = bytes.TrimRight(line, " \t\r")
+		soft := false
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			if c != '=' {
+				dst = append(dst, c)
+				continue
+			}
+			if i == len(line)-1 {
+				soft = true
+				break
+			}
+			if i+2 < len(line) {
+				if hi, lo := unhex(line[i+1]), unhex(line[i+2]); hi >= 0 && lo >= 0 {
+					dst = append(dst, byte(hi<<4|lo))
+					i += 2
+					continue
+				}
+			}
+			bad = true
+			dst = append(dst, '=')
+		}
+		if hasNL && !soft {
+			dst = append(dst, '\n')
+		}
+	}
+	return dst, bad
+}
+
+// FuzzDecodeQPAsReference holds decodeQP to its former code.
+func FuzzDecodeQPAsReference(f *testing.F) {
+	for _, s := range []string{"a=3Db=\nc", "=", "==", "=4", "=4g=41", "x = \r\ny=\r\n", "=E9t=C3=A9\n\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		got, gbad := decodeQP([]byte("pre"), src)
+		want, wbad := refDecodeQP([]byte("pre"), src)
+		if string(got) != string(want) || gbad != wbad {
+			t.Fatalf("decodeQP(%q) = %q, %v; reference %q, %v", src, got, gbad, want, wbad)
+		}
+	})
 }

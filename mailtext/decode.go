@@ -111,25 +111,28 @@ func decodeQP(dst, src []byte) (out []byte, bad bool) {
 		}
 		line = bytes.TrimRight(line, " \t\r")
 		soft := false
-		for i := 0; i < len(line); i++ {
-			c := line[i]
-			if c != '=' {
-				dst = append(dst, c)
-				continue
+		for len(line) > 0 { // runs up to each '=' copied at once
+			eq := bytes.IndexByte(line, '=')
+			if eq < 0 {
+				dst = append(dst, line...)
+				break
 			}
-			if i == len(line)-1 {
+			dst = append(dst, line[:eq]...)
+			line = line[eq:]
+			if len(line) == 1 {
 				soft = true
 				break
 			}
-			if i+2 < len(line) {
-				if hi, lo := unhex(line[i+1]), unhex(line[i+2]); hi >= 0 && lo >= 0 {
+			if len(line) > 2 {
+				if hi, lo := unhex(line[1]), unhex(line[2]); hi >= 0 && lo >= 0 {
 					dst = append(dst, byte(hi<<4|lo))
-					i += 2
+					line = line[3:]
 					continue
 				}
 			}
 			bad = true
 			dst = append(dst, '=')
+			line = line[1:]
 		}
 		if hasNL && !soft {
 			dst = append(dst, '\n')
