@@ -1082,8 +1082,12 @@ func (z *tokenizer) Raw() []byte {
 // convertNewlines converts "\r" and "\r\n" in s to "\n".
 // The conversion happens in place, but the resulting slice may be shorter.
 func convertNewlines(s []byte) []byte {
-	for i, c := range s {
-		if c != '\r' {
+	first := bytes.IndexByte(s, '\r') // most text has none: one fast scan
+	if first < 0 {
+		return s
+	}
+	for i := first; i < len(s); i++ {
+		if s[i] != '\r' {
 			continue
 		}
 
