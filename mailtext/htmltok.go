@@ -92,6 +92,30 @@ func (z *tokenizer) readByte() byte {
 	return x
 }
 
+// readUntil consumes the bytes up to and including the next c, as
+// readByte would a byte at a time, but finds c with one IndexByte (text and
+// attribute values are most of the input). It reports false when readByte
+// would have failed first, with z.err and z.raw.end as readByte leaves them.
+func (z *tokenizer) readUntil(c byte) bool {
+	rest := z.buf[z.raw.end:]
+	i := bytes.IndexByte(rest, c)
+	if z.maxBuf > 0 {
+		// The k-th byte read fails once raw.end-raw.start reaches maxBuf.
+		if k := max(1, z.maxBuf-(z.raw.end-z.raw.start)); k <= len(rest) && (i < 0 || i+1 >= k) {
+			z.raw.end += k
+			z.err = errBufferExceeded
+			return false
+		}
+	}
+	if i < 0 {
+		z.raw.end = len(z.buf)
+		z.err = io.EOF
+		return false
+	}
+	z.raw.end += i + 1
+	return true
+}
+
 // seen reports whether the tag has an attribute with key k already
 // (ASCII case-insensitively, as x/net compares lower-cased keys).
 func (z *tokenizer) seen(k span) bool {
@@ -305,14 +329,10 @@ func (z *tokenizer) readRawOrRCDATA() {
 	}
 loop:
 	for {
-		c := z.readByte()
-		if z.err != nil {
+		if !z.readUntil('<') {
 			break loop
 		}
-		if c != '<' {
-			continue loop
-		}
-		c = z.readByte()
+		c := z.readByte()
 		if z.err != nil {
 			break loop
 		}
@@ -916,17 +936,11 @@ func (z *tokenizer) readTagAttrVal() {
 
 	case '\'', '"':
 		z.pendingAttr[1].start = z.raw.end
-		for {
-			c := z.readByte()
-			if z.err != nil {
-				z.pendingAttr[1].end = z.raw.end
-				return
-			}
-			if c == quote {
-				z.pendingAttr[1].end = z.raw.end - 1
-				return
-			}
+		if !z.readUntil(quote) {
+			z.pendingAttr[1].end = z.raw.end
+			return
 		}
+		z.pendingAttr[1].end = z.raw.end - 1
 
 	default:
 		z.pendingAttr[1].start = z.raw.end - 1
@@ -980,17 +994,13 @@ func (z *tokenizer) Next() html.TokenType {
 
 loop:
 	for {
-		c := z.readByte()
-		if z.err != nil {
+		if !z.readUntil('<') {
 			break loop
-		}
-		if c != '<' {
-			continue loop
 		}
 
 		// Check if the '<' we have just read is part of a tag, comment
 		// or doctype. If not, it's part of the accumulated text token.
-		c = z.readByte()
+		c := z.readByte()
 		if z.err != nil {
 			break loop
 		}
