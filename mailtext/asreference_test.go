@@ -180,3 +180,33 @@ func FuzzDecodeQPAsReference(f *testing.F) {
 		}
 	})
 }
+
+// refGuessLegacyCounts is guessLegacy's former byte count, a switch a byte.
+func refGuessLegacyCounts(raw []byte) (ascii, c0, e0, a0 int) {
+	for _, c := range raw {
+		switch {
+		case c >= 0xE0:
+			e0++
+		case c >= 0xC0:
+			c0++
+		case c >= 0x80 && c < 0xB0:
+			a0++
+		case c < 0x80 && (c|0x20 >= 'a' && c|0x20 <= 'z'):
+			ascii++
+		}
+	}
+	return
+}
+
+// TestLegacyClassAsReference holds legacyClass to the former switch on
+// every byte, which makes guessLegacy's counts the same on any input.
+func TestLegacyClassAsReference(t *testing.T) {
+	for c := range 256 {
+		var n [5]int
+		n[legacyClass[c]]++
+		ascii, c0, e0, a0 := refGuessLegacyCounts([]byte{byte(c)})
+		if n[1] != ascii || n[2] != a0 || n[3] != c0 || n[4] != e0 {
+			t.Errorf("byte %#x: class %d, reference ascii %d a0 %d c0 %d e0 %d", c, legacyClass[c], ascii, a0, c0, e0)
+		}
+	}
+}

@@ -414,19 +414,11 @@ var asciiSuperset = func() map[*charmap.Charmap]bool {
 // which windows-1251 puts at 0xE0–0xFF and KOI8-R at 0xC0–0xDF, and CP866 at
 // 0xA0–0xAF/0xE0–0xEF; Western text has few 8-bit bytes among ASCII letters.
 func guessLegacy(raw []byte) encoding.Encoding {
-	var ascii, c0, e0, a0 int
+	var n [5]int // by legacyClass
 	for _, c := range raw {
-		switch {
-		case c >= 0xE0:
-			e0++
-		case c >= 0xC0:
-			c0++
-		case c >= 0x80 && c < 0xB0:
-			a0++
-		case c < 0x80 && (c|0x20 >= 'a' && c|0x20 <= 'z'):
-			ascii++
-		}
+		n[legacyClass[c]]++
 	}
+	ascii, a0, c0, e0 := n[1], n[2], n[3], n[4]
 	high := c0 + e0 + a0
 	if high == 0 || high*3 < ascii {
 		return charmap.Windows1252
@@ -440,6 +432,24 @@ func guessLegacy(raw []byte) encoding.Encoding {
 		return charmap.KOI8R
 	}
 }
+
+// legacyClass sorts bytes for guessLegacy: 1 an ASCII letter, 2 0x80–0xAF,
+// 3 0xC0–0xDF, 4 0xE0–0xFF, 0 the rest.
+var legacyClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= 0xE0:
+			t[c] = 4
+		case c >= 0xC0:
+			t[c] = 3
+		case c >= 0x80 && c < 0xB0:
+			t[c] = 2
+		case c < 0x80 && (c|0x20 >= 'a' && c|0x20 <= 'z'):
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // looksUTF8 reports whether b is valid UTF-8 with at least one multi-byte
 // sequence: legacy 8-bit text is almost never valid UTF-8 by accident.
