@@ -92,28 +92,29 @@ func (z *tokenizer) readByte() byte {
 	return x
 }
 
+// avail is how many bytes readByte can return from here before it fails
+// at the end of the input or of the buffer limit.
+func (z *tokenizer) avail() int {
+	n := len(z.buf) - z.raw.end
+	if z.maxBuf > 0 {
+		n = min(n, max(0, z.maxBuf-1-(z.raw.end-z.raw.start)))
+	}
+	return n
+}
+
 // readUntil consumes the bytes up to and including the next c, as
 // readByte would a byte at a time, but finds c with one IndexByte (text and
 // attribute values are most of the input). It reports false when readByte
 // would have failed first, with z.err and z.raw.end as readByte leaves them.
 func (z *tokenizer) readUntil(c byte) bool {
-	rest := z.buf[z.raw.end:]
-	i := bytes.IndexByte(rest, c)
-	if z.maxBuf > 0 {
-		// The k-th byte read fails once raw.end-raw.start reaches maxBuf.
-		if k := max(1, z.maxBuf-(z.raw.end-z.raw.start)); k <= len(rest) && (i < 0 || i+1 >= k) {
-			z.raw.end += k
-			z.err = errBufferExceeded
-			return false
-		}
+	n := z.avail()
+	if i := bytes.IndexByte(z.buf[z.raw.end:z.raw.end+n], c); i >= 0 {
+		z.raw.end += i + 1
+		return true
 	}
-	if i < 0 {
-		z.raw.end = len(z.buf)
-		z.err = io.EOF
-		return false
-	}
-	z.raw.end += i + 1
-	return true
+	z.raw.end += n
+	z.readByte() // fails
+	return false
 }
 
 // seen reports whether the tag has an attribute with key k already
@@ -303,19 +304,19 @@ func (z *tokenizer) skipWhiteSpace() {
 	if z.err != nil {
 		return
 	}
-	for {
-		c := z.readByte()
-		if z.err != nil {
-			return
-		}
+	// As readByte a byte at a time: the bytes it can return are read in
+	// place, and a failing read is left to it.
+	rest := z.buf[z.raw.end : z.raw.end+z.avail()]
+	for i, c := range rest {
 		switch c {
 		case ' ', '\n', '\r', '\t', '\f':
-			// No-op.
 		default:
-			z.raw.end--
+			z.raw.end += i
 			return
 		}
 	}
+	z.raw.end += len(rest)
+	z.readByte() // fails
 }
 
 // readRawOrRCDATA reads until the next "</foo>", where "foo" is z.rawTag and
