@@ -329,6 +329,17 @@ func (st *canonState) text(b []byte, ascii bool) {
 		cls = &wordClassASCII
 	}
 	run := st.chunks[:0] // single-character chunks waiting: maybe spaced letters
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		if !st.spaced(b, run) {
+			for _, c := range run {
+				st.chunk(b[c.start:c.end])
+			}
+		}
+		run = run[:0]
+	}
 	gap := 0
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -409,35 +420,21 @@ func (st *canonState) text(b []byte, ascii bool) {
 		}
 		w := b[start:i]
 		if !letters || len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w' {
-			run = st.flush(b, run)
+			flush()
 			st.chunk(w)
 			continue
 		}
 		if len(run) > 0 { // flush writes st.tok: keep the token aside
 			st.aside = append(st.aside[:0], tok[:n]...)
-			run = st.flush(b, run)
+			flush()
 			st.tok = append(st.tok, st.aside...)
 		} else {
 			st.tok = st.tok[:len(st.tok)+n]
 		}
 		st.refs = append(st.refs, tokRef{start: len(st.tok) - n, end: len(st.tok)})
 	}
-	st.chunks = st.flush(b, run)
-}
-
-// flush canonicalises a run of single-character chunks of b, joined if
-// they are letters spaced apart, and returns the run emptied. (A method,
-// not a closure: a closure's captured run would live in memory.)
-func (st *canonState) flush(b []byte, run []chunkRef) []chunkRef {
-	if len(run) == 0 {
-		return run
-	}
-	if !st.spaced(b, run) {
-		for _, c := range run {
-			st.chunk(b[c.start:c.end])
-		}
-	}
-	return run[:0]
+	flush()
+	st.chunks = run[:0]
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
