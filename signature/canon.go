@@ -103,9 +103,12 @@ type canonState struct {
 	refs    []tokRef
 	units   [][2]int // CJK units of the current run, in out
 	strip   []string
-	it      *words.Iterator[[]byte]
-	fold    cases.Caser
-	stats   DocStats
+	// stripLens has bit n set for a Strip word of n bytes (63: 63 or
+	// more): most tokens need no comparison with them.
+	stripLens uint64
+	it        *words.Iterator[[]byte]
+	fold      cases.Caser
+	stats     DocStats
 
 	latin, cyrillic, greek int
 	latinCounted           bool // the letters of the ASCII spans are in latin
@@ -131,7 +134,7 @@ var statePool = sync.Pool{New: func() any {
 func (st *canonState) reset() {
 	st.norm, st.spans = st.norm[:0], st.spans[:0]
 	st.tok, st.refs = st.tok[:0], st.refs[:0]
-	st.strip = st.strip[:0]
+	st.strip, st.stripLens = st.strip[:0], 0
 	st.stats = DocStats{}
 	st.latin, st.cyrillic, st.greek = 0, 0, 0
 	st.latinCounted = false
@@ -406,7 +409,7 @@ func (st *canonState) text(b []byte, ascii bool) {
 		}
 		g := gap
 		gap = 0
-		if i-start <= utf8.UTFMax {
+		if i-start == 1 || i-start <= utf8.UTFMax && b[start] >= utf8.RuneSelf {
 			// A single character, unless it is a digit: a lone digit is a
 			// number, and reading it as a letter of spaced-apart letters
 			// would make the letters stream depend on stray spaces ("saw a
@@ -509,7 +512,7 @@ func (st *canonState) doc(domains []string) *Doc {
 	letters := st.letters[:0]
 	run, end := 0, 0
 	for _, r := range st.refs {
-		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
+		if st.stripLens&(1<<min(r.end-r.start, 63)) != 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
 			continue
 		}

@@ -343,6 +343,9 @@ func TestCanonicalizeAsReference(t *testing.T) {
 	for _, f := range files {
 		srcs = append(srcs, readCanonFixture(t, f))
 	}
+	long := strings.Repeat("ab", 40) // a Strip word past stripLens' last bit
+	srcs = append(srcs, Source{Subject: "Hi John", Parts: []string{"to " + long + " and " + long + "x john smith"},
+		Strip: []string{long, "John", "Smith"}})
 	r := rand.New(rand.NewPCG(1, 2))
 	ascii := refAlphabet[:32]
 	for i := range 3000 {

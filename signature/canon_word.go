@@ -272,6 +272,7 @@ func (st *canonState) buildStrip(strip []string) {
 			w := string(st.tok[r.start:r.end])
 			if utf8.RuneCountInString(w) >= 2 {
 				st.strip = append(st.strip, w)
+				st.stripLens |= 1 << min(len(w), 63)
 			}
 		}
 		st.refs = st.refs[:n0]
