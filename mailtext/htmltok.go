@@ -304,19 +304,19 @@ func (z *tokenizer) skipWhiteSpace() {
 	if z.err != nil {
 		return
 	}
-	// As readByte a byte at a time: the bytes it can return are read in
-	// place, and a failing read is left to it.
-	rest := z.buf[z.raw.end : z.raw.end+z.avail()]
-	for i, c := range rest {
+	for {
+		c := z.readByte()
+		if z.err != nil {
+			return
+		}
 		switch c {
 		case ' ', '\n', '\r', '\t', '\f':
+			// No-op.
 		default:
-			z.raw.end += i
+			z.raw.end--
 			return
 		}
 	}
-	z.raw.end += len(rest)
-	z.readByte() // fails
 }
 
 // readRawOrRCDATA reads until the next "</foo>", where "foo" is z.rawTag and
