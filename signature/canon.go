@@ -3,7 +3,6 @@ package signature
 //go:generate go run ./internal/confgen
 
 import (
-	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -95,7 +94,6 @@ type canonState struct {
 	tmp     []byte
 	rs      []rune
 	out     []byte // one chunk, canonical
-	aside   []byte // an ASCII word's token while a run is flushed
 	join    []byte
 	chunks  []chunkRef
 	letters []byte // the letters stream when it is not the tokens end to end
@@ -145,7 +143,7 @@ func (st *canonState) reset() {
 func (st *canonState) release() {
 	const big = 1 << 20
 	if cap(st.norm) > big || cap(st.tok) > big {
-		st.norm, st.tok, st.tmp, st.out, st.join, st.letters, st.aside = nil, nil, nil, nil, nil, nil, nil
+		st.norm, st.tok, st.tmp, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil
 		st.refs, st.chunks, st.rs = nil, nil, nil
 	}
 	statePool.Put(st)
@@ -367,28 +365,14 @@ func (st *canonState) text(b []byte, ascii bool) {
 		}
 		start := i
 		// ASCII first, one lookup a byte: the commonest word is ASCII
-		// letters only. Its token (lower case, l folded into i, doubled
-		// letters once) is written on the way, past the end of st.tok,
-		// and kept if the word is letters only.
-		if cap(st.tok)-len(st.tok) < len(b)-i {
-			st.tok = slices.Grow(st.tok, len(b)-i)
-		}
-		tok := st.tok[len(st.tok):cap(st.tok)]
-		n, prev := 0, byte(0)
+		// letters only.
 		var seen uint8
 		for i < len(b) {
-			c := b[i]
-			k := cls[c]
+			k := cls[b[i]]
 			if k&(wcSpace|wcHigh) != 0 {
 				break
 			}
 			seen |= k
-			f := foldLetter[c]
-			tok[n] = f
-			if f != prev {
-				n++
-			}
-			prev = f
 			i++
 		}
 		letters := seen == wcLetter
@@ -421,20 +405,13 @@ func (st *canonState) text(b []byte, ascii bool) {
 				continue
 			}
 		}
+		flush()
 		w := b[start:i]
-		if !letters || len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w' {
-			flush()
-			st.chunk(w)
-			continue
-		}
-		if len(run) > 0 { // flush writes st.tok: keep the token aside
-			st.aside = append(st.aside[:0], tok[:n]...)
-			flush()
-			st.tok = append(st.tok, st.aside...)
+		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
+			st.asciiWord(w)
 		} else {
-			st.tok = st.tok[:len(st.tok)+n]
+			st.chunk(w)
 		}
-		st.refs = append(st.refs, tokRef{start: len(st.tok) - n, end: len(st.tok)})
 	}
 	flush()
 	st.chunks = run[:0]
@@ -486,15 +463,27 @@ var wordClassASCII = func() (t [256]uint8) {
 	return t
 }()
 
-// foldLetter is an ASCII letter's canonical form: lower case, l folded
+// asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
 // into i.
-var foldLetter = func() (t [256]byte) {
-	for c := range t {
-		t[c] = byte(c) | 0x20
+func (st *canonState) asciiWord(w []byte) {
+	start := len(st.tok)
+	st.tok = append(st.tok, w...)
+	out := st.tok[start:]
+	n := 0
+	for _, c := range out {
+		c |= 0x20
+		if c == 'l' {
+			c = 'i'
+		}
+		if n > 0 && out[n-1] == c {
+			continue // doubled letter
+		}
+		out[n] = c
+		n++
 	}
-	t['l'], t['L'] = 'i', 'i'
-	return t
-}()
+	st.tok = st.tok[:start+n]
+	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
+}
 
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
