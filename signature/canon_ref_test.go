@@ -144,7 +144,7 @@ func (st *canonState) refText(b []byte) {
 		flush()
 		w := b[start:i]
 		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			st.refAsciiWord(w)
+			st.asciiWord(w)
 		} else {
 			st.chunk(w)
 		}
@@ -152,27 +152,6 @@ func (st *canonState) refText(b []byte) {
 	flush()
 	st.chunks = run[:0]
 }
-
-func (st *canonState) refAsciiWord(w []byte) {
-	start := len(st.tok)
-	st.tok = append(st.tok, w...)
-	out := st.tok[start:]
-	n := 0
-	for _, c := range out {
-		c |= 0x20
-		if c == 'l' {
-			c = 'i'
-		}
-		if n > 0 && out[n-1] == c {
-			continue // doubled letter
-		}
-		out[n] = c
-		n++
-	}
-	st.tok = st.tok[:start+n]
-	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
-}
-
 func (st *canonState) refDoc(domains []string) *Doc {
 	d := &Doc{}
 	// One string for all tokens; each token is a slice of it. The tokens
