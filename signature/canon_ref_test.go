@@ -6,14 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode"
 	"unicode/utf8"
 )
 
-// The canonicaliser as it was before extraction's text was scanned once
-// (normalize's ASCII copy and scan, the chunk scanner, the token-by-token
-// letters stream): the reference FuzzCanonicalizeAsReference holds the
-// current one to. Only the functions that changed are here.
+// The canonicaliser as it was before ASCII text was copied without a scan
+// (normalize blanking control characters and counting Latin letters in
+// every text, so that the chunk scanner reads every text with its general
+// byte classes) and before the letters stream was copied in runs: the
+// reference TestCanonicalizeAsReference and FuzzCanonicalizeAsReference
+// hold the current one to. Only the functions that changed are here.
 
 func refCanonicalize(src Source) *Doc {
 	st := statePool.Get().(*canonState)
@@ -33,7 +34,7 @@ func refCanonicalize(src Source) *Doc {
 		st.refBuildStrip(src.Strip)
 	}
 	for _, sp := range st.spans {
-		st.refText(st.norm[sp.start:sp.end])
+		st.text(st.norm[sp.start:sp.end], false)
 	}
 	d := st.refDoc(src.Domains)
 	d.Attachments = src.Attachments
@@ -64,94 +65,6 @@ func (st *canonState) refNormalize(dst []byte, s string) []byte {
 	return dst
 }
 
-func (st *canonState) refText(b []byte) {
-	run := st.chunks[:0] // single-character chunks waiting: maybe spaced letters
-	flush := func() {
-		if len(run) == 0 {
-			return
-		}
-		if !st.spaced(b, run) {
-			for _, c := range run {
-				st.chunk(b[c.start:c.end])
-			}
-		}
-		run = run[:0]
-	}
-	gap := 0
-	for i := 0; i < len(b); {
-		c := b[i]
-		if refIsSpace[c] {
-			gap++
-			if c == '\n' {
-				gap++ // a line break is a wider gap than a space
-			}
-			i++
-			continue
-		}
-		if c >= 0x80 {
-			r, n := utf8.DecodeRune(b[i:])
-			if unicode.IsSpace(r) {
-				gap++
-				if r == 0x2028 || r == 0x2029 || r == 0x85 {
-					gap++
-				}
-				i += n
-				continue
-			}
-		}
-		start := i
-		// ASCII first, one lookup a byte: the commonest word is ASCII
-		// letters only.
-		var seen uint8
-		for i < len(b) {
-			k := refWordClass[b[i]]
-			if k&(wcSpace|wcHigh) != 0 {
-				break
-			}
-			seen |= k
-			i++
-		}
-		letters := seen == wcLetter
-		for i < len(b) { // from the first byte of another script on
-			if k := refWordClass[b[i]]; k != wcHigh {
-				if k == wcSpace {
-					break
-				}
-				i++
-				continue
-			}
-			letters = false
-			r, n := utf8.DecodeRune(b[i:])
-			if unicode.IsSpace(r) {
-				break
-			}
-			i += n
-		}
-		g := gap
-		gap = 0
-		if i-start <= utf8.UTFMax {
-			// A single character, unless it is a digit: a lone digit is a
-			// number, and reading it as a letter of spaced-apart letters
-			// would make the letters stream depend on stray spaces ("saw a
-			// 3 hour" split as "sa w a 3 h our").
-			r, n := utf8.DecodeRune(b[start:i])
-			if n == i-start && scriptOf(r) != scCJK && !('0' <= r && r <= '9') {
-				run = append(run, chunkRef{start: start, end: i, gap: g,
-					alnum: unicode.IsLetter(r) || unicode.IsDigit(r)})
-				continue
-			}
-		}
-		flush()
-		w := b[start:i]
-		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			st.asciiWord(w)
-		} else {
-			st.chunk(w)
-		}
-	}
-	flush()
-	st.chunks = run[:0]
-}
 func (st *canonState) refDoc(domains []string) *Doc {
 	d := &Doc{}
 	// One string for all tokens; each token is a slice of it. The tokens
@@ -236,7 +149,7 @@ func (st *canonState) refBuildStrip(strip []string) {
 		t0 := len(st.tok)
 		var buf [256]byte
 		b := st.refNormalize(buf[:0], s)
-		st.refText(b)
+		st.text(b, false)
 		for _, r := range st.refs[n0:] {
 			w := string(st.tok[r.start:r.end])
 			if utf8.RuneCountInString(w) >= 2 {
@@ -248,24 +161,6 @@ func (st *canonState) refBuildStrip(strip []string) {
 	}
 	st.stripping = false
 }
-
-var refIsSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
-
-var refWordClass = func() (t [256]uint8) {
-	for c := 0; c < 256; c++ {
-		switch {
-		case c >= 0x80:
-			t[c] = wcHigh
-		case refIsSpace[c]:
-			t[c] = wcSpace
-		case 'a' <= c|0x20 && c|0x20 <= 'z':
-			t[c] = wcLetter
-		default:
-			t[c] = wcOther
-		}
-	}
-	return t
-}()
 
 // boundaryDouble reports whether a ends with the letter b begins with (not
 // a CJK character: those repeat on purpose, 谢谢).
