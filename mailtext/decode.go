@@ -111,25 +111,28 @@ func decodeQP(dst, src []byte) (out []byte, bad bool) {
 		}
 		line = bytes.TrimRight(line, " \t\r")
 		soft := false
-		for i := 0; i < len(line); i++ {
-			c := line[i]
-			if c != '=' {
-				dst = append(dst, c)
-				continue
+		for len(line) > 0 { // runs up to each '=' copied at once
+			eq := bytes.IndexByte(line, '=')
+			if eq < 0 {
+				dst = append(dst, line...)
+				break
 			}
-			if i == len(line)-1 {
+			dst = append(dst, line[:eq]...)
+			line = line[eq:]
+			if len(line) == 1 {
 				soft = true
 				break
 			}
-			if i+2 < len(line) {
-				if hi, lo := unhex(line[i+1]), unhex(line[i+2]); hi >= 0 && lo >= 0 {
+			if len(line) > 2 {
+				if hi, lo := unhex(line[1]), unhex(line[2]); hi >= 0 && lo >= 0 {
 					dst = append(dst, byte(hi<<4|lo))
-					i += 2
+					line = line[3:]
 					continue
 				}
 			}
 			bad = true
 			dst = append(dst, '=')
+			line = line[1:]
 		}
 		if hasNL && !soft {
 			dst = append(dst, '\n')
@@ -411,19 +414,11 @@ var asciiSuperset = func() map[*charmap.Charmap]bool {
 // which windows-1251 puts at 0xE0–0xFF and KOI8-R at 0xC0–0xDF, and CP866 at
 // 0xA0–0xAF/0xE0–0xEF; Western text has few 8-bit bytes among ASCII letters.
 func guessLegacy(raw []byte) encoding.Encoding {
-	var ascii, c0, e0, a0 int
+	var n [5]int // by legacyClass
 	for _, c := range raw {
-		switch {
-		case c >= 0xE0:
-			e0++
-		case c >= 0xC0:
-			c0++
-		case c >= 0x80 && c < 0xB0:
-			a0++
-		case c < 0x80 && (c|0x20 >= 'a' && c|0x20 <= 'z'):
-			ascii++
-		}
+		n[legacyClass[c]]++
 	}
+	ascii, a0, c0, e0 := n[1], n[2], n[3], n[4]
 	high := c0 + e0 + a0
 	if high == 0 || high*3 < ascii {
 		return charmap.Windows1252
@@ -437,6 +432,24 @@ func guessLegacy(raw []byte) encoding.Encoding {
 		return charmap.KOI8R
 	}
 }
+
+// legacyClass sorts bytes for guessLegacy: 1 an ASCII letter, 2 0x80–0xAF,
+// 3 0xC0–0xDF, 4 0xE0–0xFF, 0 the rest.
+var legacyClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= 0xE0:
+			t[c] = 4
+		case c >= 0xC0:
+			t[c] = 3
+		case c >= 0x80 && c < 0xB0:
+			t[c] = 2
+		case c < 0x80 && (c|0x20 >= 'a' && c|0x20 <= 'z'):
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // looksUTF8 reports whether b is valid UTF-8 with at least one multi-byte
 // sequence: legacy 8-bit text is almost never valid UTF-8 by accident.

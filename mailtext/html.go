@@ -153,7 +153,7 @@ func (x *htmlExtractor) text(t []byte) {
 func (x *htmlExtractor) emit(t []byte) {
 	for i := 0; i < len(t); {
 		c := t[i]
-		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' {
+		if htmlByte[c]&hbSpace != 0 {
 			x.sp = true
 			i++
 			continue
@@ -175,11 +175,7 @@ func (x *htmlExtractor) emit(t []byte) {
 			x.sp = false
 		}
 		j := i + 1
-		for j < len(t) {
-			c := t[j]
-			if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == 0xC2 {
-				break
-			}
+		for j < len(t) && htmlByte[t[j]]&(hbSpace|hbC2) == 0 {
 			j++
 		}
 		x.out = append(x.out, t[i:j]...)
@@ -191,18 +187,38 @@ func (x *htmlExtractor) emit(t []byte) {
 func countChars(t []byte) int {
 	n := 0
 	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
-		case c&0xC0 == 0x80: // continuation byte
-		case c == 0xC2 && i+1 < len(t) && t[i+1] == 0xA0:
-			i++
-		default:
+		switch htmlByte[t[i]] {
+		case 0:
 			n++
+		case hbC2:
+			if i+1 < len(t) && t[i+1] == 0xA0 { // NBSP
+				i++
+			} else {
+				n++
+			}
 		}
 	}
 	return n
 }
+
+// htmlByte classifies bytes for emit and countChars in one lookup: HTML's
+// white space, UTF-8 continuation bytes, and 0xC2, which begins NBSP.
+const (
+	hbSpace = 1 << iota
+	hbCont
+	hbC2
+)
+
+var htmlByte = func() (t [256]uint8) {
+	for _, c := range []byte(" \t\n\r\f") {
+		t[c] = hbSpace
+	}
+	for c := 0x80; c < 0xC0; c++ {
+		t[c] = hbCont
+	}
+	t[0xC2] = hbC2
+	return t
+}()
 
 func isVoid(a atom.Atom) bool {
 	switch a {

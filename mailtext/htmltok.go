@@ -92,6 +92,31 @@ func (z *tokenizer) readByte() byte {
 	return x
 }
 
+// avail is how many bytes readByte can return from here before it fails
+// at the end of the input or of the buffer limit.
+func (z *tokenizer) avail() int {
+	n := len(z.buf) - z.raw.end
+	if z.maxBuf > 0 {
+		n = min(n, max(0, z.maxBuf-1-(z.raw.end-z.raw.start)))
+	}
+	return n
+}
+
+// readUntil consumes the bytes up to and including the next c, as
+// readByte would a byte at a time, but finds c with one IndexByte (text and
+// attribute values are most of the input). It reports false when readByte
+// would have failed first, with z.err and z.raw.end as readByte leaves them.
+func (z *tokenizer) readUntil(c byte) bool {
+	n := z.avail()
+	if i := bytes.IndexByte(z.buf[z.raw.end:z.raw.end+n], c); i >= 0 {
+		z.raw.end += i + 1
+		return true
+	}
+	z.raw.end += n
+	z.readByte() // fails
+	return false
+}
+
 // seen reports whether the tag has an attribute with key k already
 // (ASCII case-insensitively, as x/net compares lower-cased keys).
 func (z *tokenizer) seen(k span) bool {
@@ -305,14 +330,10 @@ func (z *tokenizer) readRawOrRCDATA() {
 	}
 loop:
 	for {
-		c := z.readByte()
-		if z.err != nil {
+		if !z.readUntil('<') {
 			break loop
 		}
-		if c != '<' {
-			continue loop
-		}
-		c = z.readByte()
+		c := z.readByte()
 		if z.err != nil {
 			break loop
 		}
@@ -916,17 +937,11 @@ func (z *tokenizer) readTagAttrVal() {
 
 	case '\'', '"':
 		z.pendingAttr[1].start = z.raw.end
-		for {
-			c := z.readByte()
-			if z.err != nil {
-				z.pendingAttr[1].end = z.raw.end
-				return
-			}
-			if c == quote {
-				z.pendingAttr[1].end = z.raw.end - 1
-				return
-			}
+		if !z.readUntil(quote) {
+			z.pendingAttr[1].end = z.raw.end
+			return
 		}
+		z.pendingAttr[1].end = z.raw.end - 1
 
 	default:
 		z.pendingAttr[1].start = z.raw.end - 1
@@ -980,17 +995,13 @@ func (z *tokenizer) Next() html.TokenType {
 
 loop:
 	for {
-		c := z.readByte()
-		if z.err != nil {
+		if !z.readUntil('<') {
 			break loop
-		}
-		if c != '<' {
-			continue loop
 		}
 
 		// Check if the '<' we have just read is part of a tag, comment
 		// or doctype. If not, it's part of the accumulated text token.
-		c = z.readByte()
+		c := z.readByte()
 		if z.err != nil {
 			break loop
 		}
@@ -1082,8 +1093,12 @@ func (z *tokenizer) Raw() []byte {
 // convertNewlines converts "\r" and "\r\n" in s to "\n".
 // The conversion happens in place, but the resulting slice may be shorter.
 func convertNewlines(s []byte) []byte {
-	for i, c := range s {
-		if c != '\r' {
+	first := bytes.IndexByte(s, '\r') // most text has none: one fast scan
+	if first < 0 {
+		return s
+	}
+	for i := first; i < len(s); i++ {
+		if s[i] != '\r' {
 			continue
 		}
 

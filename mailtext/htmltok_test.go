@@ -71,7 +71,7 @@ func FuzzTokenizerAsXNet(f *testing.F) {
 	}
 	var z tokenizer
 	f.Fuzz(func(t *testing.T, src string) {
-		for _, maxBuf := range []int{0, 40} {
+		for _, maxBuf := range []int{0, 1, 7, 40} {
 			want := xnetTokens(src, maxBuf)
 			got := ourTokens(&z, src, maxBuf)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -86,12 +86,9 @@ func linkDomain(u string) (string, bool) {
 			return a.String(), true
 		}
 	}
-	ascii, err := idnaProfile.ToASCII(host)
-	if err != nil {
-		if !isASCIIString(host) {
-			return "", false
-		}
-		ascii = host
+	ascii, ok := hostASCII(host)
+	if !ok {
+		return "", false
 	}
 	ascii = strings.TrimRight(ascii, ".")
 	if !validHost(ascii) {
@@ -102,6 +99,23 @@ func linkDomain(u string) (string, bool) {
 		return "", false
 	}
 	return d, true
+}
+
+// hostASCII converts a lower-case host to its ASCII form; an ASCII host
+// IDNA rejects is kept as it is. A host that is ASCII and has no
+// punycode label ("xn--") is its own ASCII form (IDNA would return it or
+// reject it: TestHostASCIIAsIDNA), so it skips the IDNA mapping, most
+// of what reading a link cost.
+func hostASCII(host string) (string, bool) {
+	ascii := isASCIIString(host)
+	if ascii && !strings.Contains(host, "xn--") {
+		return host, true
+	}
+	a, err := idnaProfile.ToASCII(host)
+	if err != nil {
+		return host, ascii
+	}
+	return a, true
 }
 
 func validHost(h string) bool {

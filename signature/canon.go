@@ -80,7 +80,7 @@ func Canonicalize(src Source) *Doc {
 		st.buildStrip(src.Strip)
 	}
 	for _, sp := range st.spans {
-		st.text(st.norm[sp[0]:sp[1]])
+		st.text(st.norm[sp.start:sp.end], sp.ascii)
 	}
 	d := st.doc(src.Domains)
 	d.Attachments = src.Attachments
@@ -89,8 +89,8 @@ func Canonicalize(src Source) *Doc {
 
 // canonState is the scratch space of one Canonicalize call, pooled.
 type canonState struct {
-	norm    []byte   // normalised texts, concatenated
-	spans   [][2]int // each text in norm
+	norm    []byte // normalised texts, concatenated
+	spans   []span // each text in norm
 	tmp     []byte
 	rs      []rune
 	out     []byte // one chunk, canonical
@@ -101,11 +101,15 @@ type canonState struct {
 	refs    []tokRef
 	units   [][2]int // CJK units of the current run, in out
 	strip   []string
-	it      *words.Iterator[[]byte]
-	fold    cases.Caser
-	stats   DocStats
+	// stripLens has bit n set for a Strip word of n bytes (63: 63 or
+	// more): most tokens need no comparison with them.
+	stripLens uint64
+	it        *words.Iterator[[]byte]
+	fold      cases.Caser
+	stats     DocStats
 
 	latin, cyrillic, greek int
+	latinCounted           bool // the letters of the ASCII spans are in latin
 	dominant               uint8
 	stripping              bool // building the Strip set: no stats
 }
@@ -128,9 +132,10 @@ var statePool = sync.Pool{New: func() any {
 func (st *canonState) reset() {
 	st.norm, st.spans = st.norm[:0], st.spans[:0]
 	st.tok, st.refs = st.tok[:0], st.refs[:0]
-	st.strip = st.strip[:0]
+	st.strip, st.stripLens = st.strip[:0], 0
 	st.stats = DocStats{}
 	st.latin, st.cyrillic, st.greek = 0, 0, 0
+	st.latinCounted = false
 	st.dominant = scLatin
 	st.stripping = false
 }
@@ -144,38 +149,51 @@ func (st *canonState) release() {
 	statePool.Put(st)
 }
 
+// span is a text in st.norm; ascii says it is ASCII only, and that
+// normalize did not count its letters.
+type span struct {
+	start, end int
+	ascii      bool
+}
+
 // addText normalises s (steps 1–2) onto st.norm.
 func (st *canonState) addText(s string) {
 	start := len(st.norm)
-	st.norm = st.normalize(st.norm, s)
-	st.spans = append(st.spans, [2]int{start, len(st.norm)})
+	var ascii bool
+	st.norm, ascii = st.normalize(st.norm, s)
+	st.spans = append(st.spans, span{start, len(st.norm), ascii})
 }
 
 // normalize appends s to dst without ignorable characters, with control
 // characters and blank fillers as spaces, overrides applied, in NFKC. It
-// counts the letters of each script on the way (not for Strip words).
-func (st *canonState) normalize(dst []byte, s string) []byte {
-	// ASCII, the common case: copy, then blank out control characters.
-	start := len(dst)
-	dst = append(dst, s...)
-	latin := 0
-	for i := start; i < len(dst); i++ {
-		c := dst[i]
-		latin += int(letterByte[c])
-		if c < 0x20 || c >= 0x7F {
-			if c >= 0x80 {
-				dst = dst[:start]
-				return st.normalizeSlow(dst, s)
-			}
-			if c != '\n' && c != '\t' {
-				dst[i] = ' '
-			}
+// counts the letters of each script on the way (not for Strip words),
+// but for ASCII text, the common case, which it copies as it is
+// (ascii): the chunk scanner reads its control characters as spaces
+// (wordClassASCII), and its Latin letters are counted only if the
+// document has letters of another script (countLatin).
+func (st *canonState) normalize(dst []byte, s string) (out []byte, ascii bool) {
+	if !isASCII(s) {
+		return st.normalizeSlow(dst, s), false
+	}
+	return append(dst, s...), true
+}
+
+// isASCII reports whether s is ASCII only, eight bytes a step.
+func isASCII(s string) bool {
+	for len(s) >= 8 {
+		lo := uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+		hi := uint32(s[4]) | uint32(s[5])<<8 | uint32(s[6])<<16 | uint32(s[7])<<24
+		if (lo|hi)&0x80808080 != 0 {
+			return false
+		}
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
 		}
 	}
-	if !st.stripping {
-		st.latin += latin
-	}
-	return dst
+	return true
 }
 
 func (st *canonState) normalizeSlow(dst []byte, s string) []byte {
@@ -271,6 +289,10 @@ func appendReversed(dst []byte, s string) []byte {
 // counted.
 func (st *canonState) countScripts() {
 	st.dominant = scLatin
+	if st.cyrillic == 0 && st.greek == 0 {
+		return // Latin however many letters it has
+	}
+	st.countLatin()
 	if st.cyrillic > st.latin && st.cyrillic >= st.greek {
 		st.dominant = scCyrillic
 	} else if st.greek > st.latin && st.greek > st.cyrillic {
@@ -278,14 +300,35 @@ func (st *canonState) countScripts() {
 	}
 }
 
+// countLatin adds the letters of the ASCII texts to latin, once.
+func (st *canonState) countLatin() {
+	if st.latinCounted {
+		return
+	}
+	st.latinCounted = true
+	for _, sp := range st.spans {
+		if sp.ascii {
+			for _, c := range st.norm[sp.start:sp.end] {
+				st.latin += int(letterByte[c])
+			}
+		}
+	}
+}
+
 // latinContext reports a text that is clearly Latin, where a word written
 // wholly in Cyrillic or Greek lookalikes is a disguise.
 func (st *canonState) latinContext() bool {
+	st.countLatin()
 	return st.latin > 2*(st.cyrillic+st.greek)
 }
 
-// text canonicalises one normalised text (steps 3–6).
-func (st *canonState) text(b []byte) {
+// text canonicalises one normalised text (steps 3–6); ascii says it is
+// ASCII text, whose control characters normalize left as they are.
+func (st *canonState) text(b []byte, ascii bool) {
+	cls := &wordClass
+	if ascii {
+		cls = &wordClassASCII
+	}
 	run := st.chunks[:0] // single-character chunks waiting: maybe spaced letters
 	flush := func() {
 		if len(run) == 0 {
@@ -301,7 +344,7 @@ func (st *canonState) text(b []byte) {
 	gap := 0
 	for i := 0; i < len(b); {
 		c := b[i]
-		if isSpace[c] {
+		if cls[c] == wcSpace {
 			gap++
 			if c == '\n' {
 				gap++ // a line break is a wider gap than a space
@@ -325,7 +368,7 @@ func (st *canonState) text(b []byte) {
 		// letters only.
 		var seen uint8
 		for i < len(b) {
-			k := wordClass[b[i]]
+			k := cls[b[i]]
 			if k&(wcSpace|wcHigh) != 0 {
 				break
 			}
@@ -334,7 +377,7 @@ func (st *canonState) text(b []byte) {
 		}
 		letters := seen == wcLetter
 		for i < len(b) { // from the first byte of another script on
-			if k := wordClass[b[i]]; k != wcHigh {
+			if k := cls[b[i]]; k != wcHigh {
 				if k == wcSpace {
 					break
 				}
@@ -350,7 +393,7 @@ func (st *canonState) text(b []byte) {
 		}
 		g := gap
 		gap = 0
-		if i-start <= utf8.UTFMax {
+		if i-start == 1 || i-start <= utf8.UTFMax && b[start] >= utf8.RuneSelf {
 			// A single character, unless it is a digit: a lone digit is a
 			// number, and reading it as a letter of spaced-apart letters
 			// would make the letters stream depend on stray spaces ("saw a
@@ -409,6 +452,17 @@ var wordClass = func() (t [256]uint8) {
 	return t
 }()
 
+// wordClassASCII is wordClass for ASCII text, whose control characters
+// but tab and line feed normalize would turn into spaces.
+var wordClassASCII = func() (t [256]uint8) {
+	t = wordClass
+	for c := 0; c < 0x20; c++ {
+		t[c] = wcSpace
+	}
+	t[0x7F] = wcSpace
+	return t
+}()
+
 // asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
 // into i.
 func (st *canonState) asciiWord(w []byte) {
@@ -434,72 +488,46 @@ func (st *canonState) asciiWord(w []byte) {
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
 	d := &Doc{}
-	// One string for all tokens; each token is a slice of it. The tokens
-	// lie end to end in it, so it is the letters stream too, unless a
-	// token was stripped, a CJK bigram repeats a character, or a letter
-	// ends one token and begins the next (letters collapse doubled
-	// letters across words too, so that a space inside "tif f" changes
-	// nothing).
+	// One string for all tokens; each token is a slice of it.
 	all := string(st.tok)
 	d.Tokens = make([]string, 0, len(st.refs))
-	// One pass: each token is tested against Strip once. The letters are
-	// built only from the first token that breaks the stream (most
-	// messages have one early: "the end"), replaying the tokens before it.
-	contiguous := true
-	prev := ""
+	// The letters stream is the tokens end to end, less the stripped
+	// ones, the first character of a CJK bigram after the first (lskip),
+	// and a letter that repeats the last one across tokens (letters
+	// collapse doubled letters across words too, so that a space inside
+	// "tif f" changes nothing). It is copied from st.tok in runs between
+	// those cuts, not a token at a time: st.tok[run:end] is letters not
+	// yet copied. Without a cut it is a slice of all.
 	letters := st.letters[:0]
-	// addLetters appends a token to the letters stream, without its first
-	// character when the last token that added any ends with it; that
-	// token is letters[lastStart:].
-	lastStart := 0
-	addLetters := func(r tokRef) {
-		part := st.tok[r.start+r.lskip : r.end]
-		if len(letters) > 0 && len(part) > 0 {
-			a, b := letters[len(letters)-1], part[0]
-			if a < utf8.RuneSelf && b < utf8.RuneSelf {
-				if a == b {
-					part = part[1:]
-				}
-			} else {
-				r1, _ := utf8.DecodeLastRune(letters[lastStart:])
-				r2, n := utf8.DecodeRune(part)
-				if r1 == r2 && !isCJK(r1) {
-					part = part[n:]
-				}
-			}
-		}
-		if len(part) > 0 {
-			lastStart = len(letters)
-			letters = append(letters, part...)
-		}
-	}
-	for i, r := range st.refs {
-		if len(st.strip) > 0 && st.stripped(st.tok[r.start:r.end]) {
+	run, end := 0, 0
+	for _, r := range st.refs {
+		if st.stripLens&(1<<min(r.end-r.start, 63)) != 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
-			if contiguous {
-				contiguous = false
-				for _, q := range st.refs[:i] {
-					addLetters(q)
-				}
-			}
 			continue
 		}
-		tok := all[r.start:r.end]
-		if contiguous && (r.lskip > 0 || prev != "" && boundaryDouble(prev, tok)) {
-			contiguous = false
-			for _, q := range st.refs[:i] {
-				addLetters(q) // no token before i was stripped
+		d.Tokens = append(d.Tokens, all[r.start:r.end])
+		from := r.start + r.lskip
+		if from < r.end {
+			if c := st.tok[from]; c < utf8.RuneSelf && end > run {
+				if st.tok[end-1] == c { // the common case: ASCII, in a run
+					from++
+				}
+			} else if end > run {
+				from += repeatedLetter(st.tok[run:end], st.tok[from:r.end])
+			} else {
+				from += repeatedLetter(letters, st.tok[from:r.end])
 			}
 		}
-		if !contiguous {
-			addLetters(r)
+		if from != end {
+			letters = append(letters, st.tok[run:end]...)
+			run = from
 		}
-		d.Tokens = append(d.Tokens, tok)
-		prev = tok
+		end = r.end
 	}
-	if contiguous {
-		d.Letters = all
+	if len(letters) == 0 {
+		d.Letters = all[run:end]
 	} else {
+		letters = append(letters, st.tok[run:end]...)
 		d.Letters = string(letters)
 	}
 	st.letters = letters
@@ -509,18 +537,24 @@ func (st *canonState) doc(domains []string) *Doc {
 	return d
 }
 
-// boundaryDouble reports whether a ends with the letter b begins with (not
-// a CJK character: those repeat on purpose, 谢谢).
-func boundaryDouble(a, b string) bool {
-	if a == "" || b == "" {
-		return false
+// repeatedLetter is the length of the letter b begins with when a ends
+// with it (not a CJK character: those repeat on purpose, 谢谢), else 0.
+func repeatedLetter(a, b []byte) int {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
 	}
-	if a[len(a)-1] < 0x80 && b[0] < 0x80 {
-		return a[len(a)-1] == b[0]
+	if x, y := a[len(a)-1], b[0]; x < utf8.RuneSelf && y < utf8.RuneSelf {
+		if x == y {
+			return 1
+		}
+		return 0
 	}
-	r1, _ := utf8.DecodeLastRuneInString(a)
-	r2, _ := utf8.DecodeRuneInString(b)
-	return r1 == r2 && !isCJK(r1)
+	r1, _ := utf8.DecodeLastRune(a)
+	r2, n := utf8.DecodeRune(b)
+	if r1 == r2 && !isCJK(r1) {
+		return n
+	}
+	return 0
 }
 
 // canonDomains lower-cases domains, converts them to ASCII (punycode) and

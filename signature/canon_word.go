@@ -266,12 +266,13 @@ func (st *canonState) buildStrip(strip []string) {
 		n0 := len(st.refs)
 		t0 := len(st.tok)
 		var buf [256]byte
-		b := st.normalize(buf[:0], s)
-		st.text(b)
+		b, ascii := st.normalize(buf[:0], s)
+		st.text(b, ascii)
 		for _, r := range st.refs[n0:] {
 			w := string(st.tok[r.start:r.end])
 			if utf8.RuneCountInString(w) >= 2 {
 				st.strip = append(st.strip, w)
+				st.stripLens |= 1 << min(len(w), 63)
 			}
 		}
 		st.refs = st.refs[:n0]
