@@ -24,8 +24,9 @@ import (
 // campaign model weighs as a support family; version 4 the containment
 // family (issue 15, padded copies), another support family; version 5 the
 // attachment family (issue 15, image spam); version 6 its image shape
-// keys (issue 15, images randomised per copy).
-const AlgorithmVersion = 6
+// keys (issue 15, images randomised per copy); version 7 the containment
+// family's common words (ContainParams.MinDF, issue 15, word salad).
+const AlgorithmVersion = 7
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
