@@ -24,7 +24,7 @@ type ContainParams struct {
 // DefaultContainParams returns the defaults; docs/evaluation.md
 // ("Padded copies") gives the measurements behind them.
 func DefaultContainParams() ContainParams {
-	return ContainParams{Enabled: true, Width: 4, Bins: 16, MinShingles: 50, MinDF: 50}
+	return ContainParams{Enabled: true, Width: 4, Bins: 16, MinShingles: 50, MinDF: 100}
 }
 
 // Validate reports every invalid parameter.

@@ -57,7 +57,7 @@ func TestContainSurvivesPadding(t *testing.T) {
 // block of half its length, before it in one copy and after it in the
 // other), keep enough containment keys in common to join on those alone.
 // Reading every dictionary word, 12 of 200 posts did (the words'
-// shingles take the bins); reading common words only, all 181 that sign.
+// shingles take the bins); reading common words only, all 179 that sign.
 func TestContainSurvivesSalad(t *testing.T) {
 	lex := testLexicon(t)
 	ct, err := NewContain(testSecret(t), lex, DefaultContainParams())
