@@ -159,6 +159,7 @@ type Contain struct {
 	Width       int  `yaml:"width"`        // dictionary words per shingle
 	Bins        int  `yaml:"bins"`         // single min-hashes, one key each
 	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
+	MinDF       int  `yaml:"min_df"`       // rarest word read, in lexicon documents
 }
 
 // Attach tunes keys of a message's non-text parts (images, PDFs).

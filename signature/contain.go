@@ -3,6 +3,7 @@ package signature
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ContainParams tune the containment family.
@@ -14,12 +15,16 @@ type ContainParams struct {
 	Bins int
 	// MinShingles is the least number of shingles to sign.
 	MinShingles int
+	// MinDF is the least document frequency in the lexicon of a word
+	// the family reads; rarer dictionary words act as spaces, like words
+	// outside the dictionary (0: every dictionary word).
+	MinDF int
 }
 
 // DefaultContainParams returns the defaults; docs/evaluation.md
 // ("Padded copies") gives the measurements behind them.
 func DefaultContainParams() ContainParams {
-	return ContainParams{Enabled: true, Width: 4, Bins: 16, MinShingles: 30}
+	return ContainParams{Enabled: true, Width: 4, Bins: 16, MinShingles: 50, MinDF: 100}
 }
 
 // Validate reports every invalid parameter.
@@ -33,6 +38,9 @@ func (p ContainParams) Validate() error {
 	}
 	if p.MinShingles < 1 {
 		errs = append(errs, fmt.Errorf("contain min shingles %d must be at least 1", p.MinShingles))
+	}
+	if p.MinDF < 0 {
+		errs = append(errs, fmt.Errorf("contain min df %d must not be negative", p.MinDF))
 	}
 	return errors.Join(errs...)
 }
@@ -54,6 +62,16 @@ func (p ContainParams) shingle() ShingleParams {
 // messages, so the campaign model weighs the family as a support family
 // that names a campaign alone only with several keys (store/model.go).
 //
+// The family reads only words of at least MinDF documents in the lexicon:
+// words drawn at random from a vocabulary (word salad, "good words") are
+// mostly rare, where a text's own prose is mostly common words, so a rare
+// word inserted into the campaign's text breaks none of its shingles and a
+// block of them adds few shingles to compete for the bins. Read so, a
+// short list post is mostly its list's footer, which a campaign sent
+// through the list carries too; MinShingles (50 common words) leaves such
+// posts to the other families (docs/evaluation.md, "Word salad: the
+// containment family reads common words").
+//
 // NewContain returns a containment signer keyed with s; lex supplies the
 // frequency dictionary.
 func NewContain(s Secret, lex *Lexicon, p ContainParams) (*Shingle, error) {
@@ -73,6 +91,7 @@ func newContain(s Secret, th tokenHasher, kl *keyedLexicon, p ContainParams) (*S
 		return nil, err
 	}
 	c.fam = FamilyContain
+	c.minDF = uint32(min(p.MinDF, math.MaxUint32))
 	c.smp = newSampler(s, FamilyContain, c.p.Sample)
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -48,6 +49,64 @@ func TestContainSurvivesPadding(t *testing.T) {
 	t.Logf("%d posts, two copies padded with half their length of other text: %d share %d+ containment keys, %d share a word supershingle", n, containJoin, alone, shingleShared)
 	if n < 50 || containJoin < n*3/4 || containJoin <= shingleShared {
 		t.Fatalf("%d posts: containment joins %d, word supershingles shared %d", n, containJoin, shingleShared)
+	}
+}
+
+// TestContainSurvivesSalad: two copies of a post, each salted with words
+// drawn at random from the dictionary (one after a tenth of its words, and a
+// block of half its length, before it in one copy and after it in the
+// other), keep enough containment keys in common to join on those alone.
+// Reading every dictionary word, 12 of 200 posts did (the words'
+// shingles take the bins); reading common words only, all 179 that sign.
+func TestContainSurvivesSalad(t *testing.T) {
+	lex := testLexicon(t)
+	ct, err := NewContain(testSecret(t), lex, DefaultContainParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := lex.Terms("dictionary")
+	rng := rand.New(rand.NewPCG(1, 2))
+	salt := func(d []string, before bool) *Doc {
+		block := make([]string, len(d)/2)
+		for i := range block {
+			block[i] = vocab[rng.IntN(len(vocab))]
+		}
+		var out []string
+		if before {
+			out = append(out, block...)
+		}
+		for _, w := range d {
+			out = append(out, w)
+			if rng.IntN(10) == 0 {
+				out = append(out, vocab[rng.IntN(len(vocab))])
+			}
+		}
+		if !before {
+			out = append(out, block...)
+		}
+		return docOf(out)
+	}
+	const alone = 6 // store.ContainAlone
+	n, joined := 0, 0
+	for _, d := range heldOutDocs(t, 200) {
+		if len(keysOf(ct, d)) == 0 {
+			continue
+		}
+		n++
+		a, b := keysOf(ct, salt(d.Tokens, true)), keysOf(ct, salt(d.Tokens, false))
+		shared := 0
+		for _, k := range a {
+			if slices.Contains(b, k) {
+				shared++
+			}
+		}
+		if shared >= alone {
+			joined++
+		}
+	}
+	t.Logf("%d posts, two copies salted with random dictionary words: %d share %d+ containment keys", n, joined, alone)
+	if n < 100 || joined < n*9/10 {
+		t.Fatalf("%d posts: containment joins %d", n, joined)
 	}
 }
 

@@ -48,13 +48,16 @@ func (p ShingleParams) Validate() error {
 // read as a ring (Yandex's wrap-around), so every word belongs to Width
 // shingles and short texts still yield a full sample.
 type Shingle struct {
-	fam  Family // FamilyShingle, or FamilyContain (contain.go)
-	p    ShingleParams
-	th   tokenHasher
-	kl   *keyedLexicon
-	seed uint64
-	mul  uint64
-	smp  sampler
+	fam Family // FamilyShingle, or FamilyContain (contain.go)
+	p   ShingleParams
+	// minDF: dictionary words of fewer documents act as spaces
+	// (ContainParams.MinDF; 0 for the shingle family).
+	minDF uint32
+	th    tokenHasher
+	kl    *keyedLexicon
+	seed  uint64
+	mul   uint64
+	smp   sampler
 }
 
 // NewShingle returns a word-shingle signer keyed with s; lex supplies the
@@ -119,17 +122,21 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
 	for i, idx := range p.lex {
-		if idx >= 0 {
+		if idx >= 0 && s.kl.lex.df[idx] >= s.minDF {
 			sc.seq = append(sc.seq, p.th[i])
 		}
 	}
 	n := len(sc.seq)
 	oov := len(p.th) - n
+	unread, words := " out_of_dictionary=", "dictionary words"
+	if s.minDF > 0 {
+		unread, words = " rare_or_out_of_dictionary=", "common dictionary words"
+	}
 	detail := func() string {
 		b := make([]byte, 0, 64)
 		b = append(b, "words="...)
 		b = strconv.AppendInt(b, int64(n), 10)
-		b = append(b, " out_of_dictionary="...)
+		b = append(b, unread...)
 		b = strconv.AppendInt(b, int64(oov), 10)
 		b = append(b, '/')
 		b = strconv.AppendInt(b, int64(len(p.th)), 10)
@@ -137,7 +144,7 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	}
 	bands := s.p.Sample.bands(n)
 	if bands == 0 {
-		e.Declined = "too few dictionary words: " + strconv.Itoa(n) + " < " + strconv.Itoa(s.p.Sample.MinUnits)
+		e.Declined = "too few " + words + ": " + strconv.Itoa(n) + " < " + strconv.Itoa(s.p.Sample.MinUnits)
 		e.Detail = detail()
 		return dst, e
 	}
