@@ -26,8 +26,8 @@ import (
 // attachment family (issue 15, image spam); version 6 its image shape
 // keys (issue 15, images randomised per copy); version 7 keys each shape
 // by its near keys (shapeBands), which shapes differing in one band share,
-// and has the containment family read common words only
-// (ContainParams.MinDF, issue 15, word salad).
+// and lets the containment family read common words only
+// (ContainParams.MinDF, off by default; issue 15, word salad).
 const AlgorithmVersion = 7
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
