@@ -64,15 +64,15 @@ func (p ContainParams) shingle() ShingleParams {
 //
 // With MinDF set, the family reads only words of at least MinDF documents
 // in the lexicon (off by default: on the real stream it cost more than it
-// gave, docs/evaluation.md "Word salad"):
-// words drawn at random from a vocabulary (word salad, "good words") are
-// mostly rare, where a text's own prose is mostly common words, so a rare
-// word inserted into the campaign's text breaks none of its shingles and a
-// block of them adds few shingles to compete for the bins. Read so, a
-// short list post is mostly its list's footer, which a campaign sent
-// through the list carries too, so MinShingles must rise with it (50 common
-// words at MinDF 100) to leave such posts to the other families (docs/evaluation.md, "Word salad: the
-// containment family reads common words").
+// gave). Words drawn at random from a vocabulary (word salad, "good
+// words") are mostly rare, where a text's own prose is mostly common
+// words, so a rare word inserted into the campaign's text breaks none of
+// its shingles and a block of them adds few shingles to compete for the
+// bins. Read so, a short list post is mostly its list's footer, which a
+// campaign sent through the list carries too, so MinShingles must rise
+// with it (50 common words at MinDF 100) to leave such posts to the other
+// families (docs/evaluation.md, "Word salad: the containment family reads
+// common words").
 //
 // NewContain returns a containment signer keyed with s; lex supplies the
 // frequency dictionary.

@@ -122,7 +122,7 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
 	for i, idx := range p.lex {
-		if idx >= 0 && s.kl.lex.df[idx] >= s.minDF {
+		if idx >= 0 && (s.minDF == 0 || s.kl.lex.df[idx] >= s.minDF) {
 			sc.seq = append(sc.seq, p.th[i])
 		}
 	}

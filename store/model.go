@@ -405,8 +405,8 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // template) is no evidence that it belongs to the parts (measured:
 // two newsletter issues, joined weakly to a list thread's merged campaign,
 // were tagged at seed 1 in one window; docs/evaluation.md, "Weak joins
-// and stored parts"). A part's own parts move to the root. The alias and the part's entry carry the bucket of the
-// merge; the part, counted with that message, is written no more (its
+// and stored parts"). A part's own parts move to the root. The alias and
+// the part's entry carry the bucket of the merge; the part, counted with that message, is written no more (its
 // pointers are read as the root), so both leave the window with the
 // part's record, never after the root (written by the same message), and a
 // ref a live alias names is never taken by a new campaign (freeRef): a
