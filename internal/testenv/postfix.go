@@ -471,16 +471,20 @@ func (p *Postfix) Flush() error {
 }
 
 // QueueLen returns how many messages sit in the queue (maildrop, incoming,
-// active, deferred, hold).
+// active, deferred, hold). A queue file is named by its queue id and moves
+// between these directories by rename while the walk runs (qmgr moves a
+// deferred message from active/ to deferred/ after the delivery agent has
+// logged status=deferred), so the walk counts distinct ids: a file seen in
+// two directories is one message.
 func (p *Postfix) QueueLen() (int, error) {
-	n := 0
+	ids := make(map[string]bool)
 	for _, q := range postfixQueues {
 		err := filepath.WalkDir(filepath.Join(p.queueDir, q), func(_ string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if !d.IsDir() {
-				n++
+				ids[d.Name()] = true
 			}
 			return nil
 		})
@@ -488,20 +492,28 @@ func (p *Postfix) QueueLen() (int, error) {
 			return 0, fmt.Errorf("count queue %s: %w", q, err)
 		}
 	}
-	return n, nil
+	return len(ids), nil
 }
 
 // WaitQueueEmpty waits until the queue is empty, i.e. every accepted
-// message was delivered or bounced. On timeout the error carries the queue
-// listing (postqueue -p) and the tail of the log.
+// message was delivered or bounced. One walk can miss a file renamed back
+// into a directory already walked (deferred/ to active/ on a queue run), so
+// the queue counts as empty only when two walks in a row find nothing. On
+// timeout the error carries the queue listing (postqueue -p) and the tail
+// of the log.
 func (p *Postfix) WaitQueueEmpty(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	empty := 0
 	for {
 		n, err := p.QueueLen()
 		if err == nil && n == 0 {
-			return nil
+			if empty++; empty == 2 {
+				return nil
+			}
+		} else {
+			empty = 0
 		}
-		if time.Now().After(deadline) {
+		if empty == 0 && time.Now().After(deadline) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			listing, _ := exec.CommandContext(ctx, p.postqueue, "-c", p.confDir, "-p").CombinedOutput()
