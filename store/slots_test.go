@@ -46,16 +46,8 @@ func TestBitVals(t *testing.T) {
 // wider than the table's values is kept in the open table, read from
 // there, and replaces the packed entry when the bucket is packed again.
 func TestPackedValueTooWide(t *testing.T) {
-	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	e := memStore(t, now)
-	defer e.Close()
-	cb := e.c.bucket(now)
-	ps := &e.ptrs[0]
-	sigs := randomSigs(3000, 5)
-	_, g, _ := e.slots.take(cb, cb, 1)
-	_, g1, _ := e.slots.take(cb+1, cb+1, 1)
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+	f := newPackedFixture(t, 5)
+	e, now, cb, ps, sigs, g, g1 := f.e, f.now, f.cb, f.ps, f.sigs, f.g, f.g1
 	for i, s := range sigs {
 		e.ptrPut(ps, ringMain, cb, s, uint32(i%8), g, false, now)
 	}
@@ -396,16 +388,8 @@ func TestPackedSwitched(t *testing.T) {
 		wantShift uint
 	}{{100, switchBits}, {10, 0}} {
 		t.Run(fmt.Sprint(c.every), func(t *testing.T) {
-			now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-			e := memStore(t, now)
-			defer e.Close()
-			cb := e.c.bucket(now)
-			ps := &e.ptrs[0]
-			sigs := randomSigs(3000, 7)
-			_, g, _ := e.slots.take(cb, cb, 1)
-			_, g1, _ := e.slots.take(cb+1, cb+1, 1)
-			ps.mu.Lock()
-			defer ps.mu.Unlock()
+			f := newPackedFixture(t, 7)
+			e, now, cb, ps, sigs, g, g1 := f.e, f.now, f.cb, f.ps, f.sigs, f.g, f.g1
 			want := make([]uint32, len(sigs))
 			for i, s := range sigs {
 				want[i] = uint32(i) << switchBits
@@ -451,4 +435,33 @@ func TestPackedSwitched(t *testing.T) {
 			check("after three writes")
 		})
 	}
+}
+
+// packedFixture is a memory store with 3,000 random keys to put in the
+// first pointer shard, the slots of the current bucket (g) and the next
+// (g1) taken, and the shard locked for the test's life, as ptrPut needs.
+type packedFixture struct {
+	e     *Embedded
+	now   time.Time
+	cb    int64
+	ps    *pshard
+	sigs  []uint64
+	g, g1 uint64
+}
+
+func newPackedFixture(t *testing.T, seed uint64) packedFixture {
+	t.Helper()
+	f := packedFixture{now: time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)}
+	f.e = memStore(t, f.now)
+	f.cb = f.e.c.bucket(f.now)
+	f.ps = &f.e.ptrs[0]
+	f.sigs = randomSigs(3000, seed)
+	_, f.g, _ = f.e.slots.take(f.cb, f.cb, 1)
+	_, f.g1, _ = f.e.slots.take(f.cb+1, f.cb+1, 1)
+	f.ps.mu.Lock()
+	t.Cleanup(func() {
+		f.ps.mu.Unlock()
+		f.e.Close()
+	})
+	return f
 }
