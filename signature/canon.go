@@ -3,6 +3,7 @@ package signature
 //go:generate go run ./internal/confgen
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -324,6 +325,10 @@ func (st *canonState) latinContext() bool {
 
 // text canonicalises one normalised text (steps 3–6); ascii says it is
 // ASCII text, whose control characters normalize left as they are.
+//
+// A chunk of ASCII letters and plain punctuation, the commonest, is folded
+// as it is read (foldByte) into st.tok's spare room and kept if it turns
+// out to be such a chunk: what fastChunk makes of it, in the scan's pass.
 func (st *canonState) text(b []byte, ascii bool) {
 	cls := &wordClass
 	if ascii {
@@ -364,18 +369,14 @@ func (st *canonState) text(b []byte, ascii bool) {
 			}
 		}
 		start := i
-		// ASCII first, one lookup a byte: the commonest word is ASCII
-		// letters only.
-		var seen uint8
-		for i < len(b) {
-			k := cls[b[i]]
-			if k&(wcSpace|wcHigh) != 0 {
-				break
-			}
-			seen |= k
-			i++
+		// ASCII first, folded on the way: a chunk writes at most a byte a
+		// byte here, so room for the rest of the text is enough.
+		if cap(st.tok)-len(st.tok) < len(b)-i {
+			st.tok = slices.Grow(st.tok, len(b)-i)
 		}
-		letters := seen == wcLetter
+		end, n, seen := foldScan(b[i:], cls, st.tok[len(st.tok):cap(st.tok)])
+		i += end
+		folded := seen&^wcPunct == wcLetter
 		for i < len(b) { // from the first byte of another script on
 			if k := cls[b[i]]; k != wcHigh {
 				if k == wcSpace {
@@ -384,7 +385,7 @@ func (st *canonState) text(b []byte, ascii bool) {
 				i++
 				continue
 			}
-			letters = false
+			folded = false
 			r, n := utf8.DecodeRune(b[i:])
 			if unicode.IsSpace(r) {
 				break
@@ -405,16 +406,50 @@ func (st *canonState) text(b []byte, ascii bool) {
 				continue
 			}
 		}
-		flush()
 		w := b[start:i]
-		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			st.asciiWord(w)
+		if len(run) > 0 {
+			flush() // its tokens overwrite the room: chunk folds w again
+			folded = false
+		}
+		if folded && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
+			end := len(st.tok) + n
+			st.refs = append(st.refs, tokRef{start: len(st.tok), end: end})
+			st.tok = st.tok[:end]
 		} else {
 			st.chunk(w)
 		}
 	}
 	flush()
 	st.chunks = run[:0]
+}
+
+// foldScan reads b to its first space or non-ASCII byte and returns
+// where it stopped and the classes it saw; it writes the letters read to
+// room, folded (foldByte), doubled letters once. A function of its own so
+// that its loop keeps its variables in registers; letters, the commonest
+// bytes, need no class lookup.
+//
+//go:noinline
+func foldScan(b []byte, cls *[256]uint8, room []byte) (end, n int, seen uint8) {
+	var prev uint8
+	for i, c := range b {
+		f := foldByte[c]
+		if f == 0 {
+			k := cls[c]
+			if k&(wcSpace|wcHigh) != 0 {
+				return i, n, seen
+			}
+			seen |= k
+			continue
+		}
+		seen |= wcLetter
+		if f != prev {
+			room[n] = f
+			n++
+			prev = f
+		}
+	}
+	return len(b), n, seen
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
@@ -430,10 +465,11 @@ var letterByte = func() (t [256]uint8) {
 // wordClass classifies bytes for the chunk scanner in one lookup; the
 // classes are bits, so that a word's classes can be gathered with OR.
 const (
-	wcOther = 1 << iota
-	wcLetter
+	wcOther  = 1 << iota // digits and symbols that may be leetspeak or links
+	wcLetter             // ASCII letters
 	wcSpace
 	wcHigh
+	wcPunct // other ASCII punctuation: fastChunk drops it (acPunct)
 )
 
 var wordClass = func() (t [256]uint8) {
@@ -445,6 +481,8 @@ var wordClass = func() (t [256]uint8) {
 			t[c] = wcSpace
 		case 'a' <= c|0x20 && c|0x20 <= 'z':
 			t[c] = wcLetter
+		case asciiClass[c] == acPunct:
+			t[c] = wcPunct
 		default:
 			t[c] = wcOther
 		}
@@ -463,27 +501,15 @@ var wordClassASCII = func() (t [256]uint8) {
 	return t
 }()
 
-// asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
-// into i.
-func (st *canonState) asciiWord(w []byte) {
-	start := len(st.tok)
-	st.tok = append(st.tok, w...)
-	out := st.tok[start:]
-	n := 0
-	for _, c := range out {
-		c |= 0x20
-		if c == 'l' {
-			c = 'i'
-		}
-		if n > 0 && out[n-1] == c {
-			continue // doubled letter
-		}
-		out[n] = c
-		n++
+// foldByte is an ASCII letter lower-cased, l folded into i, and 0 for
+// every other byte.
+var foldByte = func() (t [256]uint8) {
+	for c := byte('a'); c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = c, c
 	}
-	st.tok = st.tok[:start+n]
-	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
-}
+	t['l'], t['L'] = 'i', 'i'
+	return t
+}()
 
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
