@@ -325,10 +325,6 @@ func (st *canonState) latinContext() bool {
 
 // text canonicalises one normalised text (steps 3–6); ascii says it is
 // ASCII text, whose control characters normalize left as they are.
-//
-// A chunk of ASCII letters and plain punctuation, the commonest, is folded
-// as it is read (foldByte) into st.tok's spare room and kept if it turns
-// out to be such a chunk: what fastChunk makes of it, in the scan's pass.
 func (st *canonState) text(b []byte, ascii bool) {
 	cls := &wordClass
 	if ascii {
@@ -348,6 +344,12 @@ func (st *canonState) text(b []byte, ascii bool) {
 	}
 	gap := 0
 	for i := 0; i < len(b); {
+		if len(run) == 0 {
+			// The common chunks first, then the one they stopped at.
+			if i, gap = st.foldWords(b, i, cls, gap); i == len(b) {
+				break
+			}
+		}
 		c := b[i]
 		if cls[c] == wcSpace {
 			gap++
@@ -369,15 +371,7 @@ func (st *canonState) text(b []byte, ascii bool) {
 			}
 		}
 		start := i
-		// ASCII first, folded on the way: a chunk writes at most a byte a
-		// byte here, so room for the rest of the text is enough.
-		if cap(st.tok)-len(st.tok) < len(b)-i {
-			st.tok = slices.Grow(st.tok, len(b)-i)
-		}
-		end, n, seen := foldScan(b[i:], cls, st.tok[len(st.tok):cap(st.tok)])
-		i += end
-		folded := seen&^wcPunct == wcLetter
-		for i < len(b) { // from the first byte of another script on
+		for i < len(b) {
 			if k := cls[b[i]]; k != wcHigh {
 				if k == wcSpace {
 					break
@@ -385,7 +379,6 @@ func (st *canonState) text(b []byte, ascii bool) {
 				i++
 				continue
 			}
-			folded = false
 			r, n := utf8.DecodeRune(b[i:])
 			if unicode.IsSpace(r) {
 				break
@@ -406,50 +399,65 @@ func (st *canonState) text(b []byte, ascii bool) {
 				continue
 			}
 		}
-		w := b[start:i]
-		if len(run) > 0 {
-			flush() // its tokens overwrite the room: chunk folds w again
-			folded = false
-		}
-		if folded && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			end := len(st.tok) + n
-			st.refs = append(st.refs, tokRef{start: len(st.tok), end: end})
-			st.tok = st.tok[:end]
-		} else {
-			st.chunk(w)
-		}
+		flush()
+		st.chunk(b[start:i])
 	}
 	flush()
 	st.chunks = run[:0]
 }
 
-// foldScan reads b to its first space or non-ASCII byte and returns
-// where it stopped and the classes it saw; it writes the letters read to
-// room, folded (foldByte), doubled letters once. A function of its own so
-// that its loop keeps its variables in registers; letters, the commonest
-// bytes, need no class lookup.
-//
-//go:noinline
-func foldScan(b []byte, cls *[256]uint8, room []byte) (end, n int, seen uint8) {
-	var prev uint8
-	for i, c := range b {
-		f := foldByte[c]
-		if f == 0 {
-			k := cls[c]
-			if k&(wcSpace|wcHigh) != 0 {
-				return i, n, seen
+// foldWords emits the chunks of b from i on, and the ASCII white space
+// between them, while each is two or more ASCII letters and plain
+// punctuation, not a link: the commonest chunks, whose tokens (what
+// fastChunk makes of them: lower-cased, l folded into i, doubled letters
+// once, punctuation dropped) it writes as it reads them, in one pass
+// without calls. It returns where the first other chunk begins, or
+// len(b), and the gap before it.
+func (st *canonState) foldWords(b []byte, i int, cls *[256]uint8, gap int) (int, int) {
+	// A chunk writes at most a byte a byte: room for the rest of the text
+	// is enough.
+	if cap(st.tok)-len(st.tok) < len(b)-i {
+		st.tok = slices.Grow(st.tok, len(b)-i)
+	}
+	room, n := st.tok[:cap(st.tok)], len(st.tok)
+	for i < len(b) {
+		if c := b[i]; cls[c] == wcSpace {
+			gap++
+			if c == '\n' {
+				gap++ // a line break is a wider gap than a space
 			}
-			seen |= k
+			i++
 			continue
 		}
-		seen |= wcLetter
-		if f != prev {
-			room[n] = f
-			n++
-			prev = f
+		start, tok := i, n
+		var prev uint8
+		for ; i < len(b); i++ {
+			c := b[i]
+			f := foldByte[c]
+			if f == 0 {
+				if cls[c] != wcPunct {
+					break
+				}
+				continue
+			}
+			if f != prev {
+				room[n] = f
+				n++
+				prev = f
+			}
 		}
+		if i < len(b) && cls[b[i]] != wcSpace || n == tok || i-start == 1 ||
+			i-start > 4 && (b[start]|0x20) == 'w' && (b[start+1]|0x20) == 'w' && (b[start+2]|0x20) == 'w' {
+			// Another chunk (no letter, or other bytes), a single
+			// character or a link.
+			i, n = start, tok
+			break
+		}
+		st.refs = append(st.refs, tokRef{start: tok, end: n})
+		gap = 0
 	}
-	return len(b), n, seen
+	st.tok = room[:n]
+	return i, gap
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
