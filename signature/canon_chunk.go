@@ -64,6 +64,11 @@ func (st *canonState) chunk(b []byte) {
 	}
 	rs := st.rs[:0]
 	for i := 0; i < len(b); {
+		if c := b[i]; c < utf8.RuneSelf {
+			rs = append(rs, rune(c))
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRune(b[i:])
 		rs = append(rs, r)
 		i += n
