@@ -395,7 +395,7 @@ func readLeet(rs []rune) ([]rune, bool) {
 		}
 		for _, sq := range leetSeqs {
 			n := len(sq.s)
-			if i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
+			if rune(sq.s[0]) != rs[i] || i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
 				continue
 			}
 			left := i > 0 && (isAlnumRune(rs[i-1]) || leetLetter(rs[i-1]) != 0)
