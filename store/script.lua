@@ -693,8 +693,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local rec = field .. e
   local s = fs_get(pck)
   local ml = cur_main(s)
-  local bk, olen = -1, ''
-  if ml then bk, olen = u32at(s, 1), string.sub(s, 7, HDR) end
+  local bk = ml and u32at(s, 1) or -1
   if bk == cb then
     local p
     if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
@@ -710,13 +709,16 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
       if sup then
         ns = s .. rec
       else
-        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. olen .. string.sub(s, HDR + 1, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
+        -- the lanes' lengths and the main records in one piece: each
+        -- string the script makes is interned, a cost per byte and call
+        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. string.sub(s, 7, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
       end
       redis.call('SET', pck, ns, 'KEEPTTL')
       fscache[pck] = ns
       return
     end
   end
+  local olen = ml and string.sub(s, 7, HDR) or ''
   if bk > cb and bk - cb <= cb - oldest then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string (a
