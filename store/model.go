@@ -36,6 +36,18 @@ import (
 // single term-set band joining alone tagged 64 ham messages in one window
 // instead of 27).
 //
+// One sender's template (apart): a join that a single key carries
+// (fewer than UnionKeys voting keys) does not join a campaign whose only
+// envelope sender is the message's; the message starts its own. A
+// sender's newsletter issues and feed items share a frame (a masthead, a
+// "URL: … Date:" line) whose band of keys an edited campaign's copies
+// share too, but the frame is the sender's, and its issues are one
+// mailing only when their content joins them (more keys). A campaign with
+// other senders is not one sender's: a list that relays a spam campaign's
+// copies is one of its many senders (measured in docs/evaluation.md,
+// "One sender's template": refusing every campaign that had the sender
+// cost the real stream 53 spam messages, a list-relayed campaign split).
+//
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
 // campaign's evidence is less than WeakShare of the message's whole
@@ -160,6 +172,7 @@ type decision struct {
 	ref    uint32
 	join   bool
 	weak   bool     // a weak join (WeakShare)
+	keys   int      // the voting keys naming ref
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
 }
@@ -241,7 +254,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
 	}
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
-		d.ref, d.join = best, true
+		d.ref, d.join, d.keys = best, true, keys[best]
 		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
@@ -251,6 +264,19 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
 		}
 	}
 	return d
+}
+
+// apart reports a join that the envelope sender (fp16, 0: unknown)
+// undoes (the package doc, "One sender's template"); only tells whether
+// that sender is the joined campaign's only one, and is called only when
+// needed.
+func (d decision) apart(snd uint16, only func() bool) bool {
+	return d.join && d.keys < UnionKeys && snd != 0 && only()
+}
+
+// own is the decision of a message that starts its campaign: fresh.
+func (d decision) own(fresh uint32) decision {
+	return decision{ref: fresh, voters: make([]bool, len(d.voters))}
 }
 
 // unionOf returns the campaigns besides best that a message's evidence
@@ -328,16 +354,24 @@ func fp16(s string) uint16 {
 	return uint16(xxhash.Sum64String(s)) | 1
 }
 
+// fpSetHas reports whether set (fpSetAdd's form) holds fp.
+func fpSetHas(set string, fp uint16) bool {
+	for i := 0; i+1 < len(set); i += 2 {
+		if binary.BigEndian.Uint16([]byte(set[i:i+2])) == fp {
+			return true
+		}
+	}
+	return false
+}
+
+// fpSetOnly reports whether fp is set's only member.
+func fpSetOnly(set string, fp uint16) bool { return len(set) == 2 && fpSetHas(set, fp) }
+
 // fpSet adds fp to a small set kept as packed big-endian uint16s (the
 // form Redis stores), up to CampaignSetCap members.
 func fpSetAdd(set string, fp uint16) string {
-	if fp == 0 || len(set) >= 2*CampaignSetCap {
+	if fp == 0 || len(set) >= 2*CampaignSetCap || fpSetHas(set, fp) {
 		return set
-	}
-	for i := 0; i+1 < len(set); i += 2 {
-		if binary.BigEndian.Uint16([]byte(set[i:i+2])) == fp {
-			return set
-		}
 	}
 	return set + string(binary.BigEndian.AppendUint16(nil, fp))
 }

@@ -414,6 +414,21 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
+-- camp_only_sender tells whether envelope sender snd (a 2-byte
+-- fingerprint) is campaign ck's only one in the window: its record's set,
+-- or its first sighting's (model.go's apart).
+local function camp_only_sender(ck, snd)
+  local m = redis.call('HMGET', ck.x, '#', 'h', 's')
+  if m[1] or m[2] then return m[3] == u16(snd) end
+  fs_mget(ck.f)
+  for i = ck.nb, 1, -1 do
+    local s = fs_get(ck.f[i])
+    local p = fs_find(s, ck.field, CREC)
+    if p then return num(s, p + 14, 2) == snd end
+  end
+  return false
+end
+
 -- Votes of one key on an observation: the tally and the recipients' own.
 local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
@@ -1013,6 +1028,10 @@ if mode == 'c' or mode == 'r' then
       for i = #union, UMAX + 1, -1 do union[i] = nil end
       for _, r in ipairs(union) do inu[r] = true end
     end
+    -- one sender's template (model.go's apart)
+    if nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd) then
+      ref, join, weak, union, inu = fresh, false, false, {}, {}
+    end
   end
   inu[best] = true
   for s = 1, nsig do
@@ -1155,6 +1174,16 @@ if mode == 'q' then
     if not camp_live(ck, origin) then return i - 1 end
   end
   return n
+end
+
+if mode == 's' then
+  -- KEYS: the campaign's exact set, then its nb first-sighting strings.
+  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is the
+  -- campaign's only one (camp_only_sender), else 0.
+  local nb = tonumber(ARGV[2])
+  local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
+  for j = 1, nb do ck.f[j] = KEYS[1 + j] end
+  return camp_only_sender(ck, tonumber(ARGV[4])) and 1 or 0
 end
 
 if mode == 'w' then
