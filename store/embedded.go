@@ -593,11 +593,12 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		e.aliases.resolve(kps, oldest)
 	}
 	fc := familyCounts(fams)
-	d := decide(fams, fc, kps, 0)
-	fresh, origin := newRef(ids)
-	if d.apart(fp16(o.Sender), func() bool { return e.onlySender(d.ref, fp16(o.Sender), cb) }) {
-		d = d.own(0)
+	var only func(uint32) bool
+	if snd := fp16(o.Sender); snd != 0 {
+		only = func(ref uint32) bool { return e.onlySender(ref, snd, cb) }
 	}
+	d := decide(fams, fc, kps, 0, only)
+	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
 		if !write {
@@ -773,7 +774,7 @@ func (e *Embedded) count(sh *eshard, ref, origin uint32, o Observation, rs []pse
 }
 
 // onlySender reports whether envelope sender snd (fp16) is campaign ref's
-// only one in the window (decision.apart).
+// only one in the window ("One sender's template", model.go).
 func (e *Embedded) onlySender(ref uint32, snd uint16, cb int64) bool {
 	sh := e.shard(campaignSig(ref))
 	sh.mu.Lock()

@@ -36,17 +36,16 @@ import (
 // single term-set band joining alone tagged 64 ham messages in one window
 // instead of 27).
 //
-// One sender's template (apart): a join that a single key carries
-// (fewer than UnionKeys voting keys) does not join a campaign whose only
-// envelope sender is the message's; the message starts its own. A
-// sender's newsletter issues and feed items share a frame (a masthead, a
-// "URL: … Date:" line) whose band of keys an edited campaign's copies
-// share too, but the frame is the sender's, and its issues are one
-// mailing only when their content joins them (more keys). A campaign with
-// other senders is not one sender's: a list that relays a spam campaign's
-// copies is one of its many senders (measured in docs/evaluation.md,
-// "One sender's template": refusing every campaign that had the sender
-// cost the real stream 53 spam messages, a list-relayed campaign split).
+// One sender's template: a join that a single key carries (fewer than
+// UnionKeys voting keys) to a campaign whose only envelope sender is the
+// message's is weak, whatever its share. A sender's newsletter issues and
+// feed items share a frame (a masthead, a "URL: … Date:" line) whose band
+// of keys is an eighth of a message's evidence: a strong join, so the
+// frame alone added up every issue; weak, it merges at most WeakCap+1 of
+// them. The copies of an edited campaign from one sender share a different
+// key each and keep joining; a campaign with other senders (a list that
+// relays a spam campaign is one of its many) is not one sender's
+// (measured in docs/evaluation.md, "One sender's template").
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
@@ -172,7 +171,6 @@ type decision struct {
 	ref    uint32
 	join   bool
 	weak   bool     // a weak join (WeakShare)
-	keys   int      // the voting keys naming ref
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
 }
@@ -216,8 +214,10 @@ func familyCounts(fams []string) famCounts {
 
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
-// campaign takes.
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
+// campaign takes. only, when not nil, tells whether the message's envelope
+// sender is campaign ref's only one (asked only of a join one key
+// carries: "One sender's template").
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(ref uint32) bool) decision {
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -254,8 +254,9 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
 	}
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
-		d.ref, d.join, d.keys = best, true, keys[best]
-		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole
+		d.ref, d.join = best, true
+		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole ||
+			(keys[best] < UnionKeys && only != nil && only(best))
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}
@@ -264,19 +265,6 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
 		}
 	}
 	return d
-}
-
-// apart reports a join that the envelope sender (fp16, 0: unknown)
-// undoes (the package doc, "One sender's template"); only tells whether
-// that sender is the joined campaign's only one, and is called only when
-// needed.
-func (d decision) apart(snd uint16, only func() bool) bool {
-	return d.join && d.keys < UnionKeys && snd != 0 && only()
-}
-
-// own is the decision of a message that starts its campaign: fresh.
-func (d decision) own(fresh uint32) decision {
-	return decision{ref: fresh, voters: make([]bool, len(d.voters))}
 }
 
 // unionOf returns the campaigns besides best that a message's evidence
@@ -364,7 +352,7 @@ func fpSetHas(set string, fp uint16) bool {
 	return false
 }
 
-// fpSetOnly reports whether fp is set's only member.
+// fpSetOnly reports whether fp (not 0) is set's only member.
 func fpSetOnly(set string, fp uint16) bool { return len(set) == 2 && fpSetHas(set, fp) }
 
 // fpSet adds fp to a small set kept as packed big-endian uint16s (the

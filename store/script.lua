@@ -416,7 +416,7 @@ end
 
 -- camp_only_sender tells whether envelope sender snd (a 2-byte
 -- fingerprint) is campaign ck's only one in the window: its record's set,
--- or its first sighting's (model.go's apart).
+-- or its first sighting's (model.go, "One sender's template").
 local function camp_only_sender(ck, snd)
   local m = redis.call('HMGET', ck.x, '#', 'h', 's')
   if m[1] or m[2] then return m[3] == u16(snd) end
@@ -1016,7 +1016,9 @@ if mode == 'c' or mode == 'r' then
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
-    weak = 100 * bestEv < WEAKSHARE * UNIT * nf
+    -- one sender's template (model.go)
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or
+      (nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd))
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
@@ -1027,10 +1029,6 @@ if mode == 'c' or mode == 'r' then
       end)
       for i = #union, UMAX + 1, -1 do union[i] = nil end
       for _, r in ipairs(union) do inu[r] = true end
-    end
-    -- one sender's template (model.go's apart)
-    if nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd) then
-      ref, join, weak, union, inu = fresh, false, false, {}, {}
     end
   end
   inu[best] = true
