@@ -787,7 +787,26 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	m.d = decide(names, familyCounts(names), kps, fresh)
+	// One sender's template (model.go): the campaign's senders are on its
+	// own slot, read by a call of their own, made only for a join that one
+	// key carries, from a known sender.
+	var only func(uint32) bool
+	if snd := fp16(ob.o.Sender); snd != 0 {
+		only = func(ref uint32) bool {
+			ks, field := r.campKeys(ref, ob.cb, split)
+			keys := append([]string{ks[nb]}, ks[:nb]...)
+			var cmd *redis.Cmd
+			err = r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
+				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
+				return cmd
+			})
+			return err == nil && asInt(cmd.Val()) == 1
+		}
+	}
+	m.d = decide(names, familyCounts(names), kps, fresh, only)
+	if err != nil {
+		return campaignOutcome{}, err
+	}
 	if !m.d.join && !write {
 		return m, nil
 	}
