@@ -264,7 +264,9 @@ type Builder struct {
 	AuthservID string
 
 	msg       Message
-	header    textproto.Header
+	hdr       fieldList
+	header    textproto.Header // hdr built, when built is set
+	built     bool
 	body      bytes.Buffer
 	held      int // bytes kept, all kinds
 	fields    int
@@ -298,7 +300,8 @@ func (b *Builder) Limits() Limits { return b.lim }
 // Reset forgets the message; a large body buffer is let go.
 func (b *Builder) Reset() {
 	b.msg = Message{}
-	b.header = textproto.Header{}
+	b.hdr.reset()
+	b.header, b.built = textproto.Header{}, false
 	b.body.Reset()
 	if b.body.Cap() > 1<<20 {
 		b.body = bytes.Buffer{}
@@ -399,7 +402,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	// The first of each field the text is read from is always kept: a
 	// sender who puts a thousand fields first must not choose whether his
 	// Content-Type or Subject is read.
-	first := textField(name) && !b.header.Has(name)
+	first := textField(name) && !b.hdr.hasText(name)
 	if !first && (b.fields >= b.lim.HeaderFields || b.hdrBytes+len(v) > b.lim.HeaderBytes) || !b.take(len(v)+len(name)) {
 		b.msg.Truncated = true
 		return FieldDropped
@@ -410,7 +413,8 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	b.fields++
 	b.hdrBytes += len(v)
-	b.header.Add(name, unfold(v))
+	b.hdr.add(name, unfold(v))
+	b.built = false
 	return FieldKept
 }
 
@@ -469,6 +473,9 @@ func (b *Builder) ReadRaw(raw []byte) {
 // Message returns the message built so far. Its body shares the
 // builder's buffer: it is valid until the next Reset.
 func (b *Builder) Message() *Message {
+	if !b.built {
+		b.header, b.built = b.hdr.build(), true
+	}
 	m := b.msg
 	m.Header = b.header
 	m.Body = bytes.NewReader(b.body.Bytes())
