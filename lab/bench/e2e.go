@@ -163,6 +163,15 @@ type RowRuntime struct {
 	// (µs, the bucket's upper bound).
 	GCPauses     uint64  `json:"gc_pauses"`
 	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+	// CheckP50ms and CheckP99ms are quantiles of the pipeline's time
+	// from the end of a message to its verdict, StoreP50ms and StoreP99ms
+	// of the store call's within it (ms, the upper bound of a 9 % bucket):
+	// the rest of a row's latency is the protocol and the waits for a CPU
+	// outside the pipeline. Zero for the do-nothing milter.
+	CheckP50ms float64 `json:"check_p50_ms,omitempty"`
+	CheckP99ms float64 `json:"check_p99_ms,omitempty"`
+	StoreP50ms float64 `json:"store_p50_ms,omitempty"`
+	StoreP99ms float64 `json:"store_p99_ms,omitempty"`
 }
 
 func rowRuntime(d RuntimeStats, n float64) *RowRuntime {
@@ -171,6 +180,8 @@ func rowRuntime(d RuntimeStats, n float64) *RowRuntime {
 		GCPer1000: float64(d.GCCycles) * 1000 / n, GCCPUus: d.GCCPU * 1e6 / n,
 		SchedP99us: d.SchedLatency.Quantile(0.99) * 1e6, SchedP999us: d.SchedLatency.Quantile(0.999) * 1e6,
 		GCPauses: d.GCPauses.Total(), GCPauseMaxUs: d.GCPauses.Quantile(1) * 1e6,
+		CheckP50ms: d.Check.Quantile(0.5) * 1e3, CheckP99ms: d.Check.Quantile(0.99) * 1e3,
+		StoreP50ms: d.Store.Quantile(0.5) * 1e3, StoreP99ms: d.Store.Quantile(0.99) * 1e3,
 	}
 }
 
