@@ -138,8 +138,14 @@ func (t *TLSOptions) config() (*tls.Config, error) {
 	return c, nil
 }
 
-// connBufferSize is each Redis connection's read and write buffer.
-const connBufferSize = 4 << 10
+// connReadBuffer and connWriteBuffer are each Redis connection's
+// buffers. A reply is a few hundred bytes; a message's script call about
+// 5.5 KB (43 keys), which a 4 KiB buffer wrote in two system calls and
+// two TCP segments, so that Redis could wake up for half a command.
+const (
+	connReadBuffer  = 4 << 10
+	connWriteBuffer = 16 << 10
+)
 
 // Redis is the store on a Redis server, Sentinel or Cluster. It is safe for
 // concurrent use.
@@ -208,15 +214,15 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		DB:               o.DB,
 		TLSConfig:        tc,
 		PoolSize:         o.PoolSize,
-		// Our commands and replies are a few hundred bytes. go-redis's
+		// Our replies are a few hundred bytes, commands a few KB. go-redis's
 		// buffers (32 KiB, and 128 KiB on a second pool it keeps for
 		// pipelines) are held by every idle connection, and go-redis never
 		// closes idle connections: on a cluster, a master that failed keeps
 		// its pool after it rejoins as a replica, so each failover left
 		// megabytes behind (TestClusterFailoversKeepNoBuffers). One pool of
 		// small buffers keeps that to kilobytes.
-		ReadBufferSize:   connBufferSize,
-		WriteBufferSize:  connBufferSize,
+		ReadBufferSize:   connReadBuffer,
+		WriteBufferSize:  connWriteBuffer,
 		PipelinePoolSize: -1,
 		ClientName:       o.ClientName,
 		Protocol:         o.Protocol,
