@@ -142,6 +142,12 @@ type RedisPerMsg struct {
 	CPUus       float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
 	Usec        float64 `json:"cmd_usec"` // time in commands (commandstats)
 	Memory      float64 `json:"memory_b"` // used_memory growth
+	// ScriptP50us and ScriptP99us are quantiles of the script calls'
+	// time inside the server (LATENCY HISTOGRAM evalsha; µs, the upper
+	// bound of a power-of-2 bucket): against the milter's store call,
+	// what of the round trip is Redis running the script.
+	ScriptP50us int64 `json:"script_p50_us,omitempty"`
+	ScriptP99us int64 `json:"script_p99_us,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -227,9 +233,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		return EndToEndResult{}, err
 	}
 	var before redisinfo.Snapshot
+	var lat0 redisinfo.Latency
 	if o.Redis != nil {
 		var err error
 		if before, err = redisinfo.Read(ctx, o.Redis); err != nil {
+			return EndToEndResult{}, err
+		}
+		if lat0, err = redisinfo.ReadLatency(ctx, o.Redis, "evalsha"); err != nil {
 			return EndToEndResult{}, err
 		}
 	}
@@ -292,8 +302,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 			if err != nil {
 				return r, err
 			}
+			lat, err := redisinfo.ReadLatency(ctx, o.Redis, "evalsha")
+			if err != nil {
+				return r, err
+			}
 			d := after.Sub(before)
 			r.Redis = &RedisPerMsg{
+				ScriptP50us: lat.Quantile(lat0, 0.5), ScriptP99us: lat.Quantile(lat0, 0.99),
 				RoundTrips:  float64(d.Writes) / n,
 				Scripts:     float64(d.Commands["evalsha"].Calls+d.Commands["eval"].Calls) / n,
 				Commands:    float64(d.Calls()) / n,

@@ -259,10 +259,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if len(redis) > 0 {
 			fmt.Fprintln(w, "Redis per signed message (INFO commandstats, cpu, stats, memory; unsigned messages never reach the store):")
-			p("run\tround trips\tscript calls\tcommands\tRedis CPU µs\tin commands µs\tused_memory B\tconnections opened (run)\t\n")
+			p("run\tround trips\tscript calls\tcommands\tRedis CPU µs\tin commands µs\tscript p50/p99 µs\tused_memory B\tconnections opened (run)\t\n")
 			for _, x := range redis {
-				p("%s\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t\n", x.Name, x.Redis.RoundTrips, x.Redis.Scripts, x.Redis.Commands,
-					x.Redis.CPUus, x.Redis.Usec, x.Redis.Memory, x.Redis.Connections)
+				p("%s\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t≤%d / ≤%d\t%.1f\t%d\t\n", x.Name, x.Redis.RoundTrips, x.Redis.Scripts, x.Redis.Commands,
+					x.Redis.CPUus, x.Redis.Usec, x.Redis.ScriptP50us, x.Redis.ScriptP99us, x.Redis.Memory, x.Redis.Connections)
 			}
 			tw.Flush()
 			fmt.Fprintln(w)
