@@ -20,9 +20,17 @@ import (
 // TestBuildHeader and FuzzBuildHeader compare with Header.Add's.
 type fieldList struct {
 	keys, values []string // canonical names (as Header.Add has them), values
-	texts        []string // canonical names kept among the text fields
-	order        []int32  // scratch: indexes sorted by name
+	// A folded value is unfolded into unfolded, at spans[i]; build turns
+	// them all into one string (unfolding each was an object a field).
+	unfolded []byte
+	spans    []span
+	texts    []string // canonical names kept among the text fields
+	order    []int32  // scratch: indexes sorted by name
 }
+
+// span is a value's place in fieldList.unfolded; empty for a value kept
+// as it came.
+type span struct{ from, to int32 }
 
 // goHeader and goField are go-message's textproto.Header and headerField.
 type goHeader struct {
@@ -38,16 +46,27 @@ type goField struct {
 func (l *fieldList) reset() {
 	clear(l.keys)
 	clear(l.values)
-	l.keys, l.values, l.texts = l.keys[:0], l.values[:0], l.texts[:0]
+	l.keys, l.values, l.texts, l.spans = l.keys[:0], l.values[:0], l.texts[:0], l.spans[:0]
+	l.unfolded = l.unfolded[:0]
+	if cap(l.unfolded) > 1<<20 {
+		l.unfolded = nil
+	}
 }
 
-// add keeps a field, name trimmed, as Header.Add would.
+// add keeps a field, name trimmed, as Header.Add would keep it with its
+// value unfolded.
 func (l *fieldList) add(name, value string) {
 	k := textproto.CanonicalMIMEHeaderKey(name)
 	if textField(name) && !slices.Contains(l.texts, k) {
 		l.texts = append(l.texts, k)
 	}
-	l.keys, l.values = append(l.keys, k), append(l.values, value)
+	sp := span{}
+	if strings.ContainsAny(value, "\r\n") {
+		sp.from = int32(len(l.unfolded))
+		l.unfolded = appendUnfolded(l.unfolded, value)
+		sp.to, value = int32(len(l.unfolded)), ""
+	}
+	l.keys, l.values, l.spans = append(l.keys, k), append(l.values, value), append(l.spans, sp)
 }
 
 // hasText is Header.Has for a name textField accepts.
@@ -66,8 +85,13 @@ func (l *fieldList) build() mtextproto.Header {
 	var h goHeader
 	h.l = make([]*goField, n)
 	l.order = l.order[:0]
+	unfolded := string(l.unfolded)
 	for i := range n {
-		fields[i] = goField{k: l.keys[i], v: l.values[i]}
+		v := l.values[i]
+		if sp := l.spans[i]; sp.to > sp.from {
+			v = unfolded[sp.from:sp.to]
+		}
+		fields[i] = goField{k: l.keys[i], v: v}
 		h.l[i] = &fields[i]
 		l.order = append(l.order, int32(i))
 	}

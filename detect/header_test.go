@@ -31,11 +31,11 @@ func TestHeaderLayout(t *testing.T) {
 	same(reflect.TypeOf(goField{}), h.Field(0).Type.Elem().Elem())
 }
 
-// added is what Header.Add makes of the fields, one by one.
+// added is what Header.Add makes of the fields, one by one, unfolded.
 func added(fields []Field) textproto.Header {
 	var h textproto.Header
 	for _, f := range fields {
-		h.Add(f.Name, f.Value)
+		h.Add(f.Name, unfold(f.Value))
 	}
 	return h
 }
@@ -74,7 +74,7 @@ func TestBuildHeader(t *testing.T) {
 			{"RECEIVED", "from c"}, {"Content-Type", "text/plain"}, {"dkim-signature", "v=1; d=x"},
 		}},
 		{"names go-message keeps as they are", []Field{{"X Odd", "1"}, {"ſubject", "2"}, {"x odd", "3"}, {"X Odd", "4"}, {"", "5"}}},
-		{"values", []Field{{"A", ""}, {"B", "two\n lines"}, {"A", strings.Repeat("v", 3000)}}},
+		{"values", []Field{{"A", ""}, {"B", "two\n lines"}, {"A", strings.Repeat("v", 3000)}, {"C", "\r\n"}, {"B", "x\r\n\ty"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, want := buildFields(tt.fields), added(tt.fields)
@@ -96,13 +96,14 @@ func TestBuildHeader(t *testing.T) {
 	}
 }
 
-// TestBuilderHeaderAllocs: a message of 20 header fields, 12 names, costs
-// the Builder 9 objects: the Message and its body's reader, and the
-// header's 7 (the fields, the list, the names' slices, the map's 4). Header.Add
-// made 52 for the header alone.
+// TestBuilderHeaderAllocs: a message of 20 header fields, 12 names, 5 of
+// them folded, costs the Builder 10 objects: the Message and its body's
+// reader, and the header's 8 (the fields, the list, the names' slices, the
+// map's 4, the unfolded values). Header.Add and an unfolded string for
+// each folded value made 57 for the header alone.
 func TestBuilderHeaderAllocs(t *testing.T) {
-	raw := []byte("Received: a\nReceived: b\nReceived: c\nReceived: d\nReturn-Path: <a@b>\n" +
-		"DKIM-Signature: v=1\nDKIM-Signature: v=1\nFrom: a@b\nTo: c@d\nCc: e@f\nSubject: s\nDate: d\n" +
+	raw := []byte("Received: a\n by b\nReceived: b\n by c\nReceived: c\n by d\nReceived: d\nReturn-Path: <a@b>\n" +
+		"DKIM-Signature: v=1;\n\tb=x\nDKIM-Signature: v=1;\n\tb=y\nFrom: a@b\nTo: c@d\nCc: e@f\nSubject: s\nDate: d\n" +
 		"Message-ID: <x@y>\nMIME-Version: 1.0\nContent-Type: text/plain\nList-Id: <l>\nX-Mailer: m\n" +
 		"List-Unsubscribe: <u>\nX-Spam: 1\nX-Other: 2\n\nbody\n")
 	fields, _ := Split(raw)
@@ -114,14 +115,16 @@ func TestBuilderHeaderAllocs(t *testing.T) {
 		}
 		b.Message()
 	})
-	if n > 9 {
-		t.Errorf("%d fields: %.0f objects a message, want at most 9", len(fields), n)
+	t.Logf("%d fields: %.0f objects a message", len(fields), n)
+	if n > 10 {
+		t.Errorf("%d fields: %.0f objects a message, want at most 10", len(fields), n)
 	}
 }
 
 func FuzzBuildHeader(f *testing.F) {
 	f.Add("Subject\x00hi\x00received\x00a\x00Received\x00b\x00X Odd\x00c")
 	f.Add("\x00\x00ſubject\x00x\x00SUBJECT\x00y")
+	f.Add("Received\x00a\n b\x00DKIM-Signature\x00v=1;\r\n\tb=x\x00X\x00\n\x00Received\x00c")
 	f.Fuzz(func(t *testing.T, s string) {
 		parts := strings.Split(s, "\x00")
 		var fields []Field
@@ -135,7 +138,7 @@ func FuzzBuildHeader(f *testing.F) {
 				t.Fatalf("hasText(%q) = %v, Header.Has %v", f.Name, l.hasText(f.Name), want.Has(f.Name))
 			}
 			l.add(f.Name, f.Value)
-			want.Add(f.Name, f.Value)
+			want.Add(f.Name, unfold(f.Value))
 		}
 		sameHeaders(t, l.build(), want)
 		// Reused, as a Builder reuses it.

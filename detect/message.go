@@ -210,15 +210,19 @@ func unfold(v string) string {
 	if !strings.ContainsAny(v, "\r\n") {
 		return v
 	}
-	// Byte by byte: strings.Map would turn each invalid UTF-8 byte into a
-	// three-byte U+FFFD and let a value grow past Limits.FieldBytes.
-	b := make([]byte, 0, len(v))
+	return string(appendUnfolded(make([]byte, 0, len(v)), v))
+}
+
+// appendUnfolded appends v without its line breaks. Byte by byte:
+// strings.Map would turn each invalid UTF-8 byte into a three-byte U+FFFD
+// and let a value grow past Limits.FieldBytes.
+func appendUnfolded(b []byte, v string) []byte {
 	for i := 0; i < len(v); i++ {
 		if v[i] != '\r' && v[i] != '\n' {
 			b = append(b, v[i])
 		}
 	}
-	return string(b)
+	return b
 }
 
 // FieldKind says what a Builder did with a header field.
@@ -413,7 +417,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	b.fields++
 	b.hdrBytes += len(v)
-	b.hdr.add(name, unfold(v))
+	b.hdr.add(name, v)
 	b.built = false
 	return FieldKept
 }
