@@ -478,6 +478,16 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (Result, error) {
 	return r.observeAs(ctx, "observe", o)
 }
 
+// within bounds ctx by d, unless its deadline is as near already: the
+// pipeline bounds a message's store call by policy.store_timeout, below the
+// store's timeout, and a second deadline cost a timer and four objects.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // observeAs is Observe reported as op ("observe", or "peek" for Peek).
 func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
@@ -493,7 +503,7 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	if len(o.Keys) == 0 {
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	ctx, cancel := within(ctx, r.timeout)
 	defer cancel()
 	lim, err := r.limits(ctx)
 	if err != nil {
