@@ -40,6 +40,7 @@ type goHeader struct {
 }
 
 type goField struct {
+	//lint:ignore U1000 never read here, but part of go-message's layout
 	b    []byte // the raw field; nil for a field added by name and value
 	k, v string
 }
