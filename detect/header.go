@@ -1,7 +1,9 @@
 package detect
 
 import (
+	"fmt"
 	"net/textproto"
+	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -16,9 +18,12 @@ import (
 // (and one string for all the folded values, which were one each).
 //
 // go-message has no way to build a Header from a list, so build writes
-// its two fields through goHeader, a copy of its layout (v0.18.2) that
-// TestHeaderLayout checks against the library's, and whose result
-// TestBuildHeader and FuzzBuildHeader compare with Header.Add's.
+// its two fields through goHeader, a copy of its layout (v0.18.2), whose
+// result TestBuildHeader and FuzzBuildHeader compare with Header.Add's.
+// The layout is checked against the library's when the program starts
+// (layoutErr): a build against another go-message whose Header differs
+// falls back to Header.Add, slower but never writing through a wrong
+// layout, whether or not our tests ran on it.
 type fieldList struct {
 	keys, values []string // canonical names (as Header.Add has them), values
 	// A folded value is unfolded into unfolded, at spans[i]; build turns
@@ -43,6 +48,43 @@ type goField struct {
 	//lint:ignore U1000 never read here, but part of go-message's layout
 	b    []byte // the raw field; nil for a field added by name and value
 	k, v string
+}
+
+// layoutErr says why goHeader and goField are not go-message's Header
+// and headerField, field for field (names, kinds, types, offsets, sizes);
+// nil when build may write through them.
+var layoutErr = sameLayout(reflect.TypeOf(goHeader{}), reflect.TypeOf(mtextproto.Header{}))
+
+func sameLayout(ours, theirs reflect.Type) error {
+	if ours.Kind() != reflect.Struct || theirs.Kind() != reflect.Struct ||
+		ours.Size() != theirs.Size() || ours.NumField() != theirs.NumField() {
+		return fmt.Errorf("%v is %d bytes; go-message's %v %d", ours, ours.Size(), theirs, theirs.Size())
+	}
+	for i := range ours.NumField() {
+		o, g := ours.Field(i), theirs.Field(i)
+		if o.Name != g.Name || o.Offset != g.Offset || o.Type.Kind() != g.Type.Kind() || o.Type.Size() != g.Type.Size() {
+			return fmt.Errorf("%v field %d: %s %v at %d; go-message's: %s %v at %d", ours, i, o.Name, o.Type, o.Offset, g.Name, g.Type, g.Offset)
+		}
+		// Follow pointers, slices and maps down to the field struct.
+		ot, gt := o.Type, g.Type
+		for ot.Kind() == reflect.Pointer || ot.Kind() == reflect.Slice || ot.Kind() == reflect.Map {
+			if ot.Kind() == reflect.Map && (ot.Key() != gt.Key()) {
+				return fmt.Errorf("%v field %s: map key %v; go-message's %v", ours, o.Name, ot.Key(), gt.Key())
+			}
+			ot, gt = ot.Elem(), gt.Elem()
+			if ot.Kind() != gt.Kind() {
+				return fmt.Errorf("%v field %s: %v; go-message's %v", ours, o.Name, o.Type, g.Type)
+			}
+		}
+		if ot.Kind() == reflect.Struct {
+			if err := sameLayout(ot, gt); err != nil {
+				return err
+			}
+		} else if ot != gt {
+			return fmt.Errorf("%v field %s: %v; go-message's %v", ours, o.Name, o.Type, g.Type)
+		}
+	}
+	return nil
 }
 
 func (l *fieldList) reset() {
@@ -84,6 +126,9 @@ func (l *fieldList) build() mtextproto.Header {
 	if n == 0 {
 		return mtextproto.Header{}
 	}
+	if layoutErr != nil {
+		return l.buildByAdd()
+	}
 	fields := make([]goField, n)
 	var h goHeader
 	h.l = make([]*goField, n)
@@ -120,4 +165,19 @@ func (l *fieldList) build() mtextproto.Header {
 		start = end
 	}
 	return *(*mtextproto.Header)(unsafe.Pointer(&h))
+}
+
+// buildByAdd is build through Header.Add, field by field: what build does
+// when go-message's layout is not goHeader's.
+func (l *fieldList) buildByAdd() mtextproto.Header {
+	var h mtextproto.Header
+	unfolded := string(l.unfolded)
+	for i, k := range l.keys {
+		v := l.values[i]
+		if sp := l.spans[i]; sp.to > sp.from {
+			v = unfolded[sp.from:sp.to]
+		}
+		h.Add(k, v)
+	}
+	return h
 }
