@@ -342,6 +342,9 @@ func (w *walker) guessDecode(raw []byte, hint string) string {
 	}
 	if hinted == nil || isSingleByte(hinted) {
 		if cjk := sniffCJK(raw); cjk != nil {
+			if w.sniffed == "" {
+				w.sniffed = charsetName(cjk)
+			}
 			return w.decodeWith(cjk, raw)
 		}
 	}

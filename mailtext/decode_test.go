@@ -380,3 +380,19 @@ func FuzzSniffCJK(f *testing.F) {
 		}
 	})
 }
+
+// TestExtractUnlabelledBig5: a message with no MIME header at all (as
+// spam/00243 of the SpamAssassin corpus) in Big5, Subject too: the body's
+// layout tells the charset, and the Subject, too short to tell its own,
+// is read in it.
+func TestExtractUnlabelledBig5(t *testing.T) {
+	subj, _ := traditionalchinese.Big5.NewEncoder().String("商業辦公室出租")
+	body, _ := traditionalchinese.Big5.NewEncoder().String(zhHant)
+	tx := Extract(strings.NewReader("Subject: [ILUG] "+subj+"\r\n\r\n"+body+"\r\n"), DefaultLimits)
+	if tx.Subject != "[ILUG] 商業辦公室出租" {
+		t.Errorf("subject %q", tx.Subject)
+	}
+	if len(tx.Parts) != 1 || strings.TrimSpace(tx.Parts[0].Text) != zhHant {
+		t.Errorf("parts %q", tx.Parts)
+	}
+}
