@@ -351,6 +351,8 @@ func TestSniffCJK(t *testing.T) {
 		{"koi8-r", enc(charmap.KOI8R, ru), nil},
 		{"cp866", enc(charmap.CodePage866, ru), nil},
 		{"windows-1252", enc(charmap.Windows1252, fr), nil},
+		// Accented capitals followed by ASCII letters fit Big5's layout.
+		{"windows-1252 capitals", enc(charmap.Windows1252, strings.Repeat("ATENÇÃO: PELÍCULA EN DVD, MÁS DE 500 CANCIONES, ÚNICA OFERTA. ", 4)), nil},
 		{"few 8-bit bytes", enc(traditionalchinese.Big5, "台北市"), nil},
 		{"big5 past the limit", append(bytes.Repeat([]byte("news "), sniffLimit/5), enc(traditionalchinese.Big5, zhHant)...), nil},
 	}

@@ -69,6 +69,12 @@ func fits(pairs, bad int) bool { return pairs >= 12 && bad*50 <= pairs }
 // nil when they fit none or too few bytes are 8-bit to tell. It reads at
 // most sniffLimit bytes and depends on nothing but them.
 //
+// Double-byte text comes in runs: at least half of its characters are
+// followed by another. Accented letters of Western text are mostly
+// followed by ASCII letters, which Big5 and GBK take for trail bytes
+// ("PELÍCULA", "ATENÇÃO"), but not by another accented letter. (Chinese
+// spaced out a character at a time is left to the single-byte guess.)
+//
 // The layouts overlap, so the bytes are weighed as well: Shift_JIS leads
 // 0x81–0x9F (its kana) where the others lead above 0xA0; EUC text has
 // trail bytes above 0xA0 only, where about a third of Big5's trails are
@@ -83,13 +89,16 @@ func sniffCJK(raw []byte) encoding.Encoding {
 			raw = raw[:len(raw)-1]
 		}
 	}
-	var lowLead, kana, hangul, hanRows, lowTrail, n int
+	var lowLead, kana, hangul, hanRows, lowTrail, n, runs int
 	for i := 0; i+1 < len(raw); i++ {
 		c, d := raw[i], raw[i+1]
 		if c < 0x80 {
 			continue
 		}
 		n++
+		if i+2 < len(raw) && raw[i+2] >= 0x80 {
+			runs++
+		}
 		switch {
 		case c < 0xA1:
 			lowLead++
@@ -106,7 +115,7 @@ func sniffCJK(raw []byte) encoding.Encoding {
 		}
 		i++ // c leads a pair in every layout, so d is its trail
 	}
-	if n < 12 {
+	if n < 12 || runs*2 < n {
 		return nil
 	}
 	switch {
