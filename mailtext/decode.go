@@ -278,6 +278,14 @@ func (w *walker) decodeText(raw []byte, label, hint string) string {
 			w.defect(DefectCharsetMismatch, "utf-8 labelled "+label)
 			return string(raw)
 		}
+		if isWestern(enc) {
+			// A Western label decodes any bytes, so only their layout
+			// tells Big5 or GBK sent as latin-1.
+			if cjk := sniffCJK(raw); cjk != nil {
+				w.defect(DefectCharsetMismatch, charsetName(cjk)+" labelled "+label)
+				return w.decodeWith(cjk, raw)
+			}
+		}
 		if win, ok := windowsOf[enc]; ok && hasC1(raw) {
 			// Bytes 0x80–0x9F are controls in ISO-8859 and never text: the
 			// sender meant the Windows superset (quotes, dashes), as
@@ -321,16 +329,38 @@ func truncate(s string, n int) string {
 // guessDecode decodes 8-bit text whose label is missing or wrong. The hint
 // (the charset of another part of the message) is used unless the bytes
 // themselves say Cyrillic where the hint is Western.
+//
+// Double-byte text (Big5, GBK, EUC-KR, EUC-JP, Shift_JIS) is told by its
+// layout (sniffCJK) before single-byte text by its letters (guessLegacy); a
+// single-byte hint does not override the layout.
 func (w *walker) guessDecode(raw []byte, hint string) string {
-	guess := guessLegacy(raw)
+	var hinted encoding.Encoding
 	if hint != "" {
 		if enc, ok := lookupCharset(hint); ok && enc != nil {
-			if !(guess != charmap.Windows1252 && isWestern(enc)) {
-				return w.decodeWith(enc, raw)
-			}
+			hinted = enc
 		}
 	}
+	if hinted == nil || isSingleByte(hinted) {
+		if cjk := sniffCJK(raw); cjk != nil {
+			if w.sniffed == "" {
+				w.sniffed = charsetName(cjk)
+			}
+			return w.decodeWith(cjk, raw)
+		}
+	}
+	guess := guessLegacy(raw)
+	if hinted != nil && !(guess != charmap.Windows1252 && isWestern(hinted)) {
+		return w.decodeWith(hinted, raw)
+	}
 	return w.decodeWith(guess, raw)
+}
+
+// charsetName names enc in a defect's detail.
+func charsetName(enc encoding.Encoding) string {
+	if name, err := htmlindex.Name(enc); err == nil {
+		return name
+	}
+	return "legacy"
 }
 
 func isWestern(enc encoding.Encoding) bool {

@@ -5,9 +5,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/japanese"
+	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/encoding/traditionalchinese"
 )
 
 func TestLinkDomain(t *testing.T) {
@@ -105,6 +110,15 @@ func TestDecodeQP(t *testing.T) {
 	}
 }
 
+// Sentences of the kind legacy CJK spam carries (an office-rental offer,
+// a sale, a greeting), long enough to show a layout.
+const (
+	zhHant = "台北市最好的商用辦公室出租，適合各種商業需求！我們擁有最新的資訊，立即來電洽詢，保證讓您找到最合適的環境。"
+	zhHans = "我们公司提供最好的产品和服务，价格优惠，欢迎来电咨询。本月特价活动，数量有限，先到先得，请尽快联系我们。"
+	ko     = "안녕하세요 고객님, 이번 달 특별 할인 행사를 안내해 드립니다. 지금 바로 신청하시면 최고의 혜택을 받으실 수 있습니다."
+	ja     = "こんにちは、今月の特別セールのお知らせです。今すぐお申し込みいただくと、最大の割引を受けることができます。"
+)
+
 // TestDecodeText checks the charset fallback rules on each kind of lie.
 func TestDecodeText(t *testing.T) {
 	ru := "Привет, это проверка кодировки"
@@ -112,6 +126,11 @@ func TestDecodeText(t *testing.T) {
 	cp1251, _ := charmap.Windows1251.NewEncoder().String(ru)
 	cp866, _ := charmap.CodePage866.NewEncoder().String(ru)
 	latin, _ := charmap.Windows1252.NewEncoder().String("Café crème")
+	big5, _ := traditionalchinese.Big5.NewEncoder().String(zhHant)
+	gb, _ := simplifiedchinese.GBK.NewEncoder().String(zhHans) // GB2312 characters only
+	euckr, _ := korean.EUCKR.NewEncoder().String(ko)
+	eucjp, _ := japanese.EUCJP.NewEncoder().String(ja)
+	sjis, _ := japanese.ShiftJIS.NewEncoder().String(ja)
 	tests := []struct {
 		name, raw, label, want string
 		defect                 DefectKind
@@ -130,6 +149,13 @@ func TestDecodeText(t *testing.T) {
 		{"cp866 unlabelled", cp866, "", ru, DefectCharsetGuessed},
 		{"alias cp1251", cp1251, "cp1251", ru, ""},
 		{"alias win-1251", cp1251, "win-1251", ru, ""},
+		{"big5 unlabelled", big5, "", zhHant, DefectCharsetGuessed},
+		{"big5 labelled utf-8", big5, "utf-8", zhHant, DefectCharsetMismatch},
+		{"big5 labelled latin-1", big5, "iso-8859-1", zhHant, DefectCharsetMismatch},
+		{"gb2312 labelled us-ascii", gb, "us-ascii", zhHans, DefectCharsetMismatch},
+		{"euc-kr unlabelled", euckr, "", ko, DefectCharsetGuessed},
+		{"euc-jp unlabelled", eucjp, "", ja, DefectCharsetGuessed},
+		{"shift_jis labelled utf-8", sjis, "utf-8", ja, DefectCharsetMismatch},
 		{"iso-2022-jp unlabelled", "\x1b$B$3$s$K$A$O\x1b(B", "", "こんにちは", DefectCharsetGuessed},
 		{"utf-16 labelled", "\x00h\x00i", "utf-16be", "hi", ""},
 		{"utf-7", "Hi +Jjo-", "utf-7", "Hi ☺", ""},
@@ -296,4 +322,79 @@ func FuzzDecodeCharmap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, which uint8) {
 		checkCharmap(t, cms[int(which)%len(cms)], raw)
 	})
+}
+
+// TestSniffCJK: each double-byte layout is told from the others and from
+// single-byte Cyrillic and Western text, which it must leave to guessLegacy.
+func TestSniffCJK(t *testing.T) {
+	ru := strings.Repeat("Уважаемые коллеги, приглашаем вас на семинар по налогам и бухгалтерскому учёту. ", 4)
+	fr := strings.Repeat("Offre spéciale: découvrez nos crèmes et gâteaux à prix réduits, livrés chez vous. ", 4)
+	enc := func(e encoding.Encoding, s string) []byte {
+		b, err := e.NewEncoder().Bytes([]byte(s))
+		if err != nil {
+			t.Fatalf("encode %q: %v", s[:20], err)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		raw  []byte
+		want encoding.Encoding
+	}{
+		{"big5", enc(traditionalchinese.Big5, zhHant), traditionalchinese.Big5},
+		{"gb2312", enc(simplifiedchinese.GBK, zhHans), simplifiedchinese.GB18030},
+		{"gbk traditional", enc(simplifiedchinese.GBK, zhHant), simplifiedchinese.GB18030},
+		{"euc-kr", enc(korean.EUCKR, ko), korean.EUCKR},
+		{"euc-jp", enc(japanese.EUCJP, ja), japanese.EUCJP},
+		{"shift_jis", enc(japanese.ShiftJIS, ja), japanese.ShiftJIS},
+		{"windows-1251", enc(charmap.Windows1251, ru), nil},
+		{"koi8-r", enc(charmap.KOI8R, ru), nil},
+		{"cp866", enc(charmap.CodePage866, ru), nil},
+		{"windows-1252", enc(charmap.Windows1252, fr), nil},
+		// Accented capitals followed by ASCII letters fit Big5's layout.
+		{"windows-1252 capitals", enc(charmap.Windows1252, strings.Repeat("ATENÇÃO: PELÍCULA EN DVD, MÁS DE 500 CANCIONES, ÚNICA OFERTA. ", 4)), nil},
+		{"few 8-bit bytes", enc(traditionalchinese.Big5, "台北市"), nil},
+		{"big5 past the limit", append(bytes.Repeat([]byte("news "), sniffLimit/5), enc(traditionalchinese.Big5, zhHant)...), nil},
+	}
+	for _, tc := range tests {
+		if got := sniffCJK(tc.raw); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// FuzzSniffCJK: any bytes give an answer that is the same twice, and
+// decoding them under any label gives valid UTF-8.
+func FuzzSniffCJK(f *testing.F) {
+	big5, _ := traditionalchinese.Big5.NewEncoder().String(zhHant)
+	sjis, _ := japanese.ShiftJIS.NewEncoder().String(ja)
+	f.Add([]byte(big5), "")
+	f.Add([]byte(sjis), "utf-8")
+	f.Add([]byte("Caf\xe9 \xa4\x40\xa4"), "iso-8859-1")
+	f.Fuzz(func(t *testing.T, raw []byte, label string) {
+		if a, b := sniffCJK(raw), sniffCJK(raw); a != b {
+			t.Fatalf("sniffCJK(%q): %v then %v", raw, a, b)
+		}
+		w := getWalker(DefaultLimits)
+		defer putWalker(w)
+		if s := w.decodeText(raw, strings.ToLower(label), ""); !utf8.ValidString(s) {
+			t.Fatalf("decodeText(%q, %q) = %q: not UTF-8", raw, label, s)
+		}
+	})
+}
+
+// TestExtractUnlabelledBig5: a message with no MIME header at all (as
+// spam/00243 of the SpamAssassin corpus) in Big5, Subject too: the body's
+// layout tells the charset, and the Subject, too short to tell its own,
+// is read in it.
+func TestExtractUnlabelledBig5(t *testing.T) {
+	subj, _ := traditionalchinese.Big5.NewEncoder().String("商業辦公室出租")
+	body, _ := traditionalchinese.Big5.NewEncoder().String(zhHant)
+	tx := Extract(strings.NewReader("Subject: [ILUG] "+subj+"\r\n\r\n"+body+"\r\n"), DefaultLimits)
+	if tx.Subject != "[ILUG] 商業辦公室出租" {
+		t.Errorf("subject %q", tx.Subject)
+	}
+	if len(tx.Parts) != 1 || strings.TrimSpace(tx.Parts[0].Text) != zhHant {
+		t.Errorf("parts %q", tx.Parts)
+	}
 }

@@ -47,11 +47,15 @@ type walker struct {
 	budget int  // decoded text bytes left
 	stop   bool // a limit was reached: read no further
 	hint   string
-	br     *bufio.Reader
-	raw    []byte // raw lines of the current text part
-	dec    []byte // transfer-decoded bytes
-	html   htmlExtractor
-	links  domainMemo // of the text parts' links
+	// sniffed is the double-byte charset the first unlabelled or
+	// mislabelled part was read in: the Subject's hint when no part
+	// names a charset (an unlabelled Big5 body has a Big5 Subject).
+	sniffed string
+	br      *bufio.Reader
+	raw     []byte // raw lines of the current text part
+	dec     []byte // transfer-decoded bytes
+	html    htmlExtractor
+	links   domainMemo // of the text parts' links
 	// The word sets of wordSimilarity, empty between uses.
 	simA, simB map[string]struct{}
 }
@@ -82,7 +86,7 @@ func getWalker(lim Limits) *walker {
 	w.t = &Text{}
 	w.budget = lim.MaxTextBytes
 	w.stop = false
-	w.hint = ""
+	w.hint, w.sniffed = "", ""
 	return w
 }
 
@@ -114,7 +118,11 @@ func (w *walker) run(s *stream, h *partHeader) *Text {
 	t.Parts = res.parts
 	t.Domains = dedupe(res.domains, maxDomains)
 	if h.hasSubject {
-		t.Subject = w.decodeSubject(h.subject, w.hint)
+		hint := w.hint
+		if hint == "" {
+			hint = w.sniffed
+		}
+		t.Subject = w.decodeSubject(h.subject, hint)
 	}
 	for _, p := range t.Parts {
 		t.Stats.TextBytes += len(p.Text)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/emersion/go-message"
+	"golang.org/x/text/encoding/traditionalchinese"
 
 	"github.com/bulkmilter/bulkmilter/mailtext"
 	"github.com/bulkmilter/bulkmilter/signature"
@@ -71,6 +72,12 @@ func TestLoad(t *testing.T) {
 	c := fixture(t, "cyrillic.eml")
 	if !strings.Contains(c.Plain, "Уважаемые коллеги") || c.Subject != "Семинар по налогам" {
 		t.Errorf("koi8-r not decoded: subject %q, text %.40q", c.Subject, c.Plain)
+	}
+	// Big5 text without a charset (spam/00243 of the SpamAssassin corpus
+	// is such a base) is read as the pipeline reads it, not as U+FFFD.
+	big5, _ := traditionalchinese.Big5.NewEncoder().String("台北市最好的商用辦公室出租，適合各種商業需求！立即來電洽詢。")
+	if b, err := Load([]byte("Subject: x\r\n\r\n" + big5)); err != nil || !strings.Contains(b.Plain, "商用辦公室出租") {
+		t.Errorf("unlabelled Big5: %.40q, %v", b.Plain, err)
 	}
 	if _, err := Load([]byte("Subject: x\r\nContent-Type: image/png\r\n\r\nAAAA")); err == nil {
 		t.Error("a message without text loaded")

@@ -76,7 +76,7 @@ func Load(raw []byte) (*Mail, error) {
 		if disp, _, _ := part.Header.ContentDisposition(); disp == "attachment" {
 			return nil
 		}
-		t, _, _ := part.Header.ContentType()
+		t, params, _ := part.Header.ContentType()
 		if t == "" {
 			t = "text/plain"
 		}
@@ -87,7 +87,14 @@ func Load(raw []byte) (*Mail, error) {
 		if err != nil {
 			return err
 		}
-		s := strings.ToValidUTF8(string(body), "\uFFFD")
+		// go-message converts a charset it knows; bytes it left as they
+		// came (no label, a wrong or unknown one) are read as the
+		// pipeline reads them, so that a campaign is made of the base's
+		// text and not of replacement characters.
+		s := string(body)
+		if !utf8.Valid(body) {
+			s = mailtext.DecodeCharset(body, params["charset"])
+		}
 		switch {
 		case t == "text/plain" && m.Plain == "":
 			m.Plain = s
