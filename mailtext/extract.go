@@ -111,6 +111,7 @@ func (w *walker) run(s *stream, h *partHeader) *Text {
 	t := w.t
 	t.Parts = res.parts
 	t.Domains = dedupe(res.domains, maxDomains)
+	t.Images = dedupe(res.images, maxImages)
 	if h.hasSubject {
 		t.Subject = w.decodeSubject(h.subject, w.hint)
 	}
@@ -134,11 +135,13 @@ func (w *walker) defect(k DefectKind, detail string) {
 type result struct {
 	parts   []Part
 	domains []string
+	images  []string
 }
 
 func (r *result) add(o *result) {
 	r.parts = append(r.parts, o.parts...)
 	r.domains = append(r.domains, o.domains...)
+	r.images = append(r.images, o.images...)
 }
 
 func (r *result) hasHTML() bool {
@@ -383,6 +386,7 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 		}
 		out.parts = append(out.parts, Part{ContentType: "text/html", Text: r.text})
 		out.domains = append(out.domains, r.domains...)
+		out.images = append(out.images, r.images...)
 	default:
 		if h.flowed {
 			text = unflow(text, h.delsp)
@@ -540,6 +544,7 @@ func (w *walker) preambleAsText(h *partHeader, out *result) {
 		w.t.Stats.HiddenChars += r.hidden
 		out.parts = append(out.parts, Part{ContentType: "text/html", Text: r.text})
 		out.domains = append(out.domains, r.domains...)
+		out.images = append(out.images, r.images...)
 		return
 	}
 	out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
@@ -588,12 +593,14 @@ func (w *walker) chooseAlternative(groups []result, out *result) {
 		}
 	}
 	out.add(&groups[pick])
-	// The links a reader can click are those of the HTML alternative,
-	// even when its text is empty (an image-only message).
+	// The links a reader can click and the images she sees are those of
+	// the HTML alternative, even when its text is empty (an image-only
+	// message).
 	if !groups[pick].hasHTML() {
 		for i := len(groups) - 1; i >= 0; i-- {
 			if groups[i].hasHTML() {
 				out.domains = append(out.domains, groups[i].domains...)
+				out.images = append(out.images, groups[i].images...)
 				break
 			}
 		}

@@ -1,6 +1,7 @@
 package mailtext
 
 import (
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -22,6 +23,7 @@ const (
 	maxClasses   = 16       // class names looked up per element
 	minFontPx    = 4        // text smaller than this (px) is not readable
 	minAlpha     = 0.1      // text more transparent than this is not seen
+	maxImages    = 64       // remote images kept per HTML part
 )
 
 // htmlResult is the visible text of one HTML part and what was hidden.
@@ -31,6 +33,7 @@ type htmlResult struct {
 	hidden       int // characters of hidden text
 	comment      int // characters inside comments
 	domains      []string
+	images       []string // paths of remote images (imagePath)
 	depthLimited bool
 }
 
@@ -342,6 +345,7 @@ func (x *htmlExtractor) popTo(i int) {
 // element attributes the walker reads
 type attrs struct {
 	style, class, id, href, bgcolor, color, text, size, background string
+	src, width, height                                             string
 	hidden                                                         bool
 }
 
@@ -361,6 +365,12 @@ func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
 			a.id = string(v)
 		case "href":
 			a.href = string(v)
+		case "src":
+			a.src = string(v)
+		case "width":
+			a.width = string(v)
+		case "height":
+			a.height = string(v)
 		case "bgcolor":
 			a.bgcolor = string(v)
 		case "color":
@@ -480,6 +490,11 @@ func (x *htmlExtractor) startTag(z *tokenizer) {
 	if (a == atom.A || a == atom.Area) && at.href != "" && !f.hidden {
 		if dom, ok := linkDomain(at.href); ok {
 			x.res.domains = append(x.res.domains, dom)
+		}
+	}
+	if a == atom.Img && at.src != "" && !f.hidden && len(x.res.images) < maxImages && !pixelSized(at.width) && !pixelSized(at.height) {
+		if p, ok := imagePath(at.src); ok {
+			x.res.images = append(x.res.images, p)
 		}
 	}
 	if f.block && !f.none {
@@ -623,4 +638,14 @@ func indexTagFold(s, needle string) int {
 		}
 	}
 	return -1
+}
+
+// pixelSized reports an img width or height attribute of 2 pixels or
+// less: a tracking pixel or a spacer, the decoration unrelated senders
+// share, never an offer.
+func pixelSized(v string) bool {
+	v = strings.TrimSpace(v)
+	v = strings.TrimSuffix(strings.ToLower(v), "px")
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	return err == nil && n <= 2
 }
