@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"net/mail"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -56,15 +57,30 @@ func TestMeasureRemoteImageHam(t *testing.T) {
 			return out
 		}},
 	}
+	raw, err := os.ReadFile(filepath.Join("..", "bundled", "lexicon.bmlx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := DefaultSetParams()
+	sp.Secret = testSecret(t)
+	if sp.Lexicon, err = LoadLexicon(raw); err != nil {
+		t.Fatal(err)
+	}
+	set, err := NewSet(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keys := make([]map[Key]*use, len(variants))
 	for i := range keys {
 		keys[i] = map[Key]*use{}
 	}
 	withImages := map[string]int{}
 	all := map[string]int{}
+	asIs := map[string]int{} // messages the remote key signs with their own text
 	type rec struct {
 		name, sender string
 		images       []string
+		asIs         bool          // the remote key signs it with its own text
 		class        func() string // read after the walk: a sidecar index comes last
 	}
 	var recs []rec
@@ -75,6 +91,9 @@ func TestMeasureRemoteImageHam(t *testing.T) {
 			return
 		}
 		withImages[class]++
+		if r.asIs {
+			asIs[class]++
+		}
 		for i, v := range variants {
 			ks, _ := a.signRemote(&Doc{Images: v.norm(r.images)}, nil)
 			u := keys[i][ks[0]]
@@ -103,7 +122,16 @@ func TestMeasureRemoteImageHam(t *testing.T) {
 		err := opts.Walk(corpusFile(t, rel), func(m *mailbox.Message) error {
 			tx := mailtext.Extract(bytes.NewReader(m.Data), mailtext.DefaultLimits)
 			base := path.Base(m.Name)
-			recs = append(recs, rec{name: m.Name, sender: senderAddress(m.Data), images: tx.Images, class: func() string {
+			src := Source{Subject: tx.Subject, Domains: tx.Domains, Images: tx.Images}
+			for _, p := range tx.Parts {
+				src.Parts = append(src.Parts, p.Text)
+			}
+			for _, at := range tx.Attachments {
+				src.Attachments = append(src.Attachments, Attachment{Data: at.Data})
+			}
+			ks, _ := set.Sign(Canonicalize(src), nil, nil)
+			asIs := slices.ContainsFunc(ks, func(k Key) bool { return k.Family == FamilyAttach && k.Index == remoteIndex })
+			recs = append(recs, rec{name: m.Name, sender: senderAddress(m.Data), images: tx.Images, asIs: asIs, class: func() string {
 				if labels[base] {
 					return strings.TrimSuffix(class, "ham") + "spam"
 				}
@@ -138,7 +166,7 @@ func TestMeasureRemoteImageHam(t *testing.T) {
 		}
 	})
 	for _, c := range classes {
-		t.Logf("%s: %d messages, %d with remote images", c, all[c], withImages[c])
+		t.Logf("%s: %d messages, %d with remote images, %d signed by the remote key with their own text", c, all[c], withImages[c], asIs[c])
 	}
 	for i, v := range variants {
 		var shared, crossAddr, crossDomain, crossMsgs, hamSpam, hamSpamMsgs int
