@@ -1,8 +1,9 @@
 package mailtext
 
 import (
-	"strconv"
+	"bytes"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -70,6 +71,7 @@ type htmlExtractor struct {
 	sheet    styleSheet
 	res      htmlResult
 	classBuf []string
+	srcBuf   []byte // an element's src attribute (attrs.src)
 	tok      tokenizer
 	// onHidden, when set (tests, diagnostics), receives each hidden text.
 	onHidden func(text []byte, f *frame)
@@ -345,7 +347,11 @@ func (x *htmlExtractor) popTo(i int) {
 // element attributes the walker reads
 type attrs struct {
 	style, class, id, href, bgcolor, color, text, size, background string
-	src, width, height                                             string
+	// src is a copy in the extractor's srcBuf (the tokenizer's value may
+	// sit in a scratch buffer the next attribute reuses); pixel reports a
+	// width or height of 2 pixels or less (pixelSized).
+	src   []byte
+	pixel bool
 	hidden                                                         bool
 }
 
@@ -366,11 +372,10 @@ func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
 		case "href":
 			a.href = string(v)
 		case "src":
-			a.src = string(v)
-		case "width":
-			a.width = string(v)
-		case "height":
-			a.height = string(v)
+			x.srcBuf = append(x.srcBuf[:0], v...)
+			a.src = x.srcBuf
+		case "width", "height":
+			a.pixel = a.pixel || pixelSized(v)
 		case "bgcolor":
 			a.bgcolor = string(v)
 		case "color":
@@ -492,8 +497,8 @@ func (x *htmlExtractor) startTag(z *tokenizer) {
 			x.res.domains = append(x.res.domains, dom)
 		}
 	}
-	if a == atom.Img && at.src != "" && !f.hidden && len(x.res.images) < maxImages && !pixelSized(at.width) && !pixelSized(at.height) {
-		if p, ok := imagePath(at.src); ok {
+	if a == atom.Img && len(at.src) > 0 && !f.hidden && len(x.res.images) < maxImages && !at.pixel {
+		if p, ok := imagePath(unsafe.String(unsafe.SliceData(at.src), len(at.src))); ok {
 			x.res.images = append(x.res.images, p)
 		}
 	}
@@ -643,9 +648,20 @@ func indexTagFold(s, needle string) int {
 // pixelSized reports an img width or height attribute of 2 pixels or
 // less: a tracking pixel or a spacer, the decoration unrelated senders
 // share, never an offer.
-func pixelSized(v string) bool {
-	v = strings.TrimSpace(v)
-	v = strings.TrimSuffix(strings.ToLower(v), "px")
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	return err == nil && n <= 2
+func pixelSized(v []byte) bool {
+	v = bytes.TrimSpace(v)
+	if n := len(v); n >= 2 && (v[n-2]|0x20) == 'p' && (v[n-1]|0x20) == 'x' {
+		v = bytes.TrimSpace(v[:n-2])
+	}
+	if len(v) == 0 || len(v) > 3 {
+		return false
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 2
 }

@@ -190,3 +190,12 @@ func TestExtractImages(t *testing.T) {
 		t.Errorf("images: got %q, want %q", got, want)
 	}
 }
+
+// An entity in src is decoded in the tokenizer's scratch buffer, which a
+// later attribute with an entity reuses: the path must not change.
+func TestHTMLImageSrcEntity(t *testing.T) {
+	r := htmlText(`<img src="http://h.example/a&#47;offer.gif" alt="x &amp; y" title="&lt;zzzzzzzzzzzzzzzzzzzz&gt;">`)
+	if got, want := strings.Join(r.images, " "), "/a/offer.gif"; got != want {
+		t.Errorf("images: got %q, want %q", got, want)
+	}
+}

@@ -91,7 +91,8 @@ func imagePath(u string) (string, bool) {
 	if slash < 0 {
 		return "", false
 	}
-	b := make([]byte, 0, min(len(rest)-slash, maxImagePath))
+	var buf [maxImagePath]byte
+	b := buf[:0]
 	for i := slash; i < len(rest) && len(b) < maxImagePath; i++ {
 		c := rest[i]
 		if c == '/' && len(b) > 0 && b[len(b)-1] == '/' {
