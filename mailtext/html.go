@@ -350,9 +350,9 @@ type attrs struct {
 	// src is a copy in the extractor's srcBuf (the tokenizer's value may
 	// sit in a scratch buffer the next attribute reuses); pixel reports a
 	// width or height of 2 pixels or less (pixelSized).
-	src   []byte
-	pixel bool
-	hidden                                                         bool
+	src    []byte
+	pixel  bool
+	hidden bool
 }
 
 func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
