@@ -26,9 +26,10 @@ var remoteShow = flag.Int("remote-show", 10, "TestMeasureRemoteImageHam: the sha
 // ham message of the corpora that shows remote images: its text left out,
 // its images kept, which is what an image-only newsletter or receipt is,
 // so that the remote-image key (AttachParams.Remote) signs it. It counts
-// how many unrelated senders (registrable domain of From) share a key,
-// for the key over the set of image paths and, for comparison, over the
-// set of file names (docs/evaluation.md, "Remote images").
+// the senders (From address, and its registrable domain) that share a
+// key, for the key over the set of image paths and, for comparison, over
+// the set of file names; and the messages the key signs as they are,
+// with their own text (docs/evaluation.md, "Remote images").
 func TestMeasureRemoteImageHam(t *testing.T) {
 	if !*measure {
 		t.Skip("measurement; run with -measure")
