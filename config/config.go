@@ -177,6 +177,9 @@ type Attach struct {
 	// ShortText also signs the shapes of offer-sized images of messages
 	// whose signed text has at most this many words (0: never).
 	ShortText int `yaml:"short_text"`
+	// Remote keys a message no family signs otherwise by the set of its
+	// remote images' paths (image spam whose images are on a web server).
+	Remote bool `yaml:"remote"`
 }
 
 // Store chooses and tunes the volume store.

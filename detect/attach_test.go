@@ -150,3 +150,46 @@ func TestVariedImageSpam(t *testing.T) {
 		})
 	}
 }
+
+// remoteMessage is an HTML message whose offer is remote images (imgs,
+// whole tags) and whose only words are hidden: a title and an unclosed
+// style, as the real stream's remote-image spam hides a paragraph.
+func remoteMessage(subject, imgs, rcpt string) *Message {
+	var h textproto.Header
+	h.Set("Subject", subject)
+	h.Set("Content-Type", "text/html")
+	body := "<html><head><title>The university system has five campuses and an online school</title></head><body>" +
+		imgs + "<style>\r\nNot one of these taxes existed a hundred years ago.\r\n"
+	return &Message{Header: h, Body: strings.NewReader(body), Recipients: []string{rcpt}}
+}
+
+// Remote-image spam, each copy's images on another host and with another
+// query, is one campaign by the set of its image paths: the tenth copy is
+// bulk. Two shops' image-only newsletters that share a logo and a spacer
+// but not their offers stay apart: each counts its own recipients only.
+func TestRemoteImageSpam(t *testing.T) {
+	f := newFixtureSet(t, emptyStore(t), true, true)
+	for i := range threshold {
+		imgs := fmt.Sprintf(`<a href="http://h%d.example/x"><img src="http://www.h%d.example/Images//1.gif"></a><img src="http://h%d.example/images/2.GIF?id=%d">`, i, i, i, i)
+		msg := remoteMessage(fmt.Sprintf("RE: MedHelp %d", 476116204050+i), imgs, fmt.Sprintf("u%d@example.test", i))
+		msg.Client = netip.AddrFrom4([4]byte{198, 51, byte(i), 7})
+		v := f.e.Check(context.Background(), msg)
+		if v.Err != nil || v.Unsigned {
+			t.Fatalf("copy %d: verdict %+v", i, v)
+		}
+		if want := i+1 >= threshold; v.Bulk != want || v.Volumes[signature.FamilyAttach] != int64(i+1) {
+			t.Errorf("copy %d: got bulk %v, volumes %v; want bulk %v, attach volume %d", i, v.Bulk, v.Volumes, want, i+1)
+		}
+	}
+	shared := `<img src="http://cdn.example/img/logo.png"><img src="http://cdn.example/img/spacer.gif" width="1" height="1">`
+	shops := []string{`<img src="http://a.example/spring/sale.jpg">`, `<img src="http://b.example/offers/week17.jpg">`}
+	for i := range 2 * (threshold - 1) {
+		shop := i % 2
+		msg := remoteMessage("This week's offers", shared+shops[shop], fmt.Sprintf("r%d@example.test", i))
+		msg.Client = netip.AddrFrom4([4]byte{192, 0, 2, byte(shop)})
+		v := f.e.Check(context.Background(), msg)
+		if v.Err != nil || v.Unsigned || v.Bulk || v.Volumes[signature.FamilyAttach] != int64(i/2+1) {
+			t.Errorf("shop %d, issue %d: got %+v, want not bulk, attach volume %d (its own shop's recipients)", shop, i/2, v, i/2+1)
+		}
+	}
+}

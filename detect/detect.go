@@ -186,7 +186,7 @@ func (e *Engine) analyze(msg *Message) *Analysis {
 	e.turns <- struct{}{}
 	defer func() { <-e.turns }()
 	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits.Text)
-	src := signature.Source{Subject: text.Subject, Domains: text.Domains}
+	src := signature.Source{Subject: text.Subject, Domains: text.Domains, Images: text.Images}
 	for _, p := range text.Parts {
 		src.Parts = append(src.Parts, p.Text)
 	}

@@ -43,8 +43,12 @@ type Text struct {
 	Subject     string   `json:"subject"`
 	Parts       []Part   `json:"parts"`
 	LinkDomains []string `json:"link_domains,omitempty"`
-	Defects     []string `json:"defects,omitempty"` // what extraction worked around
-	Truncated   bool     `json:"truncated,omitempty"`
+	// RemoteImages are the paths of the remote images shown
+	// (mailtext's Text.Images), which the attach family keys when
+	// nothing else signs the message.
+	RemoteImages []string `json:"remote_images,omitempty"`
+	Defects      []string `json:"defects,omitempty"` // what extraction worked around
+	Truncated    bool     `json:"truncated,omitempty"`
 }
 
 // Part is one text part as read.
@@ -118,7 +122,7 @@ func New(name string, v detect.Verdict, res store.Result, threshold func(signatu
 		r.Error = v.Err.Error()
 	}
 	t := a.Text
-	r.Text = Text{Subject: t.Subject, Parts: []Part{}, LinkDomains: t.Domains, Truncated: t.Stats.TruncatedBytes > 0}
+	r.Text = Text{Subject: t.Subject, Parts: []Part{}, LinkDomains: t.Domains, RemoteImages: t.Images, Truncated: t.Stats.TruncatedBytes > 0}
 	for _, p := range t.Parts {
 		r.Text.Parts = append(r.Text.Parts, Part{ContentType: p.ContentType, Text: p.Text})
 	}
@@ -212,6 +216,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(r.Text.LinkDomains) > 0 {
 		fmt.Fprintf(&b, "  links to: %s\n", strings.Join(r.Text.LinkDomains, ", "))
+	}
+	if len(r.Text.RemoteImages) > 0 {
+		fmt.Fprintf(&b, "  remote images: %s\n", strings.Join(r.Text.RemoteImages, ", "))
 	}
 	for _, d := range r.Text.Defects {
 		fmt.Fprintf(&b, "  defect: %s\n", d)

@@ -117,6 +117,7 @@ func (w *walker) run(s *stream, h *partHeader) *Text {
 	t := w.t
 	t.Parts = res.parts
 	t.Domains = dedupe(res.domains, maxDomains)
+	t.Images = dedupe(res.images, maxImages)
 	if h.hasSubject {
 		hint := w.hint
 		if hint == "" {
@@ -144,11 +145,13 @@ func (w *walker) defect(k DefectKind, detail string) {
 type result struct {
 	parts   []Part
 	domains []string
+	images  []string
 }
 
 func (r *result) add(o *result) {
 	r.parts = append(r.parts, o.parts...)
 	r.domains = append(r.domains, o.domains...)
+	r.images = append(r.images, o.images...)
 }
 
 func (r *result) hasHTML() bool {
@@ -393,6 +396,7 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 		}
 		out.parts = append(out.parts, Part{ContentType: "text/html", Text: r.text})
 		out.domains = append(out.domains, r.domains...)
+		out.images = append(out.images, r.images...)
 	default:
 		if h.flowed {
 			text = unflow(text, h.delsp)
@@ -550,6 +554,7 @@ func (w *walker) preambleAsText(h *partHeader, out *result) {
 		w.t.Stats.HiddenChars += r.hidden
 		out.parts = append(out.parts, Part{ContentType: "text/html", Text: r.text})
 		out.domains = append(out.domains, r.domains...)
+		out.images = append(out.images, r.images...)
 		return
 	}
 	out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
@@ -598,12 +603,14 @@ func (w *walker) chooseAlternative(groups []result, out *result) {
 		}
 	}
 	out.add(&groups[pick])
-	// The links a reader can click are those of the HTML alternative,
-	// even when its text is empty (an image-only message).
+	// The links a reader can click and the images she sees are those of
+	// the HTML alternative, even when its text is empty (an image-only
+	// message).
 	if !groups[pick].hasHTML() {
 		for i := len(groups) - 1; i >= 0; i-- {
 			if groups[i].hasHTML() {
 				out.domains = append(out.domains, groups[i].domains...)
+				out.images = append(out.images, groups[i].images...)
 				break
 			}
 		}

@@ -22,6 +22,7 @@ func addGoldenSeeds(f *testing.F) {
 	f.Add([]byte(nested(12, "deep")))
 	f.Add([]byte(imageMail("R0lGODlhAQABAIAAAP///wAAACwAAAAAAQABAAACAkQBADs=")))
 	f.Add([]byte(imageMail("R0lGOD!!lhAQAB=AIAA\r\n%%%")))
+	f.Add([]byte("Subject: x\nContent-Type: text/html\n\n<img src=\"http://h.example/i//A.gif?x#y\"><img src=\"www.h.example/1.gif\" width=1>"))
 }
 
 // checkText asserts the invariants every Text keeps: valid UTF-8,
@@ -63,6 +64,14 @@ func checkText(t *testing.T, tx *Text, lim Limits) {
 			t.Errorf("bad domain %q", d)
 		}
 	}
+	if len(tx.Images) > maxImages {
+		t.Errorf("%d images", len(tx.Images))
+	}
+	for _, p := range tx.Images {
+		if len(p) < 2 || len(p) > maxImagePath || p[0] != '/' || strings.Contains(p, "//") || strings.ContainsAny(p, "?#ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			t.Errorf("bad image path %q", p)
+		}
+	}
 	if len(tx.Attachments) > max(lim.MaxAttachments, 0) {
 		t.Errorf("%d attachments kept, limit %d", len(tx.Attachments), lim.MaxAttachments)
 	}
@@ -97,6 +106,7 @@ func FuzzHTML(f *testing.F) {
 		`<table><tr><td bgcolor=black><font color=black>x`,
 		`<div style="font:0/0 a;background:url(x);clip:rect(0 0 0 0)">`,
 		`<a href="http://a@b.example.com:80/">x</a>&#x10FFFF;&amp`,
+		`<img src="HTTP://x.example//A//b.GIF?id=1" width=600><img src=//y/1.gif height="1px">`,
 		`<span style="color:hsla(120,100%,50%,.01);transform:scale(0,1)">`,
 		strings.Repeat("<div>", 300) + "x",
 	} {
@@ -113,6 +123,9 @@ func FuzzHTML(f *testing.F) {
 		}
 		if len(x.stack) > maxHTMLDepth {
 			t.Errorf("style stack %d frames", len(x.stack))
+		}
+		if len(r.images) > maxImages {
+			t.Errorf("%d images", len(r.images))
 		}
 		if r.visible < 0 || r.hidden < 0 || r.comment < 0 {
 			t.Errorf("negative counts %+v", r)

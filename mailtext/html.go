@@ -1,7 +1,9 @@
 package mailtext
 
 import (
+	"bytes"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -22,6 +24,7 @@ const (
 	maxClasses   = 16       // class names looked up per element
 	minFontPx    = 4        // text smaller than this (px) is not readable
 	minAlpha     = 0.1      // text more transparent than this is not seen
+	maxImages    = 64       // remote images kept per HTML part
 )
 
 // htmlResult is the visible text of one HTML part and what was hidden.
@@ -31,6 +34,7 @@ type htmlResult struct {
 	hidden       int // characters of hidden text
 	comment      int // characters inside comments
 	domains      []string
+	images       []string // paths of remote images (imagePath)
 	depthLimited bool
 }
 
@@ -67,6 +71,7 @@ type htmlExtractor struct {
 	sheet    styleSheet
 	res      htmlResult
 	classBuf []string
+	srcBuf   []byte // an element's src attribute (attrs.src)
 	tok      tokenizer
 	links    domainMemo // of the links, reset with the text they point into
 	// onHidden, when set (tests, diagnostics), receives each hidden text.
@@ -344,7 +349,12 @@ func (x *htmlExtractor) popTo(i int) {
 // element attributes the walker reads
 type attrs struct {
 	style, class, id, href, bgcolor, color, text, size, background string
-	hidden                                                         bool
+	// src is a copy in the extractor's srcBuf (the tokenizer's value may
+	// sit in a scratch buffer the next attribute reuses); pixel reports a
+	// width or height of 2 pixels or less (pixelSized).
+	src    []byte
+	pixel  bool
+	hidden bool
 }
 
 func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
@@ -363,6 +373,11 @@ func (x *htmlExtractor) readAttrs(z *tokenizer, hasAttr bool, a *attrs) {
 			a.id = string(v)
 		case "href":
 			a.href = string(v)
+		case "src":
+			x.srcBuf = append(x.srcBuf[:0], v...)
+			a.src = x.srcBuf
+		case "width", "height":
+			a.pixel = a.pixel || pixelSized(v)
 		case "bgcolor":
 			a.bgcolor = string(v)
 		case "color":
@@ -482,6 +497,11 @@ func (x *htmlExtractor) startTag(z *tokenizer) {
 	if (a == atom.A || a == atom.Area) && at.href != "" && !f.hidden {
 		if dom, ok := linkDomain(at.href, &x.links); ok {
 			x.res.domains = append(x.res.domains, dom)
+		}
+	}
+	if a == atom.Img && len(at.src) > 0 && !f.hidden && len(x.res.images) < maxImages && !at.pixel {
+		if p, ok := imagePath(unsafe.String(unsafe.SliceData(at.src), len(at.src))); ok {
+			x.res.images = append(x.res.images, p)
 		}
 	}
 	if f.block && !f.none {
@@ -625,4 +645,25 @@ func indexTagFold(s, needle string) int {
 		}
 	}
 	return -1
+}
+
+// pixelSized reports an img width or height attribute of 2 pixels or
+// less: a tracking pixel or a spacer, the decoration unrelated senders
+// share, never an offer.
+func pixelSized(v []byte) bool {
+	v = bytes.TrimSpace(v)
+	if n := len(v); n >= 2 && (v[n-2]|0x20) == 'p' && (v[n-1]|0x20) == 'x' {
+		v = bytes.TrimSpace(v[:n-2])
+	}
+	if len(v) == 0 || len(v) > 3 {
+		return false
+	}
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 2
 }

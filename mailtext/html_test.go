@@ -152,3 +152,50 @@ func TestHTMLLinks(t *testing.T) {
 		t.Errorf("domains: got %q, want %q", got, want)
 	}
 }
+
+func TestHTMLImages(t *testing.T) {
+	for _, tc := range []struct {
+		name, html, want string
+	}{
+		{"host, query and fragment dropped, case and slashes folded",
+			`<IMG SRC="http://Host-1.example/Images//Offer_2.JPG?u=7#t"><img src='https://h2.example.net/i/w5unGx/a.gif'>`,
+			"/images/offer_2.jpg /i/w5ungx/a.gif"},
+		{"tracking pixels and spacers left out",
+			`<img src="http://t.example/o/abc.gif" width=1 height=1><img src="http://t.example/s.gif" width="2px"><img src="http://t.example/b.gif" width="100%">`,
+			"/b.gif"},
+		{"hidden, cid, data and relative images left out; a bare host has no path",
+			`<div style="display:none"><img src="http://h.example/x.gif"></div><img src="cid:part1"><img src="data:image/gif;base64,R0lG"><img src="/local.gif"><img src="http://h.example/">`,
+			""},
+		{"inside an unclosed style: raw text, as a browser reads it",
+			`<img src="http://h.example/1.gif"><style>p{} <img src="http://h.example/2.gif">`,
+			"/1.gif"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(htmlText(tc.html).images, " "); got != tc.want {
+				t.Errorf("images: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExtractImages(t *testing.T) {
+	alt := "Subject: x\nContent-Type: multipart/alternative; boundary=a\n\n" +
+		"--a\nContent-Type: text/plain\n\nsee the pictures\n" +
+		"--a\nContent-Type: text/html\n\n<img src=\"http://a.example/2.gif\"><img src=\"http://b.example/1.gif\"><img src=\"http://c.example/2.gif\">\n" +
+		"--a--\n"
+	tx := Extract(strings.NewReader(alt), DefaultLimits)
+	// The reader is shown the plain text (the HTML has none) and sees the
+	// HTML's images all the same, each once.
+	if got, want := strings.Join(tx.Images, " "), "/2.gif /1.gif"; got != want {
+		t.Errorf("images: got %q, want %q", got, want)
+	}
+}
+
+// An entity in src is decoded in the tokenizer's scratch buffer, which a
+// later attribute with an entity reuses: the path must not change.
+func TestHTMLImageSrcEntity(t *testing.T) {
+	r := htmlText(`<img src="http://h.example/a&#47;offer.gif" alt="x &amp; y" title="&lt;zzzzzzzzzzzzzzzzzzzz&gt;">`)
+	if got, want := strings.Join(r.images, " "), "/a/offer.gif"; got != want {
+		t.Errorf("images: got %q, want %q", got, want)
+	}
+}

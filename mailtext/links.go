@@ -40,42 +40,10 @@ func (m *domainMemo) registrable(host string) (string, bool) {
 // relative links) or whose host cannot be read. memo remembers the last
 // lookup.
 func linkDomain(u string, memo *domainMemo) (string, bool) {
-	if len(u) > maxURLLen {
-		u = u[:maxURLLen]
-	}
-	u = strings.TrimSpace(u)
-	u = strings.Trim(u, "\"'<>")
-	// Browsers drop tabs and newlines inside URLs and read '\' as '/'.
-	if strings.ContainsAny(u, "\t\r\n\\") {
-		u = strings.Map(func(r rune) rune {
-			switch r {
-			case '\t', '\r', '\n':
-				return -1
-			case '\\':
-				return '/'
-			}
-			return r
-		}, u)
-	}
-	var rest string
-	switch {
-	case hasPrefixFold(u, "http://"):
-		rest = u[7:]
-	case hasPrefixFold(u, "https://"):
-		rest = u[8:]
-	case hasPrefixFold(u, "ftp://"):
-		rest = u[6:]
-	case hasPrefixFold(u, "http:/"), hasPrefixFold(u, "https:/"):
-		// "http:/host" and "http:host": browsers repair these.
-		rest = strings.TrimLeft(u[strings.IndexByte(u, ':')+1:], "/")
-	case strings.HasPrefix(u, "//"):
-		rest = u[2:]
-	case hasPrefixFold(u, "www."):
-		rest = u
-	default:
+	rest, ok := webTarget(u)
+	if !ok {
 		return "", false
 	}
-	rest = strings.TrimLeft(rest, "/")
 	end := strings.IndexAny(rest, "/?#")
 	if end >= 0 {
 		rest = rest[:end]
@@ -114,6 +82,88 @@ func linkDomain(u string, memo *domainMemo) (string, bool) {
 		return "", false
 	}
 	return memo.registrable(ascii)
+}
+
+// maxImagePath bounds the bytes of an image path kept.
+const maxImagePath = 256
+
+// imagePath returns the path of a remote image's URL as the remote-image
+// key reads it (Text.Images): host, query and fragment dropped (a
+// campaign sends the same images from many hosts, and a query is where
+// a tracking id goes), lower-cased and with runs of slashes folded
+// ("/Images//1.gif" and "/images/1.gif" are one path to a web server
+// that ignores case). ok is false for a target that is not a web link
+// or whose path is empty ("/").
+func imagePath(u string) (string, bool) {
+	rest, ok := webTarget(u)
+	if !ok {
+		return "", false
+	}
+	if end := strings.IndexAny(rest, "?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	slash := strings.IndexByte(rest, '/')
+	if slash < 0 {
+		return "", false
+	}
+	var buf [maxImagePath]byte
+	b := buf[:0]
+	for i := slash; i < len(rest) && len(b) < maxImagePath; i++ {
+		c := rest[i]
+		if c == '/' && len(b) > 0 && b[len(b)-1] == '/' {
+			continue
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	if len(b) <= 1 {
+		return "", false
+	}
+	return string(b), true
+}
+
+// webTarget returns a web link target (http, https, ftp, "//" or
+// "www.") cleaned as a browser reads it, without its scheme and leading
+// slashes: host, then path, query and fragment.
+func webTarget(u string) (string, bool) {
+	if len(u) > maxURLLen {
+		u = u[:maxURLLen]
+	}
+	u = strings.TrimSpace(u)
+	u = strings.Trim(u, "\"'<>")
+	// Browsers drop tabs and newlines inside URLs and read '\' as '/'.
+	if strings.ContainsAny(u, "\t\r\n\\") {
+		u = strings.Map(func(r rune) rune {
+			switch r {
+			case '\t', '\r', '\n':
+				return -1
+			case '\\':
+				return '/'
+			}
+			return r
+		}, u)
+	}
+	var rest string
+	switch {
+	case hasPrefixFold(u, "http://"):
+		rest = u[7:]
+	case hasPrefixFold(u, "https://"):
+		rest = u[8:]
+	case hasPrefixFold(u, "ftp://"):
+		rest = u[6:]
+	case hasPrefixFold(u, "http:/"), hasPrefixFold(u, "https:/"):
+		// "http:/host" and "http:host": browsers repair these.
+		rest = strings.TrimLeft(u[strings.IndexByte(u, ':')+1:], "/")
+	case strings.HasPrefix(u, "//"):
+		rest = u[2:]
+	case hasPrefixFold(u, "www."):
+		rest = u
+	default:
+		return "", false
+	}
+	return strings.TrimLeft(rest, "/"), true
 }
 
 // hostASCII converts a lower-case host to its ASCII form; an ASCII host

@@ -86,6 +86,13 @@ type Text struct {
 	Subject string
 	Parts   []Part   // visible text parts in reading order
 	Domains []string // registrable domains of link targets, each once, in order of appearance
+	// Images are the paths of the remote images a reader sees (http(s)
+	// <img src> of the HTML she is shown, without tracking pixels and
+	// spacers declared 1 or 2 pixels wide or high), each once, in order of
+	// appearance: host, query and fragment dropped, lower-cased, slashes
+	// folded. Image spam whose offer is remote images and whose text is
+	// hidden shares them across its copies and hosts.
+	Images []string
 	// Attachments are the decoded non-text parts, in the order of the
 	// message (every part, whichever alternative a reader sees).
 	Attachments []Attachment

@@ -46,12 +46,20 @@ type AttachParams struct {
 	// ShortText canonical words: image spam padded with a few random words
 	// or a quotation, which join nothing by their text. 0: never.
 	ShortText int
+	// Remote keys a message that no family signs otherwise (not by its
+	// text, not by its attachments) by the set of its remote images'
+	// paths (Doc.Images): image spam whose offer is images on a web
+	// server and whose only text is hidden (docs/evaluation.md, "Remote
+	// images"). One key over the whole set, not one a path: a logo or a
+	// template image that unrelated mail shares names no campaign unless
+	// every other image is shared too.
+	Remote bool
 }
 
 // DefaultAttachParams returns the defaults; docs/evaluation.md ("The
 // attachment family") gives the measurements behind them.
 func DefaultAttachParams() AttachParams {
-	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100}
+	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100, Remote: true}
 }
 
 // maxAttachKeys bounds AttachParams.MaxKeys.
@@ -85,9 +93,10 @@ func (p AttachParams) Validate() error {
 // (nearly every image of the real stream's spam, docs/evaluation.md)
 // share it.
 type Attach struct {
-	p     AttachParams
-	k     sipKey
-	shape sipKey
+	p      AttachParams
+	k      sipKey
+	shape  sipKey
+	remote sipKey
 }
 
 // NewAttach returns an attachment signer keyed with s.
@@ -98,7 +107,7 @@ func NewAttach(s Secret, p AttachParams) (*Attach, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Attach{p: p, k: s.derive("attach/part"), shape: s.derive("attach/shape")}, nil
+	return &Attach{p: p, k: s.derive("attach/part"), shape: s.derive("attach/shape"), remote: s.derive("attach/remote")}, nil
 }
 
 // Family returns FamilyAttach.
@@ -192,6 +201,29 @@ func (a *Attach) nearKeys(h uint64) (ks [shapeBands]Key) {
 		ks[i] = Key{Family: FamilyAttach, Index: uint8(1 + i), Hash: a.shape.words(uint64(i), h&^(0xffff<<(16*i)))}
 	}
 	return ks
+}
+
+// remoteIndex is the index of the remote-image key, after the near keys.
+const remoteIndex = shapeBands + 1
+
+// signRemote appends the key of the set of the document's remote image
+// paths: sorted and each once, so that neither their order in the HTML
+// nor a repeated image changes it. d has at least one.
+func (a *Attach) signRemote(d *Doc, dst []Key) ([]Key, Explain) {
+	paths := slices.Clone(d.Images)
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	n := 0
+	for _, p := range paths {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, p := range paths {
+		b = append(b, p...)
+		b = append(b, 0)
+	}
+	k := Key{Family: FamilyAttach, Index: remoteIndex, Hash: a.remote.str(string(b))}
+	return append(dst, k), Explain{Family: FamilyAttach, Keys: 1, Detail: "remote images=" + strconv.Itoa(len(paths))}
 }
 
 func le64(b []byte) uint64 {

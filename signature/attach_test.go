@@ -108,3 +108,57 @@ func TestAttachParamsValidate(t *testing.T) {
 		t.Errorf("defaults rejected: %v", err)
 	}
 }
+
+// The remote-image key: one key over the set of a message's remote image
+// paths, for a message nothing else signs; the same set in another order
+// or repeated is the same key, a set that differs in one image another.
+func TestSetRemoteImages(t *testing.T) {
+	s := fixtureSet(t)
+	off := fixtureSetWith(t, func(p *SetParams) { p.Attach.Remote = false })
+	offer := []string{"/i/w5ungx/1amplv8u/lafar_5939/komun_1.jpg", "/i/w5ungx/1amplv8u/lafar_5939/komun_2.jpg"}
+	remote := func(s *Set, d *Doc) (keys []Key, e Explain) {
+		t.Helper()
+		keys, exps := s.Sign(d, nil, nil)
+		var out []Key
+		for _, k := range keys {
+			if k.Family == FamilyAttach && k.Index == remoteIndex {
+				out = append(out, k)
+			}
+		}
+		return out, exps[len(exps)-1]
+	}
+	base, e := remote(s, &Doc{Tokens: []string{"claim", "now"}, Images: offer})
+	if len(base) != 1 || e.Keys != 1 || e.Detail != "remote images=2" {
+		t.Fatalf("image-only offer: got %v, explain %+v; want one remote key", base, e)
+	}
+	text := textDoc(strings.Repeat("The quarterly newsletter of our society, with the meeting agenda and the minutes. ", 10))
+	for _, tc := range []struct {
+		name string
+		set  *Set
+		doc  *Doc
+		want string // "same": the offer's key; "other": another remote key; "none"
+	}{
+		{"reordered and repeated", s, &Doc{Images: []string{offer[1], offer[0], offer[1]}}, "same"},
+		{"one image more", s, &Doc{Images: append([]string{"/logo.png"}, offer...)}, "other"},
+		{"one image fewer", s, &Doc{Images: offer[:1]}, "other"},
+		{"signed text", s, &Doc{Tokens: text.Tokens, Letters: text.Letters, Images: offer}, "none"},
+		{"signed attachment", s, &Doc{Attachments: []Attachment{part("image", 5000)}, Images: offer}, "none"},
+		{"off", off, &Doc{Images: offer}, "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := remote(tc.set, tc.doc)
+			ok := false
+			switch tc.want {
+			case "same":
+				ok = len(got) == 1 && got[0] == base[0]
+			case "other":
+				ok = len(got) == 1 && got[0] != base[0]
+			case "none":
+				ok = len(got) == 0
+			}
+			if !ok {
+				t.Errorf("got %v (the offer's: %v), want %s", got, base, tc.want)
+			}
+		})
+	}
+}

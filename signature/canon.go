@@ -85,6 +85,7 @@ func Canonicalize(src Source) *Doc {
 	}
 	d := st.doc(src.Domains)
 	d.Attachments = src.Attachments
+	d.Images = src.Images
 	return d
 }
 

@@ -27,8 +27,10 @@ import (
 // keys (issue 15, images randomised per copy); version 7 keys each shape
 // by its near keys (shapeBands), which shapes differing in one band share,
 // and lets the containment family read common words only
-// (ContainParams.MinDF, off by default; issue 15, word salad).
-const AlgorithmVersion = 7
+// (ContainParams.MinDF, off by default; issue 15, word salad); version 8
+// keys a message no family signs by its remote images (AttachParams.Remote;
+// issue 15, the stream's remote-image spam).
+const AlgorithmVersion = 8
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -281,6 +283,9 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 			keys, e = s.attach.sign(d, keys, true)
 		default:
 			e = Explain{Family: FamilyAttach, Declined: "the text is signed"}
+		}
+		if s.attach.p.Remote && len(keys) == start && len(d.Images) > 0 {
+			keys, e = s.attach.signRemote(d, keys)
 		}
 		exps = append(exps, e)
 	}

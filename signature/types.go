@@ -15,6 +15,9 @@ type Source struct {
 	// Attachments are the message's decoded non-text parts, for the
 	// attachment family.
 	Attachments []Attachment
+	// Images are the paths of the message's remote images (mailtext's
+	// Text.Images), for the attachment family's remote key.
+	Images []string
 	// Strip lists words to remove before signing, typically the
 	// recipient's own name and address parts: personalisation is the most
 	// common per-copy variation of a mass mailing.
@@ -35,6 +38,8 @@ type Doc struct {
 	Domains []string
 	// Attachments are Source.Attachments, as they are.
 	Attachments []Attachment
+	// Images are Source.Images, as they are.
+	Images []string
 	// Stats describe what canonicalisation saw and changed.
 	Stats DocStats
 }
@@ -63,7 +68,7 @@ const (
 	FamilySift        Family = 4 // keyed text sifting
 	FamilyTermSet     Family = 5 // min-hash bands over the set of lexicon terms
 	FamilyContain     Family = 6 // single min-hashes of word shingles (containment)
-	FamilyAttach      Family = 7 // exact keyed digests of non-text parts
+	FamilyAttach      Family = 7 // non-text parts and remote images
 )
 
 var familyNames = map[Family]string{

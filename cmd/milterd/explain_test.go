@@ -23,10 +23,12 @@ var updateExplain = flag.Bool("update-explain", false, "rewrite testdata/explain
 // leetspeak, spaced-out letters and digit runs (homoglyph.eml), the
 // recipient's name (personal.eml, with -rcpt), and a declared newsletter
 // whose forged Authentication-Results below the trusted one is ignored
-// (declared.eml).
+// (declared.eml), and image spam signed only by its remote images, its
+// words hidden in the title and an unclosed style (remote.eml).
 var explainFiles = []string{
 	"testdata/explain/declared.eml", "testdata/explain/hidden.eml",
 	"testdata/explain/homoglyph.eml", "testdata/explain/personal.eml",
+	"testdata/explain/remote.eml",
 }
 
 // explainSetup makes a data directory with a fixed secret (so that the
