@@ -129,8 +129,8 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 
 	var lastErr error
 	for range 3 {
-		if d.lmtpPort, err = freePort(); err == nil {
-			d.imapPort, err = freePort()
+		if d.lmtpPort, err = freePort(t); err == nil {
+			d.imapPort, err = freePort(t)
 		}
 		if err != nil {
 			t.Fatalf("testenv: dovecot: %v", err)

@@ -88,7 +88,7 @@ func TestProgramMissing(t *testing.T) {
 }
 
 func TestFreeClusterPort(t *testing.T) {
-	p, err := freeClusterPort()
+	p, err := freeClusterPort(t)
 	if err != nil {
 		t.Fatal(err)
 	}
