@@ -48,19 +48,23 @@ func freePort(t testing.TB) (int, error) {
 }
 
 // freeClusterPort returns a port p such that p and p+10000 (the Redis
-// cluster bus port) are both free, both reserved as by FreePort. It draws
-// p from 20000-29999 so that the bus port fits below 65536. The bus port
-// can lie in the ephemeral range, where an outgoing connection may take
-// it; StartRedis then starts again on new ports.
+// cluster bus port) are both free, both reserved as by FreePort. p is drawn
+// from 20000-22767, so that the bus port, 30000-32767, stays below the
+// ephemeral range too: there an outgoing connection (a cluster node's own,
+// or the load tests') could take it before the node binds it.
 func freeClusterPort(t testing.TB) (int, error) {
 	for range 200 {
-		p := 20000 + rand.IntN(10000)
+		p := 20000 + rand.IntN(ephemeralFrom-30000)
 		if ok, err := reserveFree(t, p, p+10000); ok || err != nil {
 			return p, err
 		}
 	}
-	return 0, fmt.Errorf("no free port pair (p, p+10000) in 20000-29999 after 200 tries")
+	return 0, fmt.Errorf("no free port pair (p, p+10000) in 20000-%d after 200 tries", ephemeralFrom-10001)
 }
+
+// ephemeralFrom is the start of Linux's default ephemeral port range
+// (net.ipv4.ip_local_port_range 32768-60999).
+const ephemeralFrom = 32768
 
 // reserveFree reserves ports for t and reports whether they are all free
 // now; when one is not, or another caller holds one, nothing is kept.
