@@ -33,7 +33,9 @@ func reservePorts(ports []int) (release func(), err error) {
 		}
 	}
 	for _, p := range ports {
-		f, err := os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(p)), os.O_RDWR|os.O_CREATE, 0o666)
+		// Read-only: a lock file another user created (0644 after the
+		// umask) still opens, and flock needs no write access.
+		f, err := os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE, 0o666)
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("port reservations: %w", err)
