@@ -38,13 +38,25 @@ func FreeAddr(t testing.TB) string {
 }
 
 func freePort(t testing.TB) (int, error) {
+	p, release, err := ReservePort()
+	if err != nil {
+		return 0, err
+	}
+	t.Cleanup(release)
+	return p, nil
+}
+
+// ReservePort is FreePort for a program without a testing.TB (the lab's
+// benchmark servers): the port stays reserved until release is called, or
+// until the process ends.
+func ReservePort() (port int, release func(), err error) {
 	for range 200 {
 		p := 10000 + rand.IntN(10000)
-		if ok, err := reserveFree(t, p); ok || err != nil {
-			return p, err
+		if release, err := reserveFree(p); release != nil || err != nil {
+			return p, release, err
 		}
 	}
-	return 0, fmt.Errorf("no free port in 10000-19999 after 200 tries")
+	return 0, nil, fmt.Errorf("no free port in 10000-19999 after 200 tries")
 }
 
 // freeClusterPort returns a port p such that p and p+10000 (the Redis
@@ -55,8 +67,13 @@ func freePort(t testing.TB) (int, error) {
 func freeClusterPort(t testing.TB) (int, error) {
 	for range 200 {
 		p := 20000 + rand.IntN(ephemeralFrom-30000)
-		if ok, err := reserveFree(t, p, p+10000); ok || err != nil {
-			return p, err
+		release, err := reserveFree(p, p+10000)
+		if err != nil {
+			return 0, err
+		}
+		if release != nil {
+			t.Cleanup(release)
+			return p, nil
 		}
 	}
 	return 0, fmt.Errorf("no free port pair (p, p+10000) in 20000-%d after 200 tries", ephemeralFrom-10001)
@@ -66,24 +83,24 @@ func freeClusterPort(t testing.TB) (int, error) {
 // (net.ipv4.ip_local_port_range 32768-60999).
 const ephemeralFrom = 32768
 
-// reserveFree reserves ports for t and reports whether they are all free
-// now; when one is not, or another caller holds one, nothing is kept.
-func reserveFree(t testing.TB, ports ...int) (bool, error) {
-	release, err := reservePorts(ports)
+// reserveFree reserves ports and returns their release when they are all
+// free now; nil when one is not, or another caller holds one (nothing is
+// kept then).
+func reserveFree(ports ...int) (release func(), err error) {
+	release, err = reservePorts(ports)
 	if errors.Is(err, errPortReserved) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	for _, p := range ports {
 		if !portFree(p) {
 			release()
-			return false, nil
+			return nil, nil
 		}
 	}
-	t.Cleanup(release)
-	return true, nil
+	return release, nil
 }
 
 // errPortReserved: another caller holds the port's reservation.

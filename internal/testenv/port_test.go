@@ -17,8 +17,8 @@ func TestPortReservation(t *testing.T) {
 	var p int
 	t.Run("holder", func(t *testing.T) {
 		p = FreePort(t)
-		if ok, err := reserveFree(t, p); ok || err != nil {
-			t.Fatalf("port %d handed out twice in one process (ok %v, err %v)", p, ok, err)
+		if release, err := reserveFree(p); release != nil || err != nil {
+			t.Fatalf("port %d handed out twice in one process (err %v)", p, err)
 		}
 		lock := filepath.Join(portLockDir, strconv.Itoa(p))
 		if out, err := exec.Command(flock, "-n", lock, "true").CombinedOutput(); err == nil {
