@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -107,5 +108,30 @@ func TestLevelThroughEngine(t *testing.T) {
 	}
 	if prev < 7 {
 		t.Errorf("150 recipients of an undeclared newsletter: level %d, want 7 or more", prev)
+	}
+}
+
+// TestVerdictHeaderText: every field of the verdict header, in one buffer
+// of one object.
+func TestVerdictHeaderText(t *testing.T) {
+	v := Verdict{Bulk: true, Family: signature.FamilyIMatch, Volume: 300, Level: 8,
+		Campaign: store.Campaign{ID: 0xab12, Recipients: 300},
+		Via:      []signature.Family{signature.FamilyShingle, signature.FamilySift},
+		Networks: 12, Lowered: true, Threshold: 20, Override: "global bulk", Slow: true, IDs: []string{"k1", "k2"}}
+	want := "yes; family=" + signature.FamilyIMatch.String() + "; volume=300; campaign=0000ab12; via=" +
+		signature.FamilyShingle.String() + "," + signature.FamilySift.String() +
+		"; level=8; kind=undeclared; networks=12; threshold=20; feedback=global-bulk; slow; keys=k1,k2"
+	if got := v.Header(true); got != want {
+		t.Errorf("Header(true) = %q,\nwant %q", got, want)
+	}
+	for _, id := range []uint32{0, 1, 0xab12, 0x80000000, 0xffffffff} {
+		v := Verdict{Campaign: store.Campaign{ID: id, Recipients: 1}}
+		if got, want := v.CampaignID(), fmt.Sprintf("%08x", id); got != want {
+			t.Errorf("CampaignID(%d) = %q, want %q", id, got, want)
+		}
+	}
+	v.Override, v.Slow, v.IDs = "", false, nil
+	if n := testing.AllocsPerRun(100, func() { v.Header(false) }); n > 1 {
+		t.Errorf("Header of %q: %.0f objects, want 1", v.Header(false), n)
 	}
 }

@@ -210,15 +210,19 @@ func unfold(v string) string {
 	if !strings.ContainsAny(v, "\r\n") {
 		return v
 	}
-	// Byte by byte: strings.Map would turn each invalid UTF-8 byte into a
-	// three-byte U+FFFD and let a value grow past Limits.FieldBytes.
-	b := make([]byte, 0, len(v))
+	return string(appendUnfolded(make([]byte, 0, len(v)), v))
+}
+
+// appendUnfolded appends v without its line breaks. Byte by byte:
+// strings.Map would turn each invalid UTF-8 byte into a three-byte U+FFFD
+// and let a value grow past Limits.FieldBytes.
+func appendUnfolded(b []byte, v string) []byte {
 	for i := 0; i < len(v); i++ {
 		if v[i] != '\r' && v[i] != '\n' {
 			b = append(b, v[i])
 		}
 	}
-	return string(b)
+	return b
 }
 
 // FieldKind says what a Builder did with a header field.
@@ -264,7 +268,9 @@ type Builder struct {
 	AuthservID string
 
 	msg       Message
-	header    textproto.Header
+	hdr       fieldList
+	header    textproto.Header // hdr built, when built is set
+	built     bool
 	body      bytes.Buffer
 	held      int // bytes kept, all kinds
 	fields    int
@@ -298,7 +304,8 @@ func (b *Builder) Limits() Limits { return b.lim }
 // Reset forgets the message; a large body buffer is let go.
 func (b *Builder) Reset() {
 	b.msg = Message{}
-	b.header = textproto.Header{}
+	b.hdr.reset()
+	b.header, b.built = textproto.Header{}, false
 	b.body.Reset()
 	if b.body.Cap() > 1<<20 {
 		b.body = bytes.Buffer{}
@@ -399,7 +406,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	// The first of each field the text is read from is always kept: a
 	// sender who puts a thousand fields first must not choose whether his
 	// Content-Type or Subject is read.
-	first := textField(name) && !b.header.Has(name)
+	first := textField(name) && !b.hdr.hasText(name)
 	if !first && (b.fields >= b.lim.HeaderFields || b.hdrBytes+len(v) > b.lim.HeaderBytes) || !b.take(len(v)+len(name)) {
 		b.msg.Truncated = true
 		return FieldDropped
@@ -410,7 +417,8 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	b.fields++
 	b.hdrBytes += len(v)
-	b.header.Add(name, unfold(v))
+	b.hdr.add(name, v)
+	b.built = false
 	return FieldKept
 }
 
@@ -469,6 +477,9 @@ func (b *Builder) ReadRaw(raw []byte) {
 // Message returns the message built so far. Its body shares the
 // builder's buffer: it is valid until the next Reset.
 func (b *Builder) Message() *Message {
+	if !b.built {
+		b.header, b.built = b.hdr.build(), true
+	}
 	m := b.msg
 	m.Header = b.header
 	m.Body = bytes.NewReader(b.body.Bytes())

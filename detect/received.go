@@ -228,8 +228,9 @@ func ReturnPath(h textproto.Header) string {
 }
 
 // topDown returns a field's values in the order they stand in the message.
-// A Builder adds fields in arrival order with Header.Add, which go-message
-// takes for prepending: Values lists a Builder's fields bottom up.
+// A Builder's header is as if its fields were added in arrival order with
+// Header.Add, which go-message takes for prepending: Values lists a
+// Builder's fields bottom up.
 func topDown(h textproto.Header, key string) []string {
 	vs := h.Values(key)
 	slices.Reverse(vs)

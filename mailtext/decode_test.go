@@ -46,7 +46,7 @@ func TestLinkDomain(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tc := range tests {
-		got, ok := linkDomain(tc.in)
+		got, ok := linkDomain(tc.in, &domainMemo{})
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("linkDomain(%q): got %q %v, want %q %v", tc.in, got, ok, tc.want, tc.ok)
 		}
@@ -55,7 +55,7 @@ func TestLinkDomain(t *testing.T) {
 
 func TestTextDomains(t *testing.T) {
 	text := "Go to http://one.example.com/a, or www.two.example.org. Not mywww.three.example.net nor mailto:x@four.example.com; HTTPS://FIVE.EXAMPLE.CO.UK/x."
-	got := strings.Join(appendTextDomains(nil, text), " ")
+	got := strings.Join(appendTextDomains(nil, text, &domainMemo{}), " ")
 	if want := "example.com example.org example.co.uk"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

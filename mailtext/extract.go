@@ -51,6 +51,7 @@ type walker struct {
 	raw    []byte // raw lines of the current text part
 	dec    []byte // transfer-decoded bytes
 	html   htmlExtractor
+	links  domainMemo // of the text parts' links
 	// The word sets of wordSimilarity, empty between uses.
 	simA, simB map[string]struct{}
 }
@@ -95,6 +96,7 @@ func putWalker(w *walker) {
 		w.dec = nil
 	}
 	w.html.release()
+	w.links = domainMemo{}
 	walkerPool.Put(w)
 }
 
@@ -388,7 +390,7 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 			text = unflow(text, h.delsp)
 		}
 		out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
-		out.domains = appendTextDomains(out.domains, text)
+		out.domains = appendTextDomains(out.domains, text, &w.links)
 	}
 	return hh
 }
@@ -543,7 +545,7 @@ func (w *walker) preambleAsText(h *partHeader, out *result) {
 		return
 	}
 	out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
-	out.domains = appendTextDomains(out.domains, text)
+	out.domains = appendTextDomains(out.domains, text, &w.links)
 }
 
 // chooseAlternative picks what a reader sees of a multipart/alternative:

@@ -68,6 +68,7 @@ type htmlExtractor struct {
 	res      htmlResult
 	classBuf []string
 	tok      tokenizer
+	links    domainMemo // of the links, reset with the text they point into
 	// onHidden, when set (tests, diagnostics), receives each hidden text.
 	onHidden func(text []byte, f *frame)
 }
@@ -78,6 +79,7 @@ func (x *htmlExtractor) release() {
 	}
 	x.tok.release()
 	x.sheet.reset()
+	x.links = domainMemo{}
 }
 
 var rootFrame = frame{alpha: 1, font: 16, fg: black, bg: white, bgKnown: true, block: true}
@@ -478,7 +480,7 @@ func (x *htmlExtractor) startTag(z *tokenizer) {
 	f.computeHidden()
 
 	if (a == atom.A || a == atom.Area) && at.href != "" && !f.hidden {
-		if dom, ok := linkDomain(at.href); ok {
+		if dom, ok := linkDomain(at.href, &x.links); ok {
 			x.res.domains = append(x.res.domains, dom)
 		}
 	}

@@ -17,10 +17,29 @@ const maxURLLen = 2048
 // them up, but without rejecting what a browser would still try.
 var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(false), idna.VerifyDNSLength(false), idna.BidiRule())
 
+// domainMemo holds the last host linkDomain looked up and its answer:
+// a message's links mostly repeat their host, and publicsuffix allocates
+// an error for every lookup (netip.ParseAddr's, checking that the host is
+// no IP address). Reset it when the text it points into is done with.
+type domainMemo struct {
+	host, dom string
+	ok        bool
+}
+
+// registrable is publicsuffix.EffectiveTLDPlusOne's answer for host.
+func (m *domainMemo) registrable(host string) (string, bool) {
+	if m.host != host || m.host == "" {
+		d, err := publicsuffix.EffectiveTLDPlusOne(host)
+		m.host, m.dom, m.ok = host, d, err == nil
+	}
+	return m.dom, m.ok
+}
+
 // linkDomain returns the registrable domain of a link target, or ok=false
 // for targets that are not web links (mailto:, tel:, cid:, javascript:,
-// relative links) or whose host cannot be read.
-func linkDomain(u string) (string, bool) {
+// relative links) or whose host cannot be read. memo remembers the last
+// lookup.
+func linkDomain(u string, memo *domainMemo) (string, bool) {
 	if len(u) > maxURLLen {
 		u = u[:maxURLLen]
 	}
@@ -94,11 +113,7 @@ func linkDomain(u string) (string, bool) {
 	if !validHost(ascii) {
 		return "", false
 	}
-	d, err := publicsuffix.EffectiveTLDPlusOne(ascii)
-	if err != nil {
-		return "", false
-	}
-	return d, true
+	return memo.registrable(ascii)
 }
 
 // hostASCII converts a lower-case host to its ASCII form; an ASCII host
@@ -146,7 +161,7 @@ func hasPrefixFold(s, prefix string) bool {
 
 // appendTextDomains appends the registrable domains of bare URLs in text:
 // "http://", "https://", "ftp://" and word-initial "www.", in order.
-func appendTextDomains(dst []string, text string) []string {
+func appendTextDomains(dst []string, text string, memo *domainMemo) []string {
 	for i := 0; i < len(text); {
 		start := nextURL(text, i)
 		if start < 0 {
@@ -169,7 +184,7 @@ func appendTextDomains(dst []string, text string) []string {
 			end += n
 		}
 		u := strings.TrimRight(text[start:end], ".,;:!?")
-		if d, ok := linkDomain(u); ok {
+		if d, ok := linkDomain(u, memo); ok {
 			dst = append(dst, d)
 		}
 		i = max(end, start+1)

@@ -3,6 +3,7 @@ package signature
 //go:generate go run ./internal/confgen
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -343,6 +344,12 @@ func (st *canonState) text(b []byte, ascii bool) {
 	}
 	gap := 0
 	for i := 0; i < len(b); {
+		if len(run) == 0 {
+			// The common chunks first, then the one they stopped at.
+			if i, gap = st.foldWords(b, i, cls, gap); i == len(b) {
+				break
+			}
+		}
 		c := b[i]
 		if cls[c] == wcSpace {
 			gap++
@@ -364,19 +371,7 @@ func (st *canonState) text(b []byte, ascii bool) {
 			}
 		}
 		start := i
-		// ASCII first, one lookup a byte: the commonest word is ASCII
-		// letters only.
-		var seen uint8
 		for i < len(b) {
-			k := cls[b[i]]
-			if k&(wcSpace|wcHigh) != 0 {
-				break
-			}
-			seen |= k
-			i++
-		}
-		letters := seen == wcLetter
-		for i < len(b) { // from the first byte of another script on
 			if k := cls[b[i]]; k != wcHigh {
 				if k == wcSpace {
 					break
@@ -384,7 +379,6 @@ func (st *canonState) text(b []byte, ascii bool) {
 				i++
 				continue
 			}
-			letters = false
 			r, n := utf8.DecodeRune(b[i:])
 			if unicode.IsSpace(r) {
 				break
@@ -406,15 +400,64 @@ func (st *canonState) text(b []byte, ascii bool) {
 			}
 		}
 		flush()
-		w := b[start:i]
-		if letters && !(len(w) > 4 && (w[0]|0x20) == 'w' && (w[1]|0x20) == 'w' && (w[2]|0x20) == 'w') {
-			st.asciiWord(w)
-		} else {
-			st.chunk(w)
-		}
+		st.chunk(b[start:i])
 	}
 	flush()
 	st.chunks = run[:0]
+}
+
+// foldWords emits the chunks of b from i on, and the ASCII white space
+// between them, while each is two or more ASCII letters and plain
+// punctuation, not a link: the commonest chunks, whose tokens (what
+// fastChunk makes of them: lower-cased, l folded into i, doubled letters
+// once, punctuation dropped) it writes as it reads them, in one pass
+// without calls. It returns where the first other chunk begins, or
+// len(b), and the gap before it.
+func (st *canonState) foldWords(b []byte, i int, cls *[256]uint8, gap int) (int, int) {
+	// A chunk writes at most a byte a byte: room for the rest of the text
+	// is enough.
+	if cap(st.tok)-len(st.tok) < len(b)-i {
+		st.tok = slices.Grow(st.tok, len(b)-i)
+	}
+	room, n := st.tok[:cap(st.tok)], len(st.tok)
+	for i < len(b) {
+		if c := b[i]; cls[c] == wcSpace {
+			gap++
+			if c == '\n' {
+				gap++ // a line break is a wider gap than a space
+			}
+			i++
+			continue
+		}
+		start, tok := i, n
+		var prev uint8
+		for ; i < len(b); i++ {
+			c := b[i]
+			f := foldByte[c]
+			if f == 0 {
+				if cls[c] != wcPunct {
+					break
+				}
+				continue
+			}
+			if f != prev {
+				room[n] = f
+				n++
+				prev = f
+			}
+		}
+		if i < len(b) && cls[b[i]] != wcSpace || n == tok || i-start == 1 ||
+			i-start > 4 && (b[start]|0x20) == 'w' && (b[start+1]|0x20) == 'w' && (b[start+2]|0x20) == 'w' {
+			// Another chunk (no letter, or other bytes), a single
+			// character or a link.
+			i, n = start, tok
+			break
+		}
+		st.refs = append(st.refs, tokRef{start: tok, end: n})
+		gap = 0
+	}
+	st.tok = room[:n]
+	return i, gap
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, '\f': true, '\v': true}
@@ -430,10 +473,11 @@ var letterByte = func() (t [256]uint8) {
 // wordClass classifies bytes for the chunk scanner in one lookup; the
 // classes are bits, so that a word's classes can be gathered with OR.
 const (
-	wcOther = 1 << iota
-	wcLetter
+	wcOther  = 1 << iota // digits and symbols that may be leetspeak or links
+	wcLetter             // ASCII letters
 	wcSpace
 	wcHigh
+	wcPunct // other ASCII punctuation: fastChunk drops it (acPunct)
 )
 
 var wordClass = func() (t [256]uint8) {
@@ -445,6 +489,8 @@ var wordClass = func() (t [256]uint8) {
 			t[c] = wcSpace
 		case 'a' <= c|0x20 && c|0x20 <= 'z':
 			t[c] = wcLetter
+		case asciiClass[c] == acPunct:
+			t[c] = wcPunct
 		default:
 			t[c] = wcOther
 		}
@@ -463,27 +509,15 @@ var wordClassASCII = func() (t [256]uint8) {
 	return t
 }()
 
-// asciiWord emits a chunk of ASCII letters only: lower-cased, l folded
-// into i.
-func (st *canonState) asciiWord(w []byte) {
-	start := len(st.tok)
-	st.tok = append(st.tok, w...)
-	out := st.tok[start:]
-	n := 0
-	for _, c := range out {
-		c |= 0x20
-		if c == 'l' {
-			c = 'i'
-		}
-		if n > 0 && out[n-1] == c {
-			continue // doubled letter
-		}
-		out[n] = c
-		n++
+// foldByte is an ASCII letter lower-cased, l folded into i, and 0 for
+// every other byte.
+var foldByte = func() (t [256]uint8) {
+	for c := byte('a'); c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = c, c
 	}
-	st.tok = st.tok[:start+n]
-	st.refs = append(st.refs, tokRef{start: start, end: len(st.tok)})
-}
+	t['l'], t['L'] = 'i', 'i'
+	return t
+}()
 
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {

@@ -64,6 +64,11 @@ func (st *canonState) chunk(b []byte) {
 	}
 	rs := st.rs[:0]
 	for i := 0; i < len(b); {
+		if c := b[i]; c < utf8.RuneSelf {
+			rs = append(rs, rune(c))
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRune(b[i:])
 		rs = append(rs, r)
 		i += n
@@ -390,7 +395,7 @@ func readLeet(rs []rune) ([]rune, bool) {
 		}
 		for _, sq := range leetSeqs {
 			n := len(sq.s)
-			if i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
+			if rune(sq.s[0]) != rs[i] || i+n > len(rs) || !matchSeq(rs[i:i+n], sq.s) {
 				continue
 			}
 			left := i > 0 && (isAlnumRune(rs[i-1]) || leetLetter(rs[i-1]) != 0)

@@ -19,8 +19,10 @@
 // evidence (any evidence: JoinEvidence, JoinShare), or starts its own, and
 // then all its keys point to that campaign. Against chaining (a footer or
 // a list template shared by unrelated mail) a key that voted in a weak
-// join (less than WeakShare of the message's evidence) or moved between
-// campaigns counts a weak event, and stops voting after WeakCap. The campaign's volume is
+// join (less than WeakShare of the message's evidence, or one key joining a
+// campaign whose only envelope sender is the message's: a sender's
+// template) or moved between campaigns counts a weak event, and stops
+// voting after WeakCap. The campaign's volume is
 // its distinct recipients in the window. A campaign can split: its first
 // copies share too little to find each other and start campaigns of their
 // own. So a strong join also counts the other campaigns that UnionKeys or

@@ -781,7 +781,7 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"one contain key beside another family's", append([]string{"shingle"}, contain(ContainAlone)...), append([]keyPtr{at(4)}, repeat(at(4), 1, ContainAlone)...), true, 4},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
-		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99)
+		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, nil)
 		if d.join != c.join || d.ref != c.ref {
 			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
 		}
@@ -948,7 +948,7 @@ func TestDecideUnion(t *testing.T) {
 		for len(ptrs) < len(c.fams) {
 			ptrs = append(ptrs, none)
 		}
-		d := decide(c.fams, familyCounts(c.fams), ptrs, 99)
+		d := decide(c.fams, familyCounts(c.fams), ptrs, 99, nil)
 		if got := fmt.Sprint(d.union); !d.join || got != c.union {
 			t.Errorf("%s: join %v, union %s; want a join, union %s", c.name, d.join, got, c.union)
 		}

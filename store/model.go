@@ -36,6 +36,17 @@ import (
 // single term-set band joining alone tagged 64 ham messages in one window
 // instead of 27).
 //
+// One sender's template: a join that a single key carries (fewer than
+// UnionKeys voting keys) to a campaign whose only envelope sender is the
+// message's is weak, whatever its share. A sender's newsletter issues and
+// feed items share a frame (a masthead, a "URL: … Date:" line) whose band
+// of keys is an eighth of a message's evidence: a strong join, so the
+// frame alone added up every issue; weak, it merges at most WeakCap+1 of
+// them. The copies of an edited campaign from one sender share a different
+// key each and keep joining; a campaign with other senders (a list that
+// relays a spam campaign is one of its many) is not one sender's
+// (measured in docs/evaluation.md, "One sender's template").
+//
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
 // campaign's evidence is less than WeakShare of the message's whole
@@ -203,8 +214,10 @@ func familyCounts(fams []string) famCounts {
 
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
-// campaign takes.
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
+// campaign takes. only, when not nil, tells whether the message's envelope
+// sender is campaign ref's only one (asked only of a join one key
+// carries: "One sender's template").
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(ref uint32) bool) decision {
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -242,7 +255,8 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32) decision {
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		d.ref, d.join = best, true
-		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole
+		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole ||
+			(keys[best] < UnionKeys && only != nil && only(best))
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}
@@ -328,16 +342,24 @@ func fp16(s string) uint16 {
 	return uint16(xxhash.Sum64String(s)) | 1
 }
 
+// fpSetHas reports whether set (fpSetAdd's form) holds fp.
+func fpSetHas(set string, fp uint16) bool {
+	for i := 0; i+1 < len(set); i += 2 {
+		if binary.BigEndian.Uint16([]byte(set[i:i+2])) == fp {
+			return true
+		}
+	}
+	return false
+}
+
+// fpSetOnly reports whether fp (not 0) is set's only member.
+func fpSetOnly(set string, fp uint16) bool { return len(set) == 2 && fpSetHas(set, fp) }
+
 // fpSet adds fp to a small set kept as packed big-endian uint16s (the
 // form Redis stores), up to CampaignSetCap members.
 func fpSetAdd(set string, fp uint16) string {
-	if fp == 0 || len(set) >= 2*CampaignSetCap {
+	if fp == 0 || len(set) >= 2*CampaignSetCap || fpSetHas(set, fp) {
 		return set
-	}
-	for i := 0; i+1 < len(set); i += 2 {
-		if binary.BigEndian.Uint16([]byte(set[i:i+2])) == fp {
-			return set
-		}
 	}
 	return set + string(binary.BigEndian.AppendUint16(nil, fp))
 }

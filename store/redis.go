@@ -138,8 +138,14 @@ func (t *TLSOptions) config() (*tls.Config, error) {
 	return c, nil
 }
 
-// connBufferSize is each Redis connection's read and write buffer.
-const connBufferSize = 4 << 10
+// connReadBuffer and connWriteBuffer are each Redis connection's
+// buffers. A reply is a few hundred bytes; a message's script call about
+// 5.5 KB (43 keys), which a 4 KiB buffer wrote in two system calls and
+// two TCP segments, so that Redis could wake up for half a command.
+const (
+	connReadBuffer  = 4 << 10
+	connWriteBuffer = 16 << 10
+)
 
 // Redis is the store on a Redis server, Sentinel or Cluster. It is safe for
 // concurrent use.
@@ -208,15 +214,15 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		DB:               o.DB,
 		TLSConfig:        tc,
 		PoolSize:         o.PoolSize,
-		// Our commands and replies are a few hundred bytes. go-redis's
+		// Our replies are a few hundred bytes, commands a few KB. go-redis's
 		// buffers (32 KiB, and 128 KiB on a second pool it keeps for
 		// pipelines) are held by every idle connection, and go-redis never
 		// closes idle connections: on a cluster, a master that failed keeps
 		// its pool after it rejoins as a replica, so each failover left
 		// megabytes behind (TestClusterFailoversKeepNoBuffers). One pool of
 		// small buffers keeps that to kilobytes.
-		ReadBufferSize:   connBufferSize,
-		WriteBufferSize:  connBufferSize,
+		ReadBufferSize:   connReadBuffer,
+		WriteBufferSize:  connWriteBuffer,
 		PipelinePoolSize: -1,
 		ClientName:       o.ClientName,
 		Protocol:         o.Protocol,
@@ -472,6 +478,16 @@ func (r *Redis) Observe(ctx context.Context, o Observation) (Result, error) {
 	return r.observeAs(ctx, "observe", o)
 }
 
+// within bounds ctx by d, unless its deadline is as near already: the
+// pipeline bounds a message's store call by policy.store_timeout, below the
+// store's timeout, and a second deadline cost a timer and four objects.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // observeAs is Observe reported as op ("observe", or "peek" for Peek).
 func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Result, err error) {
 	start := time.Now()
@@ -487,7 +503,7 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	if len(o.Keys) == 0 {
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	ctx, cancel := within(ctx, r.timeout)
 	defer cancel()
 	lim, err := r.limits(ctx)
 	if err != nil {
@@ -787,7 +803,26 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	m.d = decide(names, familyCounts(names), kps, fresh)
+	// One sender's template (model.go): the campaign's senders are on its
+	// own slot, read by a call of their own, made only for a join that one
+	// key carries, from a known sender.
+	var only func(uint32) bool
+	if snd := fp16(ob.o.Sender); snd != 0 {
+		only = func(ref uint32) bool {
+			ks, field := r.campKeys(ref, ob.cb, split)
+			keys := append([]string{ks[nb]}, ks[:nb]...)
+			var cmd *redis.Cmd
+			err = r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
+				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
+				return cmd
+			})
+			return err == nil && asInt(cmd.Val()) == 1
+		}
+	}
+	m.d = decide(names, familyCounts(names), kps, fresh, only)
+	if err != nil {
+		return campaignOutcome{}, err
+	}
 	if !m.d.join && !write {
 		return m, nil
 	}

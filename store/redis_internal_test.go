@@ -363,3 +363,40 @@ func countingRedis(t *testing.T) (*testenv.Redis, *Redis) {
 	t.Cleanup(func() { s.Close() })
 	return r, s
 }
+
+// TestWithin: a caller's nearer deadline is kept as it is (no second
+// timer), a farther one or none is cut to the store's timeout.
+func TestWithin(t *testing.T) {
+	near, cancelNear := context.WithTimeout(context.Background(), time.Second)
+	defer cancelNear()
+	far, cancelFar := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelFar()
+	for _, tt := range []struct {
+		name   string
+		parent context.Context
+		same   bool
+	}{
+		{"nearer deadline", near, true},
+		{"farther deadline", far, false},
+		{"no deadline", context.Background(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			ctx, cancel := within(tt.parent, time.Minute)
+			defer cancel()
+			if same := ctx == tt.parent; same != tt.same {
+				t.Errorf("parent kept: %v, want %v", same, tt.same)
+			}
+			dl, ok := ctx.Deadline()
+			if !ok || dl.After(start.Add(time.Minute+time.Second)) {
+				t.Errorf("deadline %v (%v), want within a minute of %v", dl, ok, start)
+			}
+		})
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, cancel := within(near, time.Minute)
+		cancel()
+	}); n != 0 {
+		t.Errorf("a nearer deadline kept: %.0f objects, want 0", n)
+	}
+}

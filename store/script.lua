@@ -414,6 +414,21 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
+-- camp_only_sender tells whether envelope sender snd (a 2-byte
+-- fingerprint) is campaign ck's only one in the window: its record's set,
+-- or its first sighting's (model.go, "One sender's template").
+local function camp_only_sender(ck, snd)
+  local m = redis.call('HMGET', ck.x, '#', 'h', 's')
+  if m[1] or m[2] then return m[3] == u16(snd) end
+  fs_mget(ck.f)
+  for i = ck.nb, 1, -1 do
+    local s = fs_get(ck.f[i])
+    local p = fs_find(s, ck.field, CREC)
+    if p then return num(s, p + 14, 2) == snd end
+  end
+  return false
+end
+
 -- Votes of one key on an observation: the tally and the recipients' own.
 local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
@@ -693,8 +708,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local rec = field .. e
   local s = fs_get(pck)
   local ml = cur_main(s)
-  local bk, olen = -1, ''
-  if ml then bk, olen = u32at(s, 1), string.sub(s, 7, HDR) end
+  local bk = ml and u32at(s, 1) or -1
   if bk == cb then
     local p
     if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
@@ -710,13 +724,16 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
       if sup then
         ns = s .. rec
       else
-        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. olen .. string.sub(s, HDR + 1, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
+        -- the lanes' lengths and the main records in one piece: each
+        -- string the script makes is interned, a cost per byte and call
+        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. string.sub(s, 7, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
       end
       redis.call('SET', pck, ns, 'KEEPTTL')
       fscache[pck] = ns
       return
     end
   end
+  local olen = ml and string.sub(s, 7, HDR) or ''
   if bk > cb and bk - cb <= cb - oldest then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string (a
@@ -1001,7 +1018,9 @@ if mode == 'c' or mode == 'r' then
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
-    weak = 100 * bestEv < WEAKSHARE * UNIT * nf
+    -- one sender's template (model.go)
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or
+      (nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd))
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
@@ -1155,6 +1174,16 @@ if mode == 'q' then
     if not camp_live(ck, origin) then return i - 1 end
   end
   return n
+end
+
+if mode == 's' then
+  -- KEYS: the campaign's exact set, then its nb first-sighting strings.
+  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is the
+  -- campaign's only one (camp_only_sender), else 0.
+  local nb = tonumber(ARGV[2])
+  local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
+  for j = 1, nb do ck.f[j] = KEYS[1 + j] end
+  return camp_only_sender(ck, tonumber(ARGV[4])) and 1 or 0
 end
 
 if mode == 'w' then

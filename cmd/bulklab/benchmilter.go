@@ -75,6 +75,7 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	var (
 		addr string
 		stop func()
+		reg  *prometheus.Registry // the daemon's metrics
 	)
 	switch *kind {
 	case "noop":
@@ -92,7 +93,8 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		}
 		// One registry for the pipeline and the server, as in the daemon:
 		// metrics are part of the cost.
-		met := metrics.New(prometheus.NewRegistry())
+		reg = prometheus.NewRegistry()
+		met := metrics.New(reg)
 		rt, err := daemon.NewRuntime(cfg, log, met, nil)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
@@ -120,7 +122,16 @@ func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		if in.Text() != "stats" {
 			continue
 		}
-		b, err := json.Marshal(bench.ReadRuntimeStats())
+		st := bench.ReadRuntimeStats()
+		var err error
+		if reg != nil {
+			st.Check, st.Store, err = bench.ReadLatencies(reg)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		b, err := json.Marshal(st)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1

@@ -142,6 +142,12 @@ type RedisPerMsg struct {
 	CPUus       float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
 	Usec        float64 `json:"cmd_usec"` // time in commands (commandstats)
 	Memory      float64 `json:"memory_b"` // used_memory growth
+	// ScriptP50us and ScriptP99us are quantiles of the script calls'
+	// time inside the server (LATENCY HISTOGRAM evalsha; µs, the upper
+	// bound of a power-of-2 bucket): against the milter's store call,
+	// what of the round trip is Redis running the script.
+	ScriptP50us int64 `json:"script_p50_us,omitempty"`
+	ScriptP99us int64 `json:"script_p99_us,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -163,6 +169,15 @@ type RowRuntime struct {
 	// (µs, the bucket's upper bound).
 	GCPauses     uint64  `json:"gc_pauses"`
 	GCPauseMaxUs float64 `json:"gc_pause_max_us"`
+	// CheckP50ms and CheckP99ms are quantiles of the pipeline's time
+	// from the end of a message to its verdict, StoreP50ms and StoreP99ms
+	// of the store call's within it (ms, the upper bound of a 9 % bucket):
+	// the rest of a row's latency is the protocol and the waits for a CPU
+	// outside the pipeline. Zero for the do-nothing milter.
+	CheckP50ms float64 `json:"check_p50_ms,omitempty"`
+	CheckP99ms float64 `json:"check_p99_ms,omitempty"`
+	StoreP50ms float64 `json:"store_p50_ms,omitempty"`
+	StoreP99ms float64 `json:"store_p99_ms,omitempty"`
 }
 
 func rowRuntime(d RuntimeStats, n float64) *RowRuntime {
@@ -171,6 +186,8 @@ func rowRuntime(d RuntimeStats, n float64) *RowRuntime {
 		GCPer1000: float64(d.GCCycles) * 1000 / n, GCCPUus: d.GCCPU * 1e6 / n,
 		SchedP99us: d.SchedLatency.Quantile(0.99) * 1e6, SchedP999us: d.SchedLatency.Quantile(0.999) * 1e6,
 		GCPauses: d.GCPauses.Total(), GCPauseMaxUs: d.GCPauses.Quantile(1) * 1e6,
+		CheckP50ms: d.Check.Quantile(0.5) * 1e3, CheckP99ms: d.Check.Quantile(0.99) * 1e3,
+		StoreP50ms: d.Store.Quantile(0.5) * 1e3, StoreP99ms: d.Store.Quantile(0.99) * 1e3,
 	}
 }
 
@@ -216,9 +233,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		return EndToEndResult{}, err
 	}
 	var before redisinfo.Snapshot
+	var lat0 redisinfo.Latency
 	if o.Redis != nil {
 		var err error
 		if before, err = redisinfo.Read(ctx, o.Redis); err != nil {
+			return EndToEndResult{}, err
+		}
+		if lat0, err = redisinfo.ReadLatency(ctx, o.Redis, "evalsha"); err != nil {
 			return EndToEndResult{}, err
 		}
 	}
@@ -281,8 +302,13 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 			if err != nil {
 				return r, err
 			}
+			lat, err := redisinfo.ReadLatency(ctx, o.Redis, "evalsha")
+			if err != nil {
+				return r, err
+			}
 			d := after.Sub(before)
 			r.Redis = &RedisPerMsg{
+				ScriptP50us: lat.Quantile(lat0, 0.5), ScriptP99us: lat.Quantile(lat0, 0.99),
 				RoundTrips:  float64(d.Writes) / n,
 				Scripts:     float64(d.Commands["evalsha"].Calls+d.Commands["eval"].Calls) / n,
 				Commands:    float64(d.Calls()) / n,

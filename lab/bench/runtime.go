@@ -3,6 +3,9 @@ package bench
 import (
 	"math"
 	"runtime/metrics"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // RuntimeStats is what a Go milter process's runtime has done so far
@@ -19,6 +22,13 @@ type RuntimeStats struct {
 	// ran; GCPauses the stop-the-world pauses of the collector.
 	SchedLatency Histogram `json:"sched_latency"`
 	GCPauses     Histogram `json:"gc_pauses"`
+	// Check is the pipeline's time from the end of a message to its
+	// verdict (bulkmilter_processing_duration_seconds) and Store the store
+	// calls' within it (bulkmilter_store_request_duration_seconds,
+	// op="observe"): what of a paced row's latency is the pipeline's and
+	// the store round trip's. Empty for the do-nothing milter.
+	Check Histogram `json:"check,omitempty"`
+	Store Histogram `json:"store,omitempty"`
 }
 
 // Histogram is a runtime/metrics histogram of seconds: Counts[i] values
@@ -79,7 +89,66 @@ func (r RuntimeStats) Sub(before RuntimeStats) RuntimeStats {
 		GCCycles: r.GCCycles - before.GCCycles, AllocBytes: r.AllocBytes - before.AllocBytes,
 		AllocObjects: r.AllocObjects - before.AllocObjects, GCCPU: r.GCCPU - before.GCCPU, TotalCPU: r.TotalCPU - before.TotalCPU,
 		SchedLatency: r.SchedLatency.Sub(before.SchedLatency), GCPauses: r.GCPauses.Sub(before.GCPauses),
+		Check: r.Check.Sub(before.Check), Store: r.Store.Sub(before.Store),
 	}
+}
+
+// ReadLatencies reads Check and Store from the daemon's metrics in g,
+// from their native histograms (10 % buckets, not the classic ones'
+// factor of 2 to 2.5).
+func ReadLatencies(g prometheus.Gatherer) (check, store Histogram, err error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return check, store, err
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "bulkmilter_processing_duration_seconds":
+				check = nativeHistogram(m.GetHistogram())
+			case "bulkmilter_store_request_duration_seconds":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "op" && l.GetValue() == "observe" {
+						store = nativeHistogram(m.GetHistogram())
+					}
+				}
+			}
+		}
+	}
+	return check, store, nil
+}
+
+// nativeHistogram turns a native histogram of positive values into a
+// Histogram on a fixed grid of its buckets from 1 µs to 100 s, so that two
+// readings subtract bucket by bucket; values outside the grid fall in its
+// first or last bucket, the zero bucket's in the first.
+func nativeHistogram(h *dto.Histogram) Histogram {
+	if h == nil || h.GetSchema() < -4 || h.GetSchema() > 8 {
+		return Histogram{}
+	}
+	scale := math.Exp2(float64(h.GetSchema())) // buckets per doubling
+	lo, hi := int(math.Floor(math.Log2(1e-6)*scale)), int(math.Ceil(math.Log2(100)*scale))
+	out := Histogram{Counts: make([]uint64, hi-lo+1), Bounds: make([]float64, hi-lo+2)}
+	for i := range out.Bounds {
+		// Bucket i of the native histogram holds (base^(i-1), base^i].
+		out.Bounds[i] = math.Exp2(float64(lo+i-1) / scale)
+	}
+	out.Counts[0] = h.GetZeroCount()
+	idx, count := 0, int64(0)
+	deltas := h.GetPositiveDelta()
+	for _, sp := range h.GetPositiveSpan() {
+		idx += int(sp.GetOffset())
+		for range sp.GetLength() {
+			if len(deltas) == 0 {
+				return out
+			}
+			count += deltas[0]
+			deltas = deltas[1:]
+			out.Counts[min(max(idx-lo, 0), hi-lo)] += uint64(max(count, 0))
+			idx++
+		}
+	}
+	return out
 }
 
 // Sub returns the counts of h less those of before (the same buckets).

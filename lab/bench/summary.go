@@ -57,6 +57,10 @@ type RuntimeSummary struct {
 	SchedP99us   Spread `json:"sched_latency_p99_us"`
 	SchedP999us  Spread `json:"sched_latency_p999_us"`
 	GCPauseMaxUs Spread `json:"gc_pause_max_us"`
+	CheckP50ms   Spread `json:"check_p50_ms"`
+	CheckP99ms   Spread `json:"check_p99_ms"`
+	StoreP50ms   Spread `json:"store_p50_ms"`
+	StoreP99ms   Spread `json:"store_p99_ms"`
 }
 
 // Summarize groups rows by name, in the order names first appear.
@@ -98,6 +102,10 @@ func Summarize(rows []EndToEndResult) []Summary {
 				SchedP99us:   rcol(func(r *RowRuntime) float64 { return r.SchedP99us }),
 				SchedP999us:  rcol(func(r *RowRuntime) float64 { return r.SchedP999us }),
 				GCPauseMaxUs: rcol(func(r *RowRuntime) float64 { return r.GCPauseMaxUs }),
+				CheckP50ms:   rcol(func(r *RowRuntime) float64 { return r.CheckP50ms }),
+				CheckP99ms:   rcol(func(r *RowRuntime) float64 { return r.CheckP99ms }),
+				StoreP50ms:   rcol(func(r *RowRuntime) float64 { return r.StoreP50ms }),
+				StoreP99ms:   rcol(func(r *RowRuntime) float64 { return r.StoreP99ms }),
 			}
 		}
 		out = append(out, Summary{

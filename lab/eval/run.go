@@ -239,7 +239,7 @@ func hamOneWindow(ctx context.Context, cfg *Config, hs *hamStream) (*HamWindow, 
 	defer p.Close()
 	w := &HamWindow{Messages: len(hs.items), Personal: hs.personal, ByFamily: map[string]int{}}
 	for i, it := range hs.items {
-		v := p.Check(ctx, it.Raw, []string{hamRecipient(i)}, time.Time{})
+		v := checkHam(ctx, p, it.Raw, hamRecipient(i), time.Time{})
 		if v.Err != nil {
 			return nil, fmt.Errorf("ham %s: %w", it.Name, v.Err)
 		}
@@ -454,6 +454,21 @@ type copyRecord struct {
 // hamRecipient is the synthesised recipient of the i-th ham message.
 func hamRecipient(i int) string { return fmt.Sprintf("rcpt%d@eval.invalid", i) }
 
+// checkHam checks a ham message as its MTA handed it over: the envelope
+// sender from its Return-Path, as the stream replay takes it (a store
+// tells one sender's mail by it), and the replay's own recipient. A
+// pipeline that cannot take a message in (no StreamPipeline) checks it
+// without a sender.
+func checkHam(ctx context.Context, p Pipeline, raw []byte, rcpt string, at time.Time) detect.Verdict {
+	sp, ok := p.(StreamPipeline)
+	if !ok {
+		return p.Check(ctx, raw, []string{rcpt}, at)
+	}
+	msg := sp.Message(raw, []string{rcpt}, at)
+	msg.SetFromHeader(detect.FromHeader{Sender: true})
+	return sp.Engine().Check(ctx, msg)
+}
+
 // burst is how long a campaign takes to send all its copies.
 const burst = 6 * time.Hour
 
@@ -536,7 +551,7 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 			return nil, err
 		}
 		if e.ham >= 0 {
-			v := p.Check(ctx, ham[e.ham].Raw, []string{hamRecipient(e.ham)}, e.at)
+			v := checkHam(ctx, p, ham[e.ham].Raw, hamRecipient(e.ham), e.at)
 			if v.Err != nil {
 				sim.r.Close()
 				return nil, fmt.Errorf("%s: ham %s: %w", atk.Name, ham[e.ham].Name, v.Err)

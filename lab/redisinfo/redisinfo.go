@@ -14,8 +14,11 @@
 package redisinfo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -137,4 +140,97 @@ func (d Diff) Usec() int64 {
 		n += c.Usec
 	}
 	return n
+}
+
+// Latency is a command's execution times as the server measured them
+// (LATENCY HISTOGRAM, Redis 7): Counts[i] executions took at most
+// Bounds[i] µs, cumulative, on power-of-2 bounds.
+type Latency struct {
+	Bounds, Counts []int64
+}
+
+// ReadLatency reads one command's latency histogram; empty when the
+// server has run none.
+func ReadLatency(ctx context.Context, c redis.UniversalClient, command string) (Latency, error) {
+	v, err := c.Do(ctx, "latency", "histogram", command).Result()
+	if err != nil {
+		return Latency{}, fmt.Errorf("redis latency histogram %s: %w", command, err)
+	}
+	// RESP3 answers maps, RESP2 flat arrays of keys and values.
+	pairs := func(v any) []any {
+		switch x := v.(type) {
+		case []any:
+			return x
+		case map[any]any:
+			out := make([]any, 0, 2*len(x))
+			for k, v := range x {
+				out = append(out, k, v)
+			}
+			return out
+		}
+		return nil
+	}
+	var l Latency
+	cmd := pairs(v)
+	if len(cmd) < 2 {
+		return l, nil
+	}
+	fields := pairs(cmd[1])
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] != "histogram_usec" {
+			continue
+		}
+		h := pairs(fields[i+1])
+		for j := 0; j+1 < len(h); j += 2 {
+			b, okb := h[j].(int64)
+			n, okn := h[j+1].(int64)
+			if !okb || !okn {
+				return Latency{}, fmt.Errorf("redis latency histogram %s: bucket %v: %v", command, h[j], h[j+1])
+			}
+			l.Bounds, l.Counts = append(l.Bounds, b), append(l.Counts, n)
+		}
+	}
+	// A map has no order; the counts grow with the bounds.
+	idx := make([]int, len(l.Bounds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(l.Bounds[a], l.Bounds[b]) })
+	s := Latency{Bounds: make([]int64, len(idx)), Counts: make([]int64, len(idx))}
+	for i, j := range idx {
+		s.Bounds[i], s.Counts[i] = l.Bounds[j], l.Counts[j]
+	}
+	return s, nil
+}
+
+// Quantile returns the bound (µs) of the bucket that holds the q-th
+// quantile of the executions between before and l, 0 when there were
+// none.
+func (l Latency) Quantile(before Latency, q float64) int64 {
+	if len(l.Bounds) == 0 {
+		return 0
+	}
+	// A reading lists the buckets that hold executions; one it leaves
+	// out holds as many as the bucket below it.
+	at := func(x Latency, b int64) int64 {
+		var n int64
+		for i, xb := range x.Bounds {
+			if xb <= b {
+				n = x.Counts[i]
+			}
+		}
+		return n
+	}
+	last := len(l.Bounds) - 1
+	total := l.Counts[last] - at(before, l.Bounds[last])
+	if total <= 0 {
+		return 0
+	}
+	want := max(int64(math.Ceil(q*float64(total))), 1)
+	for i, b := range l.Bounds {
+		if l.Counts[i]-at(before, b) >= want {
+			return b
+		}
+	}
+	return l.Bounds[last]
 }

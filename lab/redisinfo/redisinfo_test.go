@@ -89,3 +89,40 @@ func TestParse(t *testing.T) {
 		t.Error("a malformed used_memory was accepted")
 	}
 }
+
+// TestReadLatency: a script's executions between two readings, as the
+// server timed them, without those before.
+func TestReadLatency(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{})
+	c := redis.NewClient(r.ClientOptions())
+	defer c.Close()
+	ctx := context.Background()
+	const fast, slow = "return 1", "local x = 0 for i = 1, 300000 do x = x + i end return x"
+	for range 30 {
+		if err := c.Eval(ctx, fast, nil).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := redisinfo.ReadLatency(ctx, c, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := before.Quantile(redisinfo.Latency{}, 0.5); q < 1 || q > 256 {
+		t.Errorf("30 trivial scripts: median bound %d µs, want 1 to 256", q)
+	}
+	for range 10 {
+		if err := c.Eval(ctx, slow, nil).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := redisinfo.ReadLatency(ctx, c, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := after.Quantile(before, 0.5); q < 512 {
+		t.Errorf("10 scripts of 300,000 additions after the trivial ones: median bound %d µs, want at least 512", q)
+	}
+	if q := after.Quantile(after, 0.5); q != 0 {
+		t.Errorf("nothing between a reading and itself: median bound %d, want 0", q)
+	}
+}

@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeysAndDuplicates", s.keysAndDuplicates},
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
+		{"CampaignSenderTemplate", s.campaignSenderTemplate},
 		{"CampaignUnion", s.campaignUnion},
 		{"CampaignAlias", s.campaignAlias},
 		{"CampaignAliasPair", s.campaignAliasPair},
@@ -320,6 +321,58 @@ func (s *suite) campaignNoChaining(t *testing.T) {
 	res := observe(t, st, t0.Add(time.Hour), footer, "v@x")
 	if len(res.Campaign.Joined) != 0 || res.Volumes[0] != 1 {
 		t.Errorf("footer alone: campaign %+v volume %d, want a new campaign of 1", res.Campaign, res.Volumes[0])
+	}
+}
+
+// campaignSenderTemplate: one sender's feed items (or newsletter issues)
+// share the frame's key, one band of two in one family of four (a strong
+// join: an eighth of the evidence), and nothing else: the frame joins them
+// weakly, WeakCap+1 of them at most (model.go, "One sender's template").
+// The same key joins an edited campaign's copies from many senders or none
+// known, and one sender's copies whose content joins them (two keys) add
+// up.
+func (s *suite) campaignSenderTemplate(t *testing.T) {
+	const n = 12
+	for _, tc := range []struct {
+		name   string
+		sender func(j int) string
+		shared int   // keys shared by every message: the frame's, then content
+		most   int64 // the largest campaign
+	}{
+		{"one sender, the frame alone", func(int) string { return "rss@feeds.example" }, 1, store.WeakCap + 1},
+		{"many senders, the frame alone", func(j int) string { return fmt.Sprintf("s%d@spam.example", j) }, 1, n},
+		{"no sender known, the frame alone", func(int) string { return "" }, 1, n},
+		{"one sender, content joins", func(int) string { return "rss@feeds.example" }, 2, n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := s.open(t, store.Params{})
+			ids := map[uint32]bool{}
+			var most int64
+			for j := range n {
+				// shingle.0 is the frame; the content's first shared key is
+				// an I-Match key; every other key is the item's own.
+				keys := []string{familyKey("shingle", 0, 0xf0), familyKey("shingle", 1, j<<8|1)}
+				for f, c := range map[string]int{"imatch": 3, "charshingle": 3, "sift": 2} {
+					for i := range c {
+						keys = append(keys, familyKey(f, i, j<<8|0x10+i))
+					}
+				}
+				if tc.shared > 1 {
+					keys[2] = familyKey("imatch", 9, 0xc0)
+				}
+				res, err := st.Observe(context.Background(), store.Observation{Keys: keys,
+					Recipients: []string{fmt.Sprintf("u%d@x", j)}, Time: t0.Add(time.Duration(j) * time.Minute), Sender: tc.sender(j)})
+				if err != nil {
+					t.Fatalf("item %d: %v", j, err)
+				}
+				most = max(most, res.Campaign.Recipients)
+				ids[res.Campaign.ID] = true
+			}
+			// One campaign of most, the rest each its own.
+			if most != tc.most || len(ids) != n-int(most)+1 {
+				t.Errorf("largest campaign %d of %d campaigns, want %d of %d", most, len(ids), tc.most, n-int(tc.most)+1)
+			}
+		})
 	}
 }
 
