@@ -106,6 +106,47 @@ func command(t *testing.T, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// lockMachine makes the test the only one on this machine that installs
+// the package, until its cleanup (registered first, so it runs after the
+// purge): the package, its user and /var/lib/bulkmilter are the machine's,
+// and two runs of `go test ./deploy` at once (two engineers, or a
+// developer beside CI) installed and purged each other's package and
+// failed both. It waits for the holder; the test binary's -timeout bounds
+// the wait.
+func lockMachine(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "bulkmilter-test-debian.lock"), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		t.Logf("waiting for another test process that installs the package (%s)", f.Name())
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatalf("flock %s: %v", f.Name(), err)
+		}
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
+// dpkg runs dpkg as apt does: holding dpkg's frontend lock, waited for
+// (an apt-get elsewhere on the machine holds it for minutes; dpkg alone
+// fails at once), and telling dpkg so with DPKG_FRONTEND_LOCKED.
+func dpkg(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	f, err := os.OpenFile("/var/lib/dpkg/lock-frontend", os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close() // drops the lock
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLKW, &syscall.Flock_t{Type: syscall.F_WRLCK}); err != nil {
+		return "", fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	cmd := exec.Command("dpkg", args...)
+	cmd.Env = append(os.Environ(), "DPKG_FRONTEND_LOCKED=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // The Debian package, as an admin gets it: scripts/build-deb.sh builds it,
 // dpkg -i installs it on this machine, the installed files are the
 // repository's, the user exists and the unit is enabled; the installed
@@ -116,6 +157,7 @@ func command(t *testing.T, name string, args ...string) (string, error) {
 func TestDebianPackage(t *testing.T) {
 	testenv.RequireRoot(t, "dpkg -i installs on this machine")
 	testenv.Program(t, "dpkg")
+	lockMachine(t)
 	testenv.Program(t, "systemd-sysusers")
 	testenv.Program(t, "deb-systemd-helper")
 	if out, err := command(t, "dpkg-query", "-W", "-f=${Status}", "bulkmilter"); err == nil && strings.TrimSpace(out) != "" && !strings.Contains(out, "not-installed") {
@@ -141,7 +183,7 @@ func TestDebianPackage(t *testing.T) {
 	deb := filepath.Join(dist, "bulkmilter_0.0~test1_"+goarch(t)+".deb")
 
 	t.Cleanup(func() {
-		if out, err := command(t, "dpkg", "--purge", "bulkmilter"); err != nil {
+		if out, err := dpkg(t, "--purge", "bulkmilter"); err != nil {
 			t.Errorf("dpkg --purge bulkmilter: %v\n%s", err, out)
 		}
 		if out, err := command(t, "dpkg-query", "-W", "-f=${Status}", "bulkmilter"); err == nil && !strings.Contains(out, "not-installed") {
@@ -151,7 +193,7 @@ func TestDebianPackage(t *testing.T) {
 			t.Errorf("the machine is not as it was after dpkg --purge:\n%s", strings.Join(diffs, "\n"))
 		}
 	})
-	if out, err := command(t, "dpkg", "-i", deb); err != nil {
+	if out, err := dpkg(t, "-i", deb); err != nil {
 		t.Fatalf("dpkg -i: %v\n%s", err, out)
 	}
 

@@ -129,8 +129,8 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 
 	var lastErr error
 	for range 3 {
-		if d.lmtpPort, err = freePort(); err == nil {
-			d.imapPort, err = freePort()
+		if d.lmtpPort, err = freePort(t); err == nil {
+			d.imapPort, err = freePort(t)
 		}
 		if err != nil {
 			t.Fatalf("testenv: dovecot: %v", err)
@@ -460,32 +460,54 @@ type MaildirMessage struct {
 // Messages returns the messages of a user's folder ("INBOX", "Bulk", ...)
 // in delivery order (maildir file names start with the delivery time);
 // a folder that does not exist has none.
+//
+// Dovecot renames a message's file while the listing runs: from new/ to
+// cur/ when a session first sees it, and within cur/ when its flags (the
+// ":2,..." suffix) change. The name before ":" is the message's own and
+// never changes, so the listing keeps one file for each such name (a file
+// moved from new/ to cur/ between the two walks is one message), and a file
+// renamed between its walk and its read is looked for in a fresh listing.
 func (d *Dovecot) Messages(u, folder string) ([]MaildirMessage, error) {
 	dir := d.Maildir(u)
 	if !strings.EqualFold(folder, "INBOX") {
 		dir = filepath.Join(dir, "."+folder)
 	}
-	var out []MaildirMessage
+	for range 1000 {
+		out, moved, err := readMaildir(dir, folder)
+		if err != nil || !moved {
+			return out, err
+		}
+	}
+	return nil, fmt.Errorf("maildir %s: files kept moving during 1000 listings", dir)
+}
+
+// readMaildir lists a maildir folder once; moved reports a file that was
+// renamed or removed between the directory read and the file read.
+func readMaildir(dir, folder string) (out []MaildirMessage, moved bool, err error) {
+	seen := map[string]bool{}
 	for _, sub := range []string{"new", "cur"} {
 		entries, err := os.ReadDir(filepath.Join(dir, sub))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, e := range entries {
-			if e.IsDir() {
+			base, _, _ := strings.Cut(e.Name(), ":")
+			if e.IsDir() || seen[base] {
 				continue
 			}
 			p := filepath.Join(dir, sub, e.Name())
 			data, err := os.ReadFile(p)
 			if errors.Is(err, os.ErrNotExist) {
-				continue // moved from new to cur meanwhile
+				moved = true
+				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
+			seen[base] = true
 			_, flags, _ := strings.Cut(e.Name(), ":2,")
 			out = append(out, MaildirMessage{Folder: folder, Path: p, Data: data, Flags: flags})
 		}
@@ -493,7 +515,7 @@ func (d *Dovecot) Messages(u, folder string) ([]MaildirMessage, error) {
 	sort.SliceStable(out, func(i, j int) bool {
 		return deliveredBefore(filepath.Base(out[i].Path), filepath.Base(out[j].Path))
 	})
-	return out, nil
+	return out, moved, nil
 }
 
 // deliveredBefore orders Dovecot maildir file names,

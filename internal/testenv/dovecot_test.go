@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -183,5 +184,72 @@ func TestPostfixToDovecot(t *testing.T) {
 	}
 	if err := p.WaitQueueEmpty(10 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Messages lists every message once while Dovecot renames the files: from
+// new/ to cur/ when a session first sees them, and within cur/ when their
+// flags change. Here a goroutine does those renames as fast as it can; a
+// listing that walked new/ and then cur/ counted a file moved between the
+// two walks twice, and missed one renamed between a walk and its read.
+func TestMessagesWhileRenamed(t *testing.T) {
+	d := &Dovecot{dir: t.TempDir()}
+	const user, n = "alice@example.test", 20
+	box := d.Maildir(user)
+	for _, sub := range []string{"new", "cur", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(box, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("1764250000.M%dP42.host,S=10,W=10", i)
+		if err := os.WriteFile(filepath.Join(box, "new", names[i]), []byte("Subject: x\n\nhi\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		// Each file: new/ to cur/, then its flags change back and forth.
+		flags := []string{":2,", ":2,S", ":2,ST", ":2,S"}
+		var err error
+		defer func() { done <- err }()
+		for i := 0; ; i++ {
+			name := names[i%n]
+			if err = os.Rename(filepath.Join(box, "new", name), filepath.Join(box, "cur", name+flags[0])); err != nil && !os.IsNotExist(err) {
+				return
+			}
+			from := filepath.Join(box, "cur", name+flags[(i/n)%len(flags)])
+			to := filepath.Join(box, "cur", name+flags[(i/n+1)%len(flags)])
+			if err = os.Rename(from, to); err != nil && !os.IsNotExist(err) {
+				return
+			}
+			err = nil
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("renamer: %v", err)
+		}
+	}()
+	for range 1000 {
+		msgs, err := d.Messages(user, "INBOX")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != n {
+			var got []string
+			for _, m := range msgs {
+				got = append(got, strings.TrimPrefix(m.Path, box))
+			}
+			t.Fatalf("Messages listed %d files while they were renamed, want %d:\n%s", len(msgs), n, strings.Join(got, "\n"))
+		}
 	}
 }

@@ -119,7 +119,7 @@ func StartOpenDKIM(t testing.TB, opts OpenDKIMOptions) *OpenDKIM {
 	}
 	var lastErr error
 	for range 3 {
-		port, err := freePort()
+		port, err := freePort(t)
 		if err != nil {
 			t.Fatalf("testenv: opendkim: %v", err)
 		}

@@ -106,7 +106,7 @@ func StartPostfix(t testing.TB, opts PostfixOptions) *Postfix {
 
 	var lastErr error
 	for range 3 {
-		p.port, err = freePort()
+		p.port, err = freePort(t)
 		if err != nil {
 			t.Fatalf("testenv: postfix: %v", err)
 		}

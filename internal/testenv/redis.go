@@ -125,9 +125,9 @@ var errAddrInUse = errors.New("address already in use")
 
 func (r *Redis) pickPort() (int, error) {
 	if r.opts.clusterNode {
-		return freeClusterPort()
+		return freeClusterPort(r.t)
 	}
-	return freePort()
+	return freePort(r.t)
 }
 
 func (r *Redis) confPath() string { return filepath.Join(r.dir, "redis.conf") }

@@ -120,7 +120,7 @@ func StartSendmail(t testing.TB, opts SendmailOptions) *Sendmail {
 
 	var lastErr error
 	for range 3 {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = freePort(t); err != nil {
 			t.Fatalf("testenv: sendmail: %v", err)
 		}
 		if err := s.buildCF(m4, cfDir, opts); err != nil {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,16 +12,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 // RedisServer is a redis-server the benchmark started: loopback only, its
 // own port and directory, no persistence, upstream Redis 7's listpack
 // limit (the figures in docs/performance.md assume it).
 type RedisServer struct {
-	Addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan error
+	Addr    string
+	dir     string
+	cmd     *exec.Cmd
+	done    chan error
+	release func() // the port's reservation
 }
 
 // StartRedis starts redis-server (found on PATH) on a free loopback port
@@ -36,7 +38,7 @@ func StartRedis(ctx context.Context, extraConfig ...string) (*RedisServer, error
 	if err != nil {
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
-	port, err := freePort()
+	port, release, err := testenv.ReservePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis: %w", err)
@@ -50,10 +52,11 @@ func StartRedis(ctx context.Context, extraConfig ...string) (*RedisServer, error
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
-	s := &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan error, 1)}
+	s := &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan error, 1), release: release}
 	s.cmd = exec.Command(bin, filepath.Join(dir, "redis.conf"))
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
+		release()
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
 	go func() { s.done <- s.cmd.Wait() }()
@@ -106,19 +109,7 @@ func (s *RedisServer) Stop() {
 		}
 	}
 	os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	a, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("not a TCP address")
-	}
-	return a.Port, nil
+	s.release()
 }
 
 // Pid is the server's process id.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 // Rspamd is the peer milter: Rspamd (3.4, Debian's package) as a milter
@@ -21,11 +23,12 @@ import (
 // volume-counting milter: each message is scanned against the fuzzy
 // storage and then added to it, as bulkmilter counts each message.
 type Rspamd struct {
-	Addr  string // the milter, host:port
-	Redis *RedisServer
-	dir   string
-	cmd   *exec.Cmd
-	done  chan error
+	Addr     string // the milter, host:port
+	Redis    *RedisServer
+	dir      string
+	cmd      *exec.Cmd
+	done     chan error
+	releases []func() // the ports' reservations
 }
 
 // rspamdConf is the whole configuration: no packaged tree is included, so
@@ -146,14 +149,16 @@ func StartRspamd(ctx context.Context, o RspamdOptions) (*Rspamd, error) {
 	if r.Redis, err = StartRedis(ctx); err != nil {
 		return fail(err)
 	}
-	milterPort, err := freePort()
+	milterPort, release, err := testenv.ReservePort()
 	if err != nil {
 		return fail(err)
 	}
-	fuzzyPort, err := freeUDPAndTCPPort()
+	r.releases = append(r.releases, release)
+	fuzzyPort, release, err := freeUDPAndTCPPort()
 	if err != nil {
 		return fail(err)
 	}
+	r.releases = append(r.releases, release)
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(dir, "db")
 	} else if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
@@ -272,6 +277,9 @@ func (r *Rspamd) Stop() {
 		r.Redis.Stop()
 	}
 	os.RemoveAll(r.dir)
+	for _, release := range r.releases {
+		release()
+	}
 }
 
 // chownTree gives the directory tree to the user (and its group).
@@ -283,21 +291,22 @@ func chownTree(dir, user string) error {
 	return nil
 }
 
-// freeUDPAndTCPPort returns a loopback port free for both UDP and TCP
-// (the fuzzy storage listens on both).
-func freeUDPAndTCPPort() (int, error) {
+// freeUDPAndTCPPort returns a reserved loopback port (testenv.ReservePort)
+// free for both UDP and TCP (the fuzzy storage listens on both).
+func freeUDPAndTCPPort() (int, func(), error) {
 	for range 20 {
-		p, err := freePort()
+		p, release, err := testenv.ReservePort()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err == nil {
 			u.Close()
-			return p, nil
+			return p, release, nil
 		}
+		release()
 	}
-	return 0, errors.New("no port free for both UDP and TCP")
+	return 0, nil, errors.New("no port free for both UDP and TCP")
 }
 
 // WaitLearned waits for the fuzzy storage's flushes (every 0.2 to 0.3 s,
