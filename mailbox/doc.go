@@ -8,7 +8,12 @@
 //     except that archives (.tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz, or any
 //     file whose content is a tar) and mbox files (.mbox, .mbx, possibly compressed) are
 //     expanded. A maildir is a directory like any other, except that its tmp/
-//     (messages still being delivered) is ignored.
+//     (messages still being delivered) is ignored, and that a live maildir's
+//     server may rename a message while the walk runs: a message gone from new/
+//     or cur/ when opened is read under its name in cur/ (same unique name, the
+//     part before ':'), or skipped when it was expunged, never an error. A
+//     message moved from new/ to cur/ after cur/ was listed and before new/ was
+//     is not seen (a scan of a live maildir reads what was there throughout).
 //   - a tar archive, possibly compressed: members in archive order.
 //   - an mbox file, possibly compressed: a .mbox or .mbx file, or a path given to Walk
 //     whose first line is a "From " line (unless it is .eml, .msg or .txt). It is split on

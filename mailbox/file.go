@@ -67,6 +67,31 @@ func (w *walker) walkDir(root string) error {
 	})
 }
 
+// maildirSuccessor finds the file a message of a maildir's new/ or cur/,
+// listed at p (named name) but gone when opened, was renamed to: the file
+// in the maildir's cur/ with the same unique name (the part of a maildir
+// file name before ':'), or "" when there is none (expunged). inMaildir
+// says whether p was in a maildir's new/ or cur/ at all. Found in cur/
+// after the walk passed it (cur/ sorts before new/), it is read once,
+// under its new name.
+func maildirSuccessor(p, name string) (np, nname string, inMaildir bool) {
+	dir, md := filepath.Dir(p), filepath.Dir(filepath.Dir(p))
+	if sub := filepath.Base(dir); (sub != "cur" && sub != "new") || !isMaildir(md) {
+		return "", "", false
+	}
+	unique, _, _ := strings.Cut(filepath.Base(p), ":")
+	entries, err := os.ReadDir(filepath.Join(md, "cur"))
+	if err != nil {
+		return "", "", true
+	}
+	for _, e := range entries {
+		if u, _, _ := strings.Cut(e.Name(), ":"); u == unique && e.Type().IsRegular() {
+			return filepath.Join(md, "cur", e.Name()), path.Dir(path.Dir(name)) + "/cur/" + e.Name(), true
+		}
+	}
+	return "", "", true
+}
+
 func isMaildir(dir string) bool {
 	for _, sub := range []string{"cur", "new"} {
 		if fi, err := os.Stat(filepath.Join(dir, sub)); err != nil || !fi.IsDir() {
@@ -101,6 +126,17 @@ func (w *walker) walkFile(p, name string, top bool) error {
 		return w.skipNotMessage(name, why)
 	}
 	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) && !top {
+		// A live maildir's server renames a message as the walk runs
+		// (new/ to cur/, or a flag change): read it under its new name,
+		// or skip it if it was expunged.
+		if np, nname, inMaildir := maildirSuccessor(p, name); np != "" {
+			p, name, base = np, nname, path.Base(nname)
+			f, err = os.Open(p)
+		} else if inMaildir {
+			return nil
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("mailbox: %w", err)
 	}

@@ -349,3 +349,61 @@ func FuzzSplitMbox(f *testing.F) {
 		}
 	})
 }
+
+// TestWalkLiveMaildir: a server renames and expunges messages while the
+// walk runs (here, from the callback, at fixed points): a renamed message
+// is read once under its new name, an expunged one is skipped, and the
+// walk ends without error. The old walk stopped at the first vanished file.
+func TestWalkLiveMaildir(t *testing.T) {
+	md := filepath.Join(t.TempDir(), "box")
+	for _, d := range []string{"cur", "new", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(md, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []string{"cur/1.a:2,", "cur/2.b:2,", "new/3.c", "new/4.d", "new/5.e"}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(md, f), []byte("Subject: "+f+"\n\nbody\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While the walk reads each of the left files, the server renames or
+	// expunges the right one (already listed, not yet opened).
+	moves := map[string][2]string{
+		"box/cur/1.a:2,": {"cur/2.b:2,", "cur/2.b:2,S"}, // a flag change
+		"box/new/3.c":    {"new/4.d", "cur/4.d:2,"},     // new/ to cur/
+		"box/cur/4.d:2,": {"new/5.e", ""},               // expunged
+	}
+	var names, subjects []string
+	err := Walk(md, func(m *Message) error {
+		names = append(names, m.Name)
+		subjects = append(subjects, strings.SplitN(string(m.Data), "\n", 2)[0])
+		if mv, ok := moves[m.Name]; ok {
+			from := filepath.Join(md, mv[0])
+			if mv[1] == "" {
+				return os.Remove(from)
+			}
+			return os.Rename(from, filepath.Join(md, mv[1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Walk: %v", err)
+	}
+	wantNames := []string{"box/cur/1.a:2,", "box/cur/2.b:2,S", "box/new/3.c", "box/cur/4.d:2,"}
+	wantSubjects := []string{"Subject: cur/1.a:2,", "Subject: cur/2.b:2,", "Subject: new/3.c", "Subject: new/4.d"}
+	if !reflect.DeepEqual(names, wantNames) || !reflect.DeepEqual(subjects, wantSubjects) {
+		t.Errorf("delivered %q %q, want %q %q", names, subjects, wantNames, wantSubjects)
+	}
+	// Outside a maildir a file gone when opened is still an error.
+	dir := t.TempDir()
+	for _, f := range []string{"a.eml", "b.eml"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("Subject: x\n\nbody\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = Walk(dir, func(*Message) error { return os.Remove(filepath.Join(dir, "b.eml")) })
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a plain directory's vanished file: got %v, want an error wrapping fs.ErrNotExist", err)
+	}
+}
