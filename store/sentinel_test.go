@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,14 +79,25 @@ func TestRedisSentinel(t *testing.T) {
 		t.Fatalf("WAIT for the replica: %v %v", n, err)
 	}
 	// Sentinel promotes only a replica it has discovered (from the master's
-	// INFO, every few seconds).
-	waitFor(t, 20*time.Second, "sentinel to discover the replica", func() error {
+	// INFO, every few seconds) and then heard from itself: sentinel.c's
+	// sentinelSelectSlave passes over a replica whose link is still
+	// disconnected or whose INFO it has not read yet (info_refresh 0), and
+	// FAILOVER then answers NOGOODSLAVE (seen once, right after the
+	// replica was first listed).
+	waitFor(t, 30*time.Second, "sentinel to discover the replica and read its INFO", func() error {
 		v, err := sentinel.Do(ctx, "SENTINEL", "REPLICAS", sentinelMaster)
 		if err != nil {
 			return err
 		}
-		if l, _ := v.([]any); len(l) != 1 {
+		l, _ := v.([]any)
+		if len(l) != 1 {
 			return fmt.Errorf("replicas: %v", v)
+		}
+		f := replyFields(l[0])
+		refresh, err := strconv.ParseInt(f["info-refresh"], 10, 64)
+		if f["flags"] != "slave" || f["master-link-status"] != "ok" || err != nil || refresh > 10000 {
+			return fmt.Errorf("replica not yet selectable: flags %q, master-link-status %q, info-refresh %q ms",
+				f["flags"], f["master-link-status"], f["info-refresh"])
 		}
 		return nil
 	})
@@ -132,4 +144,21 @@ func waitFor(t *testing.T, timeout time.Duration, what string, try func() error)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// replyFields reads one entry of SENTINEL REPLICAS, a map in RESP3 and a
+// flat list of names and values in RESP2, as strings.
+func replyFields(v any) map[string]string {
+	f := make(map[string]string)
+	switch e := v.(type) {
+	case map[any]any:
+		for k, x := range e {
+			f[fmt.Sprint(k)] = fmt.Sprint(x)
+		}
+	case []any:
+		for i := 0; i+1 < len(e); i += 2 {
+			f[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
+		}
+	}
+	return f
 }
