@@ -235,11 +235,14 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 	var before redisinfo.Snapshot
 	var lat0 redisinfo.Latency
 	if o.Redis != nil {
+		// The histogram first: the INFO snapshot counts every reply
+		// written after it, and the bench's own reads must not be among
+		// them (LATENCY's reply after it was one round trip more).
 		var err error
-		if before, err = redisinfo.Read(ctx, o.Redis); err != nil {
+		if lat0, err = redisinfo.ReadLatency(ctx, o.Redis, "evalsha"); err != nil {
 			return EndToEndResult{}, err
 		}
-		if lat0, err = redisinfo.ReadLatency(ctx, o.Redis, "evalsha"); err != nil {
+		if before, err = redisinfo.Read(ctx, o.Redis); err != nil {
 			return EndToEndResult{}, err
 		}
 	}

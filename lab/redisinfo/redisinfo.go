@@ -99,7 +99,7 @@ func Parse(info string) (Snapshot, error) {
 
 // Diff is what happened between two snapshots.
 type Diff struct {
-	Commands   map[string]Command // growth per command, INFO itself left out
+	Commands   map[string]Command // growth per command, the bench's INFO and LATENCY left out
 	CPU        float64            // seconds
 	UsedMemory int64              // bytes
 	// Writes is the reply flushes between the two snapshots, less the
@@ -113,7 +113,7 @@ func (s Snapshot) Sub(before Snapshot) Diff {
 	d := Diff{Commands: map[string]Command{}, CPU: s.CPU - before.CPU, UsedMemory: s.UsedMemory - before.UsedMemory,
 		Writes: s.Writes - before.Writes - 1}
 	for name, c := range s.Commands {
-		if name == "info" {
+		if name == "info" || name == "latency" { // the reader's own
 			continue
 		}
 		b := before.Commands[name]
