@@ -52,10 +52,9 @@ type walker struct {
 	// names a charset (an unlabelled Big5 body has a Big5 Subject).
 	sniffed string
 	br      *bufio.Reader
-	raw     []byte // raw lines of the current text part
-	dec     []byte // transfer-decoded bytes
-	html    htmlExtractor
-	links   domainMemo // of the text parts' links
+	raw     []byte        // raw lines of the current text part
+	dec     []byte        // transfer-decoded bytes
+	html    htmlExtractor // its domainMemo serves the plain-text parts' links too
 	// The word sets of wordSimilarity, empty between uses.
 	simA, simB map[string]struct{}
 }
@@ -100,7 +99,6 @@ func putWalker(w *walker) {
 		w.dec = nil
 	}
 	w.html.release()
-	w.links = domainMemo{}
 	walkerPool.Put(w)
 }
 
@@ -402,7 +400,7 @@ func (w *walker) textPart(s *stream, h *partHeader, out *result) hit {
 			text = unflow(text, h.delsp)
 		}
 		out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
-		out.domains = appendTextDomains(out.domains, text, &w.links)
+		out.domains = appendTextDomains(out.domains, text, &w.html.links)
 	}
 	return hh
 }
@@ -558,7 +556,7 @@ func (w *walker) preambleAsText(h *partHeader, out *result) {
 		return
 	}
 	out.parts = append(out.parts, Part{ContentType: "text/plain", Text: text})
-	out.domains = appendTextDomains(out.domains, text, &w.links)
+	out.domains = appendTextDomains(out.domains, text, &w.html.links)
 }
 
 // chooseAlternative picks what a reader sees of a multipart/alternative:
