@@ -2,6 +2,7 @@ package detect
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -56,11 +57,27 @@ func sameHeaders(t *testing.T, got, want textproto.Header) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("built header %v, Header.Add's %v", got.Map(), want.Map())
 	}
-	var g, w bytes.Buffer
-	gerr, werr := textproto.WriteHeader(&g, got), textproto.WriteHeader(&w, want)
-	if g.String() != w.String() || (gerr == nil) != (werr == nil) {
-		t.Fatalf("built header writes %q (%v), Header.Add's %q (%v)", g.String(), gerr, w.String(), werr)
+	g, gerr := writeHeader(got)
+	w, werr := writeHeader(want)
+	if g != w || (gerr == nil) != (werr == nil) {
+		t.Fatalf("built header writes %q (%v), Header.Add's %q (%v)", g, gerr, w, werr)
 	}
+}
+
+// writeHeader is textproto.WriteHeader with its panic turned into an error:
+// go-message v0.18.2's foldLine indexes out of range when a field's name
+// leaves no room on a 76-byte line (a 74-byte name: testdata's
+// FuzzBuildHeader corpus). Nothing in production writes a header through
+// go-message; the test only needs both headers to fare alike.
+func writeHeader(h textproto.Header) (s string, err error) {
+	var b bytes.Buffer
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = "", fmt.Errorf("go-message WriteHeader panicked: %v", r)
+		}
+	}()
+	err = textproto.WriteHeader(&b, h)
+	return b.String(), err
 }
 
 func TestBuildHeader(t *testing.T) {
