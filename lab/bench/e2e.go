@@ -98,7 +98,9 @@ type EndToEndResult struct {
 	// CPUPerMsg is the benchmark process's CPU per message: the load
 	// client, and the milter too unless it runs in a process of its own,
 	// whose CPU is then MilterCPUPerMsg; StoreCPUPerMsg is the store's
-	// processes' (redis-server). All in µs.
+	// processes' (redis-server). All in µs. A Go milter's CPU is its own
+	// getrusage (RuntimeStats.CPU), to the microsecond; other processes'
+	// comes from /proc, in 10 ms ticks.
 	CPUPerMsg       float64 `json:"process_cpu_us_per_msg"`
 	MilterCPUPerMsg float64 `json:"milter_cpu_us_per_msg,omitempty"`
 	StoreCPUPerMsg  float64 `json:"store_cpu_us_per_msg,omitempty"`
@@ -113,7 +115,12 @@ type EndToEndResult struct {
 	// Ratio is MsgsPerSec over the baseline's; P99Delta the p99 over the
 	// baseline's p99 (ms). Zero for the baseline itself. PeerRatio is
 	// MsgsPerSec over the peer's (Rspamd) in the same round.
-	Ratio     float64 `json:"ratio_to_baseline,omitempty"`
+	Ratio float64 `json:"ratio_to_baseline,omitempty"`
+	// CPURatio is the do-nothing milter's CPU a message over this row's,
+	// the milter's and its store's together (same round): the throughput
+	// ratio of a host whose cores both are saturated by the milter. It
+	// does not depend on how busy the machine is, as a throughput does.
+	CPURatio  float64 `json:"cpu_ratio_to_baseline,omitempty"`
 	P99Delta  float64 `json:"p99_minus_baseline_ms,omitempty"`
 	PeerRatio float64 `json:"ratio_to_peer,omitempty"`
 	// Stored is the answered messages that reached the store (signed);
@@ -292,7 +299,9 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 		r.StoreCPUPerMsg = float64(scpu.Microseconds()) / n
 		r.MilterReadsPerMsg, r.MilterWritesPerMsg = float64(mr-mr0)/n, float64(mw-mw0)/n
 		if o.MilterStats != nil {
-			r.MilterRuntime = rowRuntime(rt.Sub(rt0), n)
+			d := rt.Sub(rt0)
+			r.MilterRuntime = rowRuntime(d, n)
+			r.MilterCPUPerMsg = d.CPU * 1e6 / n
 		}
 		// Unsigned messages (no family could sign them) never reach the
 		// store: Redis figures are per message that did.
@@ -334,6 +343,9 @@ func (r *EndToEndResult) Compare(base EndToEndResult) {
 		r.Ratio = r.MsgsPerSec / base.MsgsPerSec
 	}
 	r.P99Delta = r.P99 - base.P99
+	if c := r.MilterCPUPerMsg + r.StoreCPUPerMsg; c > 0 {
+		r.CPURatio = base.MilterCPUPerMsg / c
+	}
 }
 
 // ComparePeer fills r's ratio to the peer's throughput.

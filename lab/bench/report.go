@@ -189,11 +189,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(r.EndToEnd) > 0 {
 		fmt.Fprintf(w, "End to end over the milter protocol, each round in turn (%d concurrent sessions, loopback; CPU µs/msg of the load client, the milter's processes, the store's):\n", r.Machine.Sessions)
-		p("round\tmilter\toffered\tanswered\tfailed\tmsgs/s\tratio\tvs peer\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tΔp99 ms\tclient\tmilter\tstore\t\n")
+		p("round\tmilter\toffered\tanswered\tfailed\tmsgs/s\tratio\tCPU ratio\tvs peer\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\tΔp99 ms\tclient\tmilter\tstore\t\n")
 		for _, x := range r.EndToEnd {
-			ratio, dp, offered, peer := "", "", "max", ""
+			ratio, cpu, dp, offered, peer := "", "", "", "max", ""
 			if x.Ratio > 0 {
 				ratio, dp = fmt.Sprintf("%.2f", x.Ratio), fmt.Sprintf("%+.2f", x.P99Delta)
+			}
+			if x.CPURatio > 0 {
+				cpu = fmt.Sprintf("%.2f", x.CPURatio)
 			}
 			if x.PeerRatio > 0 {
 				peer = fmt.Sprintf("%.2f", x.PeerRatio)
@@ -201,14 +204,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			if x.Rate > 0 {
 				offered = fmt.Sprintf("%.0f/s", x.Rate)
 			}
-			p("%d\t%s\t%s\t%d\t%d\t%.0f\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t\n", x.Round, x.Name, offered, x.Answered, x.Failed,
-				x.MsgsPerSec, ratio, peer, x.P50, x.P99, x.P999, x.Max, dp, x.CPUPerMsg, x.MilterCPUPerMsg, x.StoreCPUPerMsg)
+			p("%d\t%s\t%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t\n", x.Round, x.Name, offered, x.Answered, x.Failed,
+				x.MsgsPerSec, ratio, cpu, peer, x.P50, x.P99, x.P999, x.Max, dp, x.CPUPerMsg, x.MilterCPUPerMsg, x.StoreCPUPerMsg)
 		}
 		tw.Flush()
 		if len(r.Summary) > 0 {
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "Medians over the rounds (range); ratios taken within each round:")
-			p("milter\trounds\tmsgs/s\tratio\tvs peer\tp99 ms\tΔp99 ms\tclient µs\tmilter µs\tstore µs\tmilter reads\twrites\t\n")
+			p("milter\trounds\tmsgs/s\tratio\tCPU ratio\tvs peer\tp99 ms\tΔp99 ms\tclient µs\tmilter µs\tstore µs\tmilter reads\twrites\t\n")
 			rng := func(x Spread, f string) string {
 				if x.Median == 0 && x.Min == 0 && x.Max == 0 {
 					return "—"
@@ -220,8 +223,8 @@ func (r *Report) WriteText(w io.Writer) error {
 				if s.Ratio.Median > 0 {
 					dp = rng(s.P99Delta, "%+.2f")
 				}
-				p("%s\t%d\t%s\t%s\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", s.Name, s.Rounds, rng(s.MsgsPerS, "%.0f"),
-					rng(s.Ratio, "%.2f"), rng(s.PeerRatio, "%.2f"), s.P99.Median, dp, s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median,
+				p("%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", s.Name, s.Rounds, rng(s.MsgsPerS, "%.0f"),
+					rng(s.Ratio, "%.2f"), rng(s.CPURatio, "%.2f"), rng(s.PeerRatio, "%.2f"), s.P99.Median, dp, s.ClientCPU.Median, s.MilterCPU.Median, s.StoreCPU.Median,
 					s.MilterReads.Median, s.MilterWrites.Median)
 			}
 			tw.Flush()

@@ -89,3 +89,35 @@ func TestEvaluate(t *testing.T) {
 		t.Errorf("report text: %v\n%s", err, b.String())
 	}
 }
+
+// The CPU ratio is the do-nothing milter's CPU a message over the milter's
+// and its store's together, in the same round; the summary's is the
+// median of the rounds'.
+func TestCompareCPURatio(t *testing.T) {
+	rows := []EndToEndResult{
+		{Name: NameBaseline, Round: 1, MsgsPerSec: 1000, MilterCPUPerMsg: 200},
+		{Name: NameEmbedded, Round: 1, MsgsPerSec: 800, MilterCPUPerMsg: 400},
+		{Name: NameRedis, Round: 1, MsgsPerSec: 600, MilterCPUPerMsg: 300, StoreCPUPerMsg: 200},
+		{Name: NameBaseline, Round: 2, MsgsPerSec: 500, MilterCPUPerMsg: 250},
+		{Name: NameEmbedded, Round: 2, MsgsPerSec: 450, MilterCPUPerMsg: 400},
+		{Name: NameRedis, Round: 2, MsgsPerSec: 300, MilterCPUPerMsg: 500},
+	}
+	for i := range rows {
+		if i%3 != 0 {
+			rows[i].Compare(rows[i-i%3])
+		}
+	}
+	for i, want := range []float64{0, 0.5, 0.4, 0, 0.625, 0.5} {
+		if rows[i].CPURatio != want {
+			t.Errorf("row %d (%s): CPU ratio %v, want %v", i, rows[i].Name, rows[i].CPURatio, want)
+		}
+	}
+	s := Summarize(rows)
+	if got := s[1].CPURatio; got != (Spread{Median: 0.5625, Min: 0.5, Max: 0.625}) {
+		t.Errorf("embedded CPU ratio over the rounds %+v", got)
+	}
+	var b strings.Builder
+	if err := (&Report{EndToEnd: rows, Summary: s}).WriteText(&b); err != nil || !strings.Contains(b.String(), "0.56 (0.50 to 0.62)") {
+		t.Errorf("report: %v\n%s", err, b.String())
+	}
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -46,6 +47,23 @@ func TestReadRuntimeStatsCounts(t *testing.T) {
 	}
 	if len(d.SchedLatency.Bounds) != len(d.SchedLatency.Counts)+1 {
 		t.Errorf("scheduling latency: %d bounds for %d counts", len(d.SchedLatency.Bounds), len(d.SchedLatency.Counts))
+	}
+}
+
+// TestReadRuntimeStatsCPU: the process's CPU agrees with the kernel's
+// account in /proc (10 ms ticks, read at other instants: two ticks).
+func TestReadRuntimeStatsCPU(t *testing.T) {
+	pid := os.Getpid()
+	before, proc0 := ReadRuntimeStats(), ProcessCPU(pid)
+	var x uint64
+	for ProcessCPU(pid)-proc0 < 50*time.Millisecond {
+		for i := range 100_000 {
+			x += uint64(i) * x
+		}
+	}
+	d, proc := ReadRuntimeStats().Sub(before), ProcessCPU(pid)-proc0
+	if got := time.Duration(d.CPU * 1e9); got < proc-2*clockTick || got > proc+2*clockTick {
+		t.Errorf("CPU %v, /proc %v (x %d): want within two ticks", got, proc, x)
 	}
 }
 

@@ -33,6 +33,7 @@ type Summary struct {
 	Rounds    int     `json:"rounds"`
 	MsgsPerS  Spread  `json:"msgs_per_second"`
 	Ratio     Spread  `json:"ratio_to_baseline"`
+	CPURatio  Spread  `json:"cpu_ratio_to_baseline"`
 	PeerRatio Spread  `json:"ratio_to_peer"`
 	P99       Spread  `json:"p99_ms"`
 	P99Delta  Spread  `json:"p99_minus_baseline_ms"`
@@ -113,6 +114,7 @@ func Summarize(rows []EndToEndResult) []Summary {
 			Name:    n, Rate: rs[0].Rate, Rounds: len(rs),
 			MsgsPerS:     col(func(r EndToEndResult) float64 { return r.MsgsPerSec }),
 			Ratio:        col(func(r EndToEndResult) float64 { return r.Ratio }),
+			CPURatio:     col(func(r EndToEndResult) float64 { return r.CPURatio }),
 			PeerRatio:    col(func(r EndToEndResult) float64 { return r.PeerRatio }),
 			P99:          col(func(r EndToEndResult) float64 { return r.P99 }),
 			P99Delta:     col(func(r EndToEndResult) float64 { return r.P99Delta }),
