@@ -1,10 +1,16 @@
 package milter
 
 import (
-	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/d--j/go-milter/milterutil"
+
+	"github.com/bulkmilter/bulkmilter/detect"
+	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/bulkmilter/bulkmilter/signature"
 )
 
 // TestForkFastPath: the patched go-milter (third_party/go-milter) returns
@@ -56,5 +62,33 @@ func TestSessionAllocs(t *testing.T) {
 	t.Logf("%.0f objects a message, client and server", n)
 	if n > sessionAllocBudget {
 		t.Errorf("a message allocates %.0f objects, client and server; budget %d", n, sessionAllocBudget)
+	}
+}
+
+// TestSessionsOnPooledGoroutines: MTA connections, one after another, are
+// served by the pool's long-lived goroutines (go-milter's WithSpawn, our
+// patch), whose stacks have grown already, not each by a new goroutine.
+func TestSessionsOnPooledGoroutines(t *testing.T) {
+	h := start(t, nil)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	h.pipe.verdict = func(*detect.Message) detect.Verdict {
+		// The scripted pipeline runs on the session's goroutine.
+		buf := make([]byte, 64)
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+		mu.Lock()
+		seen[id]++
+		mu.Unlock()
+		return detect.Verdict{Family: signature.FamilyIMatch, Volume: 1}
+	}
+	env := mtaclient.Envelope{From: "news@shop.example", Rcpts: []string{"ann@example.test"}}
+	n := 2*sessionGoroutines() + 10
+	for range n {
+		h.send(t, env, plain)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > sessionGoroutines() {
+		t.Errorf("%d connections one after another ran on %d goroutines, want at most the pool's %d", n, len(seen), sessionGoroutines())
 	}
 }

@@ -34,9 +34,10 @@ func New(n int) *Pool {
 }
 
 type job struct {
-	f    func()
-	done chan any // the worker's recovered panic (a *Panic), or nil
-	wg   *sync.WaitGroup
+	f     func()
+	done  chan any // the worker's recovered panic (a *Panic), or nil
+	wg    *sync.WaitGroup
+	async bool // from Go: nobody waits on done
 }
 
 // workers counts the goroutines every pool has started: they never end,
@@ -84,18 +85,23 @@ func (p *Pool) Run(f func()) {
 }
 
 // Go runs f on one of the pool's goroutines, or a new one when all are
-// busy, and calls wg.Done when it returns. f must not panic: a panic there
-// would end the program, as on a goroutine of its own.
+// busy, and calls wg.Done when it returns (wg may be nil). f must not
+// panic: a panic there would end the program, as on a goroutine of its
+// own.
 func (p *Pool) Go(wg *sync.WaitGroup, f func()) {
-	wg.Add(1)
+	if wg != nil {
+		wg.Add(1)
+	}
 	j := jobs.Get().(*job)
-	j.f, j.wg = f, wg
+	j.f, j.wg, j.async = f, wg, true
 	if !p.hand(j) {
-		j.f, j.wg = nil, nil
+		j.f, j.wg, j.async = nil, nil, false
 		jobs.Put(j)
 		go func() {
-			defer wg.Done()
 			f()
+			if wg != nil {
+				wg.Done()
+			}
 		}()
 	}
 }
@@ -134,12 +140,14 @@ func (p *Pool) hand(j *job) bool {
 func (p *Pool) worker(ready *sync.WaitGroup) {
 	ready.Done()
 	for j := range p.work {
-		if j.wg != nil {
+		if j.async {
 			wg, f := j.wg, j.f
-			j.f, j.wg = nil, nil
+			j.f, j.wg, j.async = nil, nil, false
 			jobs.Put(j)
 			f()
-			wg.Done()
+			if wg != nil {
+				wg.Done()
+			}
 			continue
 		}
 		j.done <- run(j.f)

@@ -147,6 +147,23 @@ func TestGo(t *testing.T) {
 	if got := ran.Load(); got != 152 {
 		t.Errorf("%d functions ran, want 152", got)
 	}
+	// Without a WaitGroup (the milter's sessions), on the pool's
+	// goroutines and on new ones; a Run after them still waits for its
+	// own function only.
+	done := make(chan struct{}, 60)
+	block = make(chan struct{})
+	for range 60 {
+		p.Go(nil, func() { <-block; done <- struct{}{} })
+	}
+	close(block)
+	for range 60 {
+		<-done
+	}
+	var x int
+	p.Run(func() { x = 1 })
+	if x != 1 {
+		t.Error("Run after Go(nil, …) did not run its function")
+	}
 }
 
 // The pool's goroutines all start at once, by Start (twice is once): the

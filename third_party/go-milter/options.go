@@ -22,6 +22,18 @@ type options struct {
 	macrosByStage               macroRequests
 	newMilter                   NewMilterFunc
 	negotiationCallback         NegotiationCallbackFunc
+	spawn                       func(func())
+}
+
+// WithSpawn makes a [Server] run each connection's session through spawn,
+// which must call its function once, on a goroutine of its own, and not
+// wait for it (bulkmilter patch: bulkmilter runs sessions on long-lived
+// goroutines, whose stacks have grown already). Without it each session
+// runs on a new goroutine.
+func WithSpawn(spawn func(func())) Option {
+	return func(h *options) {
+		h.spawn = spawn
+	}
 }
 
 // Option can be used to configure [Client] and [Server].

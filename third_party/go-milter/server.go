@@ -335,7 +335,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		go func(conn net.Conn) {
+		serve := func() {
 			session := serverSession{}
 			if !s.trackSession(&session, true) {
 				_ = conn.Close()
@@ -344,7 +344,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			session.init(s, conn, s.options.maxVersion, s.options.actions, s.options.protocol)
 			session.HandleMilterCommands()
 			s.trackSession(&session, false)
-		}(conn)
+		}
+		if s.options.spawn != nil {
+			s.options.spawn(serve)
+		} else {
+			go serve()
+		}
 	}
 }
 
