@@ -13,6 +13,7 @@ package metrics
 import (
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/internal/gopool"
@@ -53,6 +54,49 @@ type Metrics struct {
 	reloadOK        prometheus.Gauge
 	setInfo         *prometheus.GaugeVec
 	refile          refileMetrics
+
+	// The children a judged message records, memoized.
+	messageBy   children[prometheus.Counter]
+	signatureBy children[prometheus.Counter]
+	volumeBy    children[prometheus.Observer]
+	levelBy     children[prometheus.Counter]
+	storeBy     children[prometheus.Observer]
+}
+
+// children memoizes a vector's children by their label values (one or
+// two): a judged message records about 15 (its verdict, each family's
+// outcome and volume, its level, the store call), and the vector's own
+// lookup validates, hashes and compares the values and locks its map each
+// time, ~70 % of recording a message (BenchmarkMessageMetrics). Label
+// values are bounded, and so is the map.
+type children[T any] struct {
+	with func(...string) T
+	two  bool
+	mu   sync.RWMutex
+	m    map[[2]string]T
+}
+
+func newChildren[T any](with func(...string) T, labels int) children[T] {
+	return children[T]{with: with, two: labels == 2, m: map[[2]string]T{}}
+}
+
+func (c *children[T]) get(a, b string) T {
+	k := [2]string{a, b}
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	if c.two {
+		v = c.with(a, b)
+	} else {
+		v = c.with(a)
+	}
+	c.mu.Lock()
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
 }
 
 // New registers bulkmilter's metrics, the Go and process collectors and a
@@ -171,13 +215,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"version"}),
 	}
 	m.refile = newRefileMetrics(f)
+	m.messageBy = newChildren(m.messages.WithLabelValues, 1)
+	m.signatureBy = newChildren(m.signatures.WithLabelValues, 2)
+	m.volumeBy = newChildren(m.volume.WithLabelValues, 1)
+	m.levelBy = newChildren(m.levels.WithLabelValues, 2)
+	m.storeBy = newChildren(m.storeDuration.WithLabelValues, 1)
 	version, goVersion := "unknown", "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version, goVersion = bi.Main.Version, bi.GoVersion
 	}
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "pool_goroutines",
-		Help: "Goroutines kept between messages to run their analysis (bounded: a few per core; go_goroutines includes them).",
+		Help: "Goroutines kept between messages to run their analysis and MTA sessions (bounded: a few per core; go_goroutines includes them).",
 	}, func() float64 { return float64(gopool.Goroutines()) })
 	f.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -195,7 +244,7 @@ func (m *Metrics) Message(verdict string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.messages.WithLabelValues(verdict).Inc()
+	m.messageBy.get(verdict, "").Inc()
 	m.duration.Observe(d.Seconds())
 }
 
@@ -210,14 +259,14 @@ func (m *Metrics) Action(action string) {
 // short reason it declined.
 func (m *Metrics) Signature(family, outcome string) {
 	if m != nil {
-		m.signatures.WithLabelValues(family, outcome).Inc()
+		m.signatureBy.get(family, outcome).Inc()
 	}
 }
 
 // Volume observes the highest volume a family saw for one message.
 func (m *Metrics) Volume(family string, v int64) {
 	if m != nil {
-		m.volume.WithLabelValues(family).Observe(float64(v))
+		m.volumeBy.get(family, "").Observe(float64(v))
 	}
 }
 
@@ -245,7 +294,7 @@ func (m *Metrics) Truncated() {
 // Level counts one judged message by bulk level (0–9) and kind.
 func (m *Metrics) Level(level int, kind string) {
 	if m != nil && level >= 0 && level <= 9 {
-		m.levels.WithLabelValues(strconv.Itoa(level), kind).Inc()
+		m.levelBy.get(strconv.Itoa(level), kind).Inc()
 	}
 }
 
@@ -277,7 +326,7 @@ func (m *Metrics) ObserveRequest(op string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
+	m.storeBy.get(op, "").Observe(d.Seconds())
 	if err != nil {
 		m.storeErrors.WithLabelValues(op).Inc()
 	}

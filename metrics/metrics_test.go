@@ -180,3 +180,54 @@ bulkmilter_signature_set_info{version="s0000000002"} 1
 		t.Errorf("config_last_reload_success_timestamp_seconds = %v, want about now", ts)
 	}
 }
+
+// The memoized children are the vectors' own series, labelled as the
+// vector would, under concurrent use, and a message's records allocate
+// nothing once each series exists.
+func TestChildrenMemo(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 100 {
+				m.Signature("imatch", "signed")
+				m.Signature("imatch", "too_short")
+				m.Signature("sift", "signed")
+				m.Level(7, "undeclared")
+				m.Level(7, "declared")
+				m.Volume("imatch", 3)
+				m.ObserveRequest("observe", time.Millisecond, nil)
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	for _, c := range []struct {
+		got  prometheus.Collector
+		want float64
+	}{
+		{m.signatures.WithLabelValues("imatch", "signed"), 400},
+		{m.signatures.WithLabelValues("imatch", "too_short"), 400},
+		{m.signatures.WithLabelValues("sift", "signed"), 400},
+		{m.levels.WithLabelValues("7", "undeclared"), 400},
+		{m.levels.WithLabelValues("7", "declared"), 400},
+	} {
+		if got := testutil.ToFloat64(c.got); got != c.want {
+			t.Errorf("%v: %v, want %v", c.got, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.signatures); n != 3 {
+		t.Errorf("%d signature series, want 3", n)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		m.Signature("imatch", "signed")
+		m.Volume("imatch", 3)
+		m.Level(7, "undeclared")
+		m.ObserveRequest("observe", time.Millisecond, nil)
+		m.Message("bulk", time.Millisecond)
+	}); n != 0 {
+		t.Errorf("a message's records allocate %.0f objects", n)
+	}
+}
