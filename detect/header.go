@@ -106,7 +106,7 @@ func (l *fieldList) add(name, value string) {
 		l.texts = append(l.texts, k)
 	}
 	sp := span{}
-	if strings.ContainsAny(value, "\r\n") {
+	if hasLineBreak(value) {
 		sp.from = int32(len(l.unfolded))
 		l.unfolded = appendUnfolded(l.unfolded, value)
 		sp.to, value = int32(len(l.unfolded)), ""

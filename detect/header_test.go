@@ -170,3 +170,28 @@ func FuzzBuildHeader(f *testing.F) {
 		sameHeaders(t, l.build(), added([]Field{{"Subject", "again"}}))
 	})
 }
+
+// FuzzUnfold: the run-copying unfold is the byte-by-byte one it replaced:
+// every byte but CR and LF, in order, invalid UTF-8 included.
+func FuzzUnfold(f *testing.F) {
+	for _, s := range []string{"", "a", "\r\n", "a\r\n\tb", "a\n b\r c\r\r\n\n", "\xff\r\n\xfe", "no breaks at all"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		var want []byte
+		for i := 0; i < len(v); i++ {
+			if v[i] != '\r' && v[i] != '\n' {
+				want = append(want, v[i])
+			}
+		}
+		if got := appendUnfolded([]byte("x"), v); string(got) != "x"+string(want) {
+			t.Errorf("appendUnfolded(%q) = %q, want %q", v, got[1:], want)
+		}
+		if got := unfold(v); got != string(want) {
+			t.Errorf("unfold(%q) = %q, want %q", v, got, want)
+		}
+		if hasLineBreak(v) != (len(want) != len(v)) {
+			t.Errorf("hasLineBreak(%q) = %v", v, hasLineBreak(v))
+		}
+	})
+}

@@ -207,19 +207,41 @@ func crlfBody(b []byte) []byte {
 // unfold joins a folded value into one line for analysis (RFC 5322
 // §2.2.3): the line breaks go, the blanks after them stay.
 func unfold(v string) string {
-	if !strings.ContainsAny(v, "\r\n") {
+	if !hasLineBreak(v) {
 		return v
 	}
 	return string(appendUnfolded(make([]byte, 0, len(v)), v))
 }
 
-// appendUnfolded appends v without its line breaks. Byte by byte:
-// strings.Map would turn each invalid UTF-8 byte into a three-byte U+FFFD
-// and let a value grow past Limits.FieldBytes.
+// hasLineBreak reports whether v holds a CR or an LF. Two IndexByte scans
+// (vectorised) rather than strings.ContainsAny, which reads a two-byte
+// set byte by byte: 2.2 µs a message over its header fields in the
+// milter's profile.
+func hasLineBreak(v string) bool {
+	return strings.IndexByte(v, '\n') >= 0 || strings.IndexByte(v, '\r') >= 0
+}
+
+// appendUnfolded appends v without its CR and LF bytes, the runs between
+// them copied whole. Bytes, not runes: strings.Map would turn each
+// invalid UTF-8 byte into a three-byte U+FFFD and let a value grow past
+// Limits.FieldBytes.
 func appendUnfolded(b []byte, v string) []byte {
-	for i := 0; i < len(v); i++ {
-		if v[i] != '\r' && v[i] != '\n' {
-			b = append(b, v[i])
+	for len(v) > 0 {
+		i := strings.IndexByte(v, '\n')
+		line := v
+		if i >= 0 {
+			line, v = v[:i], v[i+1:]
+		} else {
+			v = ""
+		}
+		for {
+			j := strings.IndexByte(line, '\r')
+			if j < 0 {
+				b = append(b, line...)
+				break
+			}
+			b = append(b, line[:j]...)
+			line = line[j+1:]
 		}
 	}
 	return b
