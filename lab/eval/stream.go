@@ -541,7 +541,7 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 		}
 		fmt.Fprintln(w)
 		g := r.Groups
-		fmt.Fprintf(w, "Campaigns (visible-prefix groups of ≥ %d spam): %d groups, %d messages, %d untagged: %d early (under %[1]d recipients in the window), %d split (%d unsigned, %d own, %d in another campaign, %d in the group's main campaign).\n\n",
-			g.Threshold, g.Groups, g.Messages, g.Untagged, g.Early, g.Split, g.Unsigned, g.Own, g.Other, g.Main)
+		fmt.Fprintf(w, "Campaigns (visible-prefix groups of ≥ %d spam): %d groups, %d messages, %d untagged: %d early (under %d recipients in the window), %d split (%d unsigned, %d own, %d in another campaign, %d in the group's main campaign).\n\n",
+			g.Threshold, g.Groups, g.Messages, g.Untagged, g.Early, g.Threshold, g.Split, g.Unsigned, g.Own, g.Other, g.Main)
 	}
 }

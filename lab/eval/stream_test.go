@@ -109,3 +109,14 @@ func TestStreamGroups(t *testing.T) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// The stream section states the campaign sort in one line.
+func TestStreamGroupsMarkdown(t *testing.T) {
+	var b strings.Builder
+	streamMarkdown(&b, []*StreamResult{{Corpus: "c", Clock: ClockDate,
+		Groups: StreamGroups{Threshold: 10, Groups: 2, Messages: 30, Untagged: 9, Early: 5, Split: 4, Unsigned: 1, Own: 1, Other: 1, Main: 1}}})
+	want := "Campaigns (visible-prefix groups of ≥ 10 spam): 2 groups, 30 messages, 9 untagged: 5 early (under 10 recipients in the window), 4 split (1 unsigned, 1 own, 1 in another campaign, 1 in the group's main campaign)."
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("got\n%s\nwant a line\n%s", b.String(), want)
+	}
+}
