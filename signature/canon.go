@@ -80,8 +80,11 @@ func Canonicalize(src Source) *Doc {
 	if len(src.Strip) > 0 {
 		st.buildStrip(src.Strip)
 	}
-	for _, sp := range st.spans {
+	for i, sp := range st.spans {
 		st.text(st.norm[sp.start:sp.end], sp.ascii)
+		if i == 0 {
+			st.subjRefs = len(st.refs)
+		}
 	}
 	d := st.doc(src.Domains)
 	d.Attachments = src.Attachments
@@ -101,8 +104,10 @@ type canonState struct {
 	letters []byte // the letters stream when it is not the tokens end to end
 	tok     []byte // every token, concatenated
 	refs    []tokRef
-	units   [][2]int // CJK units of the current run, in out
-	strip   []string
+	// subjRefs is the number of refs the Subject (the first span) gave.
+	subjRefs int
+	units    [][2]int // CJK units of the current run, in out
+	strip    []string
 	// stripLens has bit n set for a Strip word of n bytes (63: 63 or
 	// more): most tokens need no comparison with them.
 	stripLens uint64
@@ -535,7 +540,11 @@ func (st *canonState) doc(domains []string) *Doc {
 	// yet copied. Without a cut it is a slice of all.
 	letters := st.letters[:0]
 	run, end := 0, 0
-	for _, r := range st.refs {
+	d.SubjectLetters = -1
+	for i, r := range st.refs {
+		if i == st.subjRefs { // the letters so far: letters, then st.tok[run:end]
+			d.SubjectLetters = len(letters) + end - run
+		}
 		if st.stripLens&(1<<min(r.end-r.start, 63)) != 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
 			continue
@@ -566,6 +575,9 @@ func (st *canonState) doc(domains []string) *Doc {
 		d.Letters = string(letters)
 	}
 	st.letters = letters
+	if d.SubjectLetters < 0 {
+		d.SubjectLetters = len(d.Letters)
+	}
 	d.Domains = canonDomains(domains)
 	st.stats.Words = len(d.Tokens)
 	d.Stats = st.stats

@@ -9,7 +9,8 @@ import (
 
 // FuzzCanonicalize checks the form of the canonical output on any input:
 // non-empty tokens of valid UTF-8 without spaces, a letters stream without
-// spaces, consistent stats, and the same result twice.
+// spaces whose Subject part ends on a character, consistent stats, and the
+// same result twice.
 func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{
 		"Buy V1@GR@ now", "V i a g r a", "Рaypal ве\u200bрификация", "東京都に住んで", "\u202Eargaiv",
@@ -28,6 +29,9 @@ func FuzzCanonicalize(f *testing.F) {
 		if !utf8.ValidString(d.Letters) || strings.ContainsFunc(d.Letters, unicode.IsSpace) {
 			t.Errorf("bad letters %q", d.Letters)
 		}
+		if d.SubjectLetters < 0 || d.SubjectLetters > len(d.Letters) || !utf8.ValidString(d.Letters[d.SubjectLetters:]) {
+			t.Errorf("subject letters %d of %q", d.SubjectLetters, d.Letters)
+		}
 		if d.Stats.Words != len(d.Tokens) {
 			t.Errorf("Words=%d for %d tokens", d.Stats.Words, len(d.Tokens))
 		}
@@ -37,7 +41,7 @@ func FuzzCanonicalize(f *testing.F) {
 			}
 		}
 		again := Canonicalize(src)
-		if strings.Join(again.Tokens, " ") != strings.Join(d.Tokens, " ") || again.Letters != d.Letters || again.Stats != d.Stats {
+		if strings.Join(again.Tokens, " ") != strings.Join(d.Tokens, " ") || again.Letters != d.Letters || again.Stats != d.Stats || again.SubjectLetters != d.SubjectLetters {
 			t.Errorf("not deterministic: %q vs %q", again.Tokens, d.Tokens)
 		}
 	})

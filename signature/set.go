@@ -29,8 +29,10 @@ import (
 // and lets the containment family read common words only
 // (ContainParams.MinDF, off by default; issue 15, word salad); version 8
 // keys a message no family signs by its remote images (AttachParams.Remote;
-// issue 15, the stream's remote-image spam).
-const AlgorithmVersion = 8
+// issue 15, the stream's remote-image spam); version 9 signs character
+// shingles over the body without the Subject when the body has MinUnits
+// letters (issue 15, short mailings under rotating subjects).
+const AlgorithmVersion = 9
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {

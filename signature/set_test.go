@@ -3,6 +3,7 @@ package signature
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -191,6 +192,56 @@ func TestShortMailingSigns(t *testing.T) {
 	}
 	if shared(a, c) {
 		t.Error("a different short text shares a key with the mailing")
+	}
+}
+
+// A short mailing sent under rotating subjects (cypherpunks: office rents,
+// pills, casino bonuses, two or three subjects over one body) signs its
+// body: every copy shares the character shingle keys whatever its Subject,
+// while a body too short to sign alone is still signed with its Subject.
+func TestShortMailingSubjects(t *testing.T) {
+	s := fixtureSet(t)
+	sign := func(subject, body string) map[Key]bool {
+		t.Helper()
+		keys, _ := s.Sign(Canonicalize(Source{Subject: subject, Parts: []string{body}}), nil, nil)
+		out := map[Key]bool{}
+		for _, k := range keys {
+			if k.Family == FamilyCharShingle {
+				out[k] = true
+			}
+		}
+		return out
+	}
+	body := "Небольшие недорогие офисы в Москве! Спешите, вариантов все меньше и меньше! Район Преображенское, охрана, парковка"
+	a := sign("Небольшие недорогие офисы в Москве!", body)
+	b := sign("Недорого сдаем свои офисы в Москве!", body)
+	if len(a) == 0 || !maps.Equal(a, b) {
+		t.Errorf("one body under two subjects: %d and %d keys, equal %v; want the same keys", len(a), len(b), maps.Equal(a, b))
+	}
+	short := "Звоните сегодня" // under MinUnits letters alone
+	c, d := sign("Небольшие недорогие офисы в Москве, охрана", short), sign("Недорого сдаем свои офисы в Москве, парковка", short)
+	if len(c) == 0 || len(d) == 0 {
+		t.Errorf("a short body with its Subject: %d and %d keys, want some", len(c), len(d))
+	}
+	for k := range c {
+		if d[k] {
+			t.Errorf("a short body under different subjects shares %v: the Subject must count where the body is too short", k)
+		}
+	}
+}
+
+// TestSubjectLetters: Doc.SubjectLetters ends the Subject's part of Letters.
+func TestSubjectLetters(t *testing.T) {
+	for _, c := range []struct{ subject, body, want string }{
+		{"Hello there", "Good morning", "heiothere"},
+		{"", "Good morning", ""},
+		{"Only a subject", "", "oniyasubject"},
+		{"Скидки до 80%", "на сумки", "скидкидо"},
+	} {
+		d := Canonicalize(Source{Subject: c.subject, Parts: []string{c.body}})
+		if got := d.Letters[:d.SubjectLetters]; got != c.want {
+			t.Errorf("%q / %q: subject letters %q, want %q (letters %q)", c.subject, c.body, got, c.want, d.Letters)
+		}
 	}
 }
 

@@ -282,12 +282,21 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	sc := charPool.Get().(*charScratch)
 	defer func() { recycle(&charPool, sc, cap(sc.vals)) }()
 	o := &sc.o
-	n := c.roll(d.Letters, o)
+	// The body's letters, without the Subject's, when they are enough to
+	// sign: in a short mailing the Subject is half the letters, and a
+	// campaign that rotates its subjects over one body would split into one
+	// campaign a subject (docs/signatures.md, "Character shingles").
+	s := d.Letters[d.SubjectLetters:]
+	n := c.roll(s, o)
+	if n < c.p.Sample.MinUnits {
+		s = d.Letters
+		n = c.roll(s, o)
+	}
 	if n < c.p.Width {
 		// Fewer letters than a shingle: the ring wraps around more than
 		// once, which roll does not do (never with the default sample,
 		// which signs from 40 letters).
-		n = c.rollShort(d.Letters, sc)
+		n = c.rollShort(s, sc)
 	}
 	bands := c.p.Sample.bands(n)
 	detail := "letters=" + strconv.Itoa(n)

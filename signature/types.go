@@ -33,6 +33,9 @@ type Doc struct {
 	// canonicalised like Tokens, for character shingles: inserting or
 	// removing spaces does not change it.
 	Letters string
+	// SubjectLetters is the length in bytes of the start of Letters that
+	// the Subject gave.
+	SubjectLetters int
 	// Domains are the canonical registrable domains of link targets, each
 	// once, in order of first appearance.
 	Domains []string

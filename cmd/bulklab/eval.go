@@ -108,6 +108,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 		ec.Thresholds[s.Family()] = cfg.ThresholdFor(s.Family().String())
 	}
 	ec.Version = probe.Set().Version()
+	ec.Window = cfg.Store.Window.D()
 	probe.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
 )
 
 // RealResult is one real corpus streamed through the pipeline, each
@@ -69,7 +70,14 @@ type MissedCopy struct {
 	Store    uint32 `json:"store"`
 	Volume   int64  `json:"volume"`
 	Declined string `json:"declined,omitempty"`
-	Subject  string `json:"subject"`
+	// Pointed says where the message's keys pointed when it came, replayed
+	// from the stream (a key points to the store campaign of the last
+	// message that had it): per campaign, "main" (the group's) or its id,
+	// the keys by family; "new" the keys no message had; "moved≥N" the keys
+	// that changed campaign N times or more (each move is one weak event,
+	// so the store's WeakCap silenced them at least).
+	Pointed string `json:"pointed,omitempty"`
+	Subject string `json:"subject"`
 }
 
 func runReal(ctx context.Context, cfg *Config, rep *Report) error {
@@ -346,6 +354,8 @@ func groupMisses(set *RealSet, recs []realRec, T int, list bool, group func(*rea
 		m.Stores /= float64(len(stores))
 	}
 	var missed []MissedCopy
+	var at []int
+	var mains []uint32
 	nth := map[string]int{}
 	for i := range recs {
 		x := &recs[i]
@@ -382,8 +392,95 @@ func groupMisses(set *RealSet, recs []realRec, T int, list bool, group func(*rea
 		}
 		missed = append(missed, MissedCopy{Group: fmt.Sprintf("%016x", seedOf(g))[:8], Size: size[g], Nth: nth[g], Name: it.Name,
 			Cause: cause, Store: x.store, Volume: x.volume, Declined: x.declined, Subject: subj})
+		at = append(at, i)
+		mains = append(mains, main[g])
+	}
+	if len(at) > 0 {
+		for j, p := range pointed(recs, at, mains) {
+			missed[j].Pointed = p
+		}
 	}
 	return m, missed
+}
+
+// pointed replays the store's pointers over the stream (each key points to
+// the store campaign of the last message that had it; a move to another
+// campaign is one weak event) and describes, for the messages at (in
+// stream order; mains their groups' main campaigns), where their keys
+// pointed when they came (MissedCopy.Pointed).
+func pointed(recs []realRec, at []int, mains []uint32) []string {
+	type ptr struct {
+		ref   uint32
+		moves int
+	}
+	last := map[signature.Key]ptr{}
+	out := make([]string, 0, len(at))
+	for i := range recs {
+		x := &recs[i]
+		if len(out) < len(at) && at[len(out)] == i {
+			out = append(out, describePointers(x.keys, func(k signature.Key) (uint32, int, bool) {
+				p, ok := last[k]
+				return p.ref, p.moves, ok
+			}, mains[len(out)]))
+		}
+		for _, k := range x.keys {
+			p, ok := last[k]
+			if ok && p.ref != x.store {
+				p.moves++
+			}
+			p.ref = x.store
+			last[k] = p
+		}
+	}
+	return out
+}
+
+// describePointers says where keys point: per campaign ("main" for main),
+// most keys first, the keys by family; then the keys no message had
+// ("new") and those silenced by store.WeakCap moves ("capped").
+func describePointers(keys []signature.Key, at func(signature.Key) (ref uint32, moves int, ok bool), main uint32) string {
+	type count struct {
+		ref  uint32
+		n    int
+		fams map[string]int
+	}
+	var camps []*count
+	byRef := map[uint32]*count{}
+	fresh, capped := 0, 0
+	for _, k := range keys {
+		ref, moves, ok := at(k)
+		switch {
+		case !ok:
+			fresh++
+			continue
+		case moves >= store.WeakCap:
+			capped++
+			continue
+		}
+		c := byRef[ref]
+		if c == nil {
+			c = &count{ref: ref, fams: map[string]int{}}
+			byRef[ref] = c
+			camps = append(camps, c)
+		}
+		c.n++
+		c.fams[k.Family.String()]++
+	}
+	sort.SliceStable(camps, func(a, b int) bool { return camps[a].n > camps[b].n })
+	var parts []string
+	for _, c := range camps {
+		name := fmt.Sprintf("%08x", c.ref)
+		if c.ref == main {
+			name = "main"
+		}
+		var fs []string
+		for _, f := range sortedKeys(c.fams) {
+			fs = append(fs, fmt.Sprintf("%s %d", f, c.fams[f]))
+		}
+		parts = append(parts, name+": "+strings.Join(fs, ", "))
+	}
+	parts = append(parts, fmt.Sprintf("new %d", fresh), fmt.Sprintf("capped %d", capped))
+	return strings.Join(parts, "; ")
 }
 
 // WriteMissed writes the missed messages of the real corpora's refined
@@ -391,10 +488,10 @@ func groupMisses(set *RealSet, recs []realRec, T int, list bool, group func(*rea
 // "milterd scan" to see why each missed.
 func (rep *Report) WriteMissed(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "corpus\tgroup\tsize\tnth\tcause\tstore\tvolume\tname\tsubject\tdeclined")
+	fmt.Fprintln(bw, "corpus\tgroup\tsize\tnth\tcause\tstore\tvolume\tname\tsubject\tdeclined\tpointed")
 	for _, r := range rep.Real {
 		for _, m := range r.Refined.Missed {
-			fmt.Fprintf(bw, "%s\t%s\t%d\t%d\t%s\t%08x\t%d\t%s\t%s\t%s\n", r.Name, m.Group, m.Size, m.Nth, m.Cause, m.Store, m.Volume, m.Name, m.Subject, m.Declined)
+			fmt.Fprintf(bw, "%s\t%s\t%d\t%d\t%s\t%08x\t%d\t%s\t%s\t%s\t%s\n", r.Name, m.Group, m.Size, m.Nth, m.Cause, m.Store, m.Volume, m.Name, m.Subject, m.Declined, m.Pointed)
 		}
 	}
 	return bw.Flush()

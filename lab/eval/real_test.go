@@ -55,7 +55,33 @@ func TestGroupMisses(t *testing.T) {
 	}
 }
 
-// TestWriteMissed: one header line, then one tab-separated line of ten
+// TestPointed: a missed message's keys are described where the stream
+// left them when it came: by campaign, new, or silenced by WeakCap moves.
+func TestPointed(t *testing.T) {
+	k := func(f signature.Family, h uint64) signature.Key { return signature.Key{Family: f, Hash: h} }
+	a, b, c, d := k(signature.FamilyCharShingle, 1), k(signature.FamilyIMatch, 2), k(signature.FamilyContain, 3), k(signature.FamilyContain, 4)
+	recs := []realRec{
+		{keys: []signature.Key{a, b}, store: 1},
+		{keys: []signature.Key{a, c}, store: 2}, // a moves once
+		{keys: []signature.Key{c}, store: 3},    // c moves
+		{keys: []signature.Key{c}, store: 4},
+		{keys: []signature.Key{c}, store: 5},
+		{keys: []signature.Key{c}, store: 6}, // c's fourth move: capped
+		{keys: []signature.Key{a, b, c, d}, store: 7},
+		{keys: []signature.Key{a}, store: 8},
+	}
+	got := pointed(recs, []int{1, 6, 7}, []uint32{1, 1, 7})
+	want := []string{
+		"main: charshingle 1; new 1; capped 0",
+		"00000002: charshingle 1; main: imatch 1; new 1; capped 1",
+		"main: charshingle 1; new 0; capped 0",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWriteMissed: one header line, then one tab-separated line of eleven
 // fields per missed message of the refined groups (silver ones are not
 // listed).
 func TestWriteMissed(t *testing.T) {
@@ -72,7 +98,7 @@ func TestWriteMissed(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "corpus\tgroup\t") {
 		t.Fatalf("got %q, want a header and one line", b.String())
 	}
-	if want := "c\t0a39bb5f\t20\t11\tsplit\t138c4770\t7\tcur/x\ts\t"; lines[1] != want {
+	if want := "c\t0a39bb5f\t20\t11\tsplit\t138c4770\t7\tcur/x\ts\t\t"; lines[1] != want {
 		t.Errorf("got %q, want %q", lines[1], want)
 	}
 }

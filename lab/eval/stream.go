@@ -82,6 +82,102 @@ type StreamResult struct {
 	CampaignNetworks []StreamPoint `json:"curve_campaign_networks"`
 	// PersonalTagged names the personal ham the configuration tagged.
 	PersonalTagged []string `json:"personal_tagged,omitempty"`
+	// Groups sorts the untagged spam of the stream's campaigns.
+	Groups StreamGroups `json:"groups"`
+}
+
+// StreamGroups sorts the untagged spam of the stream's campaigns: groups
+// of at least T (the highest threshold) spam messages with the same
+// visible prefix (the real corpora's refined method, visiblePrefix; the
+// stream has no silver groups). A message is early when its group had
+// fewer than T distinct recipients in the store's window when it came
+// (itself included): no counting could have tagged it. Otherwise a count
+// over the group would have, and it is split: unsigned (no keys), own (it
+// started a campaign), other (it joined a campaign other than the one most
+// of its group went to) or main (it joined that one, which fell short
+// because its other copies went elsewhere).
+type StreamGroups struct {
+	Threshold int `json:"threshold"`
+	Groups    int `json:"groups"`
+	Messages  int `json:"messages"`
+	Untagged  int `json:"untagged"`
+	Early     int `json:"early"`
+	Split     int `json:"split"`
+	Unsigned  int `json:"split_unsigned"`
+	Own       int `json:"split_own"`
+	Other     int `json:"split_other"`
+	Main      int `json:"split_main"`
+}
+
+// groupSpam is what StreamGroups needs of one spam message.
+type groupSpam struct {
+	prefix         string
+	at             time.Time
+	rcpts          []string
+	bulk, unsigned bool
+	joined         bool
+	campaign       uint32
+}
+
+// streamGroups sorts the untagged spam of msgs (in stream order) by
+// StreamGroups' classes.
+func streamGroups(msgs []groupSpam, T int, window time.Duration) StreamGroups {
+	g := StreamGroups{Threshold: T}
+	byPrefix := map[string][]int{}
+	for i, m := range msgs {
+		if m.prefix != "" {
+			byPrefix[m.prefix] = append(byPrefix[m.prefix], i)
+		}
+	}
+	for _, idx := range byPrefix {
+		if len(idx) < T {
+			continue
+		}
+		g.Groups++
+		g.Messages += len(idx)
+		camps := map[uint32]int{}
+		for _, i := range idx {
+			camps[msgs[i].campaign]++
+		}
+		var main uint32
+		best := -1
+		for c, n := range camps {
+			if n > best || (n == best && c < main) {
+				main, best = c, n
+			}
+		}
+		for j, i := range idx {
+			m := &msgs[i]
+			if m.bulk {
+				continue
+			}
+			g.Untagged++
+			seen := map[string]bool{}
+			for _, k := range idx[:j+1] {
+				if o := &msgs[k]; !o.at.Before(m.at.Add(-window)) {
+					for _, r := range o.rcpts {
+						seen[r] = true
+					}
+				}
+			}
+			if len(seen) < T {
+				g.Early++
+				continue
+			}
+			g.Split++
+			switch {
+			case m.unsigned:
+				g.Unsigned++
+			case !m.joined:
+				g.Own++
+			case m.campaign != main:
+				g.Other++
+			default:
+				g.Main++
+			}
+		}
+	}
+	return g
 }
 
 // StreamPoint is what one setting tags of the stream.
@@ -178,6 +274,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	nets, senders := dimension{}, dimension{}
 	rcpts := map[string]bool{}
 	var last time.Time
+	var spam []groupSpam
 	for _, m := range msgs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -237,6 +334,20 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 				return nil, fmt.Errorf("stream trace: %w", err)
 			}
 		}
+		if m.spam {
+			var parts []string
+			if v.Analysis != nil {
+				for _, pt := range v.Analysis.Text.Parts {
+					parts = append(parts, pt.Text)
+				}
+			}
+			gs := groupSpam{prefix: visiblePrefix(parts), at: at, bulk: v.Bulk, unsigned: v.Unsigned,
+				joined: len(v.Campaign.Joined) > 0, campaign: v.Campaign.ID}
+			for _, a := range msg.Recipients {
+				gs.rcpts = append(gs.rcpts, detect.NormaliseAddress(a))
+			}
+			spam = append(spam, gs)
+		}
 		if v.Bulk {
 			add(&r.Tagged)
 			if !m.spam && !m.list {
@@ -268,6 +379,11 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		}
 	}
 	r.Recipients = len(rcpts)
+	window := cfg.Window
+	if window == 0 {
+		window = 24 * time.Hour
+	}
+	r.Groups = streamGroups(spam, cfg.after(), window)
 	return r, nil
 }
 
@@ -424,5 +540,8 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 			row(fmt.Sprintf("recipients or campaign networks ≥ %d", p.Threshold), r.CampaignNetworks[i])
 		}
 		fmt.Fprintln(w)
+		g := r.Groups
+		fmt.Fprintf(w, "Campaigns (visible-prefix groups of ≥ %d spam): %d groups, %d messages, %d untagged: %d early (under %d recipients in the window), %d split (%d unsigned, %d own, %d in another campaign, %d in the group's main campaign).\n\n",
+			g.Threshold, g.Groups, g.Messages, g.Untagged, g.Early, g.Threshold, g.Split, g.Unsigned, g.Own, g.Other, g.Main)
 	}
 }

@@ -81,3 +81,42 @@ func TestStreamTrace(t *testing.T) {
 		t.Errorf("unsigned: got %q, want %q", got, want)
 	}
 }
+
+// TestStreamGroups: an untagged copy of a visible-prefix group is early
+// while the group's distinct recipients in the window are under T, split
+// once they reach it, and split by where it went.
+func TestStreamGroups(t *testing.T) {
+	t0 := time.Date(2007, 4, 8, 12, 0, 0, 0, time.UTC)
+	msg := func(p string, h int, rcpt string, bulk, joined bool, camp uint32) groupSpam {
+		return groupSpam{prefix: p, at: t0.Add(time.Duration(h) * time.Hour), rcpts: []string{rcpt}, bulk: bulk, joined: joined, campaign: camp}
+	}
+	msgs := []groupSpam{
+		msg("a", 0, "u1", false, false, 1), // early: 1 recipient
+		msg("a", 1, "u2", false, true, 1),  // early: 2
+		msg("a", 2, "u2", false, true, 1),  // early: still 2
+		msg("a", 3, "u3", false, true, 2),  // split, another campaign
+		msg("a", 4, "u1", true, true, 1),   // tagged
+		msg("a", 5, "u4", false, false, 3), // split, own
+		msg("a", 6, "u4", false, true, 1),  // split, main
+		msg("a", 40, "u5", false, true, 1), // early again: the window emptied
+		msg("b", 0, "u1", false, false, 9), // a group under T
+		msg("", 0, "u1", false, false, 9),  // no prefix
+		{prefix: "a", at: t0.Add(41 * time.Hour), rcpts: []string{"u5", "u6", "u7"}, unsigned: true}, // split, unsigned
+	}
+	got := streamGroups(msgs, 3, 24*time.Hour)
+	want := StreamGroups{Threshold: 3, Groups: 1, Messages: 9, Untagged: 8, Early: 4, Split: 4, Unsigned: 1, Own: 1, Other: 1, Main: 1}
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// The stream section states the campaign sort in one line.
+func TestStreamGroupsMarkdown(t *testing.T) {
+	var b strings.Builder
+	streamMarkdown(&b, []*StreamResult{{Corpus: "c", Clock: ClockDate,
+		Groups: StreamGroups{Threshold: 10, Groups: 2, Messages: 30, Untagged: 9, Early: 5, Split: 4, Unsigned: 1, Own: 1, Other: 1, Main: 1}}})
+	want := "Campaigns (visible-prefix groups of ≥ 10 spam): 2 groups, 30 messages, 9 untagged: 5 early (under 10 recipients in the window), 4 split (1 unsigned, 1 own, 1 in another campaign, 1 in the group's main campaign)."
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("got\n%s\nwant a line\n%s", b.String(), want)
+	}
+}
