@@ -314,3 +314,19 @@ func FuzzSiftSkip(f *testing.F) {
 		checkSkip(t, newSkipSift(t, 1+int(l)%64, float64(1+int(accept)%100)/100), toks)
 	})
 }
+
+// BenchmarkSiftSkip is the random-skipping formation alone, on one pass of
+// 300 random tokens (a message's pass is a few hundred).
+func BenchmarkSiftSkip(b *testing.B) {
+	s := newSkipSift(b, 10, 0.3)
+	rng := rand.New(rand.NewPCG(1, 2))
+	toks := make([]uint64, 300)
+	for i := range toks {
+		toks[i] = rng.Uint64()
+	}
+	sc := &siftScratch{}
+	for b.Loop() {
+		sc.pass, sc.clusters = toks, sc.clusters[:0]
+		s.skip(sc)
+	}
+}
