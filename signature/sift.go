@@ -161,11 +161,24 @@ func (t *Sift) clusters(th []uint64, sc *siftScratch) {
 	for q := range passes {
 		passes[q] = grow(passes[q], len(th))[:0]
 	}
-	if b == 1 {
+	switch b {
+	case 1:
 		for _, h := range th {
 			passes[0] = append(passes[0], t.tok.mix(h))
 		}
-	} else {
+	case 2:
+		// The default: each token goes to the pass of the other partition
+		// (fastrange onto two is the top bit). Both are written and one
+		// kept, without a branch the partition would mispredict.
+		p0, p1 := passes[0][:len(th)], passes[1][:len(th)]
+		n0, n1 := 0, 0
+		for _, h := range th {
+			v, part := t.tok.mix(h), int(t.part.mix(h)>>63)
+			p0[n0], p1[n1] = v, v
+			n0, n1 = n0+part, n1+1-part
+		}
+		passes[0], passes[1] = p0[:n0], p1[:n1]
+	default:
 		for _, h := range th {
 			v, part := t.tok.mix(h), fastrange(t.part.mix(h), b)
 			for q := range passes {
