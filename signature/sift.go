@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -160,11 +161,24 @@ func (t *Sift) clusters(th []uint64, sc *siftScratch) {
 	for q := range passes {
 		passes[q] = grow(passes[q], len(th))[:0]
 	}
-	if b == 1 {
+	switch b {
+	case 1:
 		for _, h := range th {
 			passes[0] = append(passes[0], t.tok.mix(h))
 		}
-	} else {
+	case 2:
+		// The default: each token goes to the pass of the other partition
+		// (fastrange onto two is the top bit). Both are written and one
+		// kept, without a branch the partition would mispredict.
+		p0, p1 := passes[0][:len(th)], passes[1][:len(th)]
+		n0, n1 := 0, 0
+		for _, h := range th {
+			v, part := t.tok.mix(h), int(t.part.mix(h)>>63)
+			p0[n0], p1[n1] = v, v
+			n0, n1 = n0+part, n1+1-part
+		}
+		passes[0], passes[1] = p0[:n0], p1[:n1]
+	default:
 		for _, h := range th {
 			v, part := t.tok.mix(h), fastrange(t.part.mix(h), b)
 			for q := range passes {
@@ -207,25 +221,44 @@ func (t *Sift) window(sc *siftScratch) {
 // its cluster is complete or its scan ends: no lane idles while the others
 // finish. Clusters are appended as they complete, not in the order of
 // their heads; the sample and the fingerprints do not depend on the order.
+// The lanes' counts stay packed in one word, a byte a lane, from head to
+// completion, so a lane is settled without touching the others.
 func (t *Sift) skip(sc *siftScratch) {
-	st := skipState{t: t, sc: sc, toks: sc.pass, maxScan: int(math.Ceil(8 * float64(t.p.ClusterLen) / t.p.Accept))}
-	toks := st.toks
-	var ln [4]skipLane
-	for i := range ln {
-		if !st.start(&ln[i]) {
-			for _, a := range ln[:i] {
-				st.finish(a)
+	toks := sc.pass
+	l := t.p.ClusterLen
+	if l == 1 {
+		// Every head is a cluster of its own.
+		for _, v := range toks {
+			sc.clusters = append(sc.clusters, t.fin.mix(v))
+		}
+		return
+	}
+	// A head after last has fewer tokens left than its cluster needs.
+	last := len(toks) - l
+	maxScan := int(math.Ceil(8 * float64(l) / t.p.Accept))
+	// Lane i forms a cluster with cumulative hash c[i], scanning the tokens
+	// w[i]; byte i of k is laneDone less the tokens it still needs.
+	var c [4]uint64
+	var w [4][]uint64
+	var k uint32
+	fresh := uint32(laneDone - l + 1)
+	next := 0
+	for i := range 4 {
+		if next > last {
+			for j := range i {
+				t.finish(sc, c[j], k>>(8*j)&0xff, w[j])
 			}
 			return
 		}
+		c[i], w[i] = toks[next], toks[next+1:min(len(toks), next+1+maxScan)]
+		k |= fresh << (8 * i)
+		next++
 	}
 	mulA, thresh := t.mulA, t.thresh
 	for {
-		steps := min(ln[0].e-ln[0].p, ln[1].e-ln[1].p, ln[2].e-ln[2].p, ln[3].e-ln[3].p)
-		w0, w1, w2, w3 := toks[ln[0].p:][:steps], toks[ln[1].p:][:steps], toks[ln[2].p:][:steps], toks[ln[3].p:][:steps]
-		c0, c1, c2, c3 := ln[0].c, ln[1].c, ln[2].c, ln[3].c
-		// The four counts in one word, a byte a lane.
-		k := uint32(ln[0].k | ln[1].k<<8 | ln[2].k<<16 | ln[3].k<<24)
+		steps := min(len(w[0]), len(w[1]), len(w[2]), len(w[3]))
+		w0, w1, w2, w3 := w[0][:steps], w[1][:steps], w[2][:steps], w[3][:steps]
+		c0, c1, c2, c3 := c[0], c[1], c[2], c[3]
 		s := 0
 		for s < len(w0) {
 			y0 := (c0 ^ w0[s]) * mulA
@@ -250,25 +283,34 @@ func (t *Sift) skip(sc *siftScratch) {
 				break
 			}
 		}
-		ln[0].c, ln[1].c, ln[2].c, ln[3].c = c0, c1, c2, c3
-		for i := range ln {
-			a := &ln[i]
-			a.k, a.p = uint64(k>>(8*i)&0xff), a.p+s
-		}
-		for i := range ln {
-			a := &ln[i]
-			if a.k&laneDone == 0 && a.p < a.e {
-				continue
+		c[0], c[1], c[2], c[3] = c0, c1, c2, c3
+		w[0], w[1], w[2], w[3] = w[0][s:], w[1][s:], w[2][s:], w[3][s:]
+		// The lanes to settle: complete ones, and those at the end of their
+		// scan (only when the loop ran all its steps).
+		done := k & (laneDone * 0x01010101)
+		if s == steps {
+			for i := range 4 {
+				if len(w[i]) == 0 {
+					done |= laneDone << (8 * i)
+				}
 			}
-			st.finish(*a)
-			if !st.start(a) {
-				for j, b := range ln {
-					if j != i {
-						st.finish(b)
-					}
+		}
+		for done != 0 {
+			i := bits.TrailingZeros32(done) >> 3 & 3
+			done &= done - 1
+			if k>>(8*i)&laneDone != 0 {
+				sc.clusters = append(sc.clusters, t.fin.mix(c[i]))
+			}
+			if next > last {
+				k, w[i] = k&^(0xff<<(8*i)), nil
+				for j := range 4 {
+					t.finish(sc, c[j], k>>(8*j)&0xff, w[j])
 				}
 				return
 			}
+			c[i], w[i] = toks[next], toks[next+1:min(len(toks), next+1+maxScan)]
+			k = k&^(0xff<<(8*i)) | fresh<<(8*i)
+			next++
 		}
 	}
 }
@@ -277,51 +319,19 @@ func (t *Sift) skip(sc *siftScratch) {
 // (ClusterLen ≤ 64).
 const laneDone = 1 << 7
 
-// skipLane is one cluster being formed: its cumulative hash, laneDone less
-// the tokens it still needs, and the tokens toks[p:e] it may still scan.
-type skipLane struct {
-	c, k uint64
-	p, e int
-}
-
-// skipState hands out the heads of one pass to the lanes.
-type skipState struct {
-	t       *Sift
-	sc      *siftScratch
-	toks    []uint64
-	next    int // the next head
-	maxScan int
-}
-
-// start gives a the next head whose cluster still needs tokens and has some
-// to scan, settling the others on the way; false when no head is left.
-func (st *skipState) start(a *skipLane) bool {
-	l := st.t.p.ClusterLen
-	for st.next < len(st.toks) {
-		j := st.next
-		st.next++
-		*a = skipLane{c: st.toks[j], k: uint64(laneDone - l + 1), p: j + 1, e: min(len(st.toks), j+1+st.maxScan)}
-		if a.k&laneDone == 0 && a.p < a.e {
-			return true
-		}
-		st.finish(*a)
-	}
-	return false
-}
-
-// finish forms the rest of a's cluster alone and appends its hash if it is
-// complete.
-func (st *skipState) finish(a skipLane) {
-	for _, v := range st.toks[a.p:a.e] {
-		if a.k&laneDone != 0 {
+// finish forms the rest of a cluster alone, from cumulative hash c and
+// count k, scanning toks, and appends its hash if it is complete.
+func (t *Sift) finish(sc *siftScratch, c uint64, k uint32, toks []uint64) {
+	for _, v := range toks {
+		if k&laneDone != 0 {
 			break
 		}
-		if y := (a.c ^ v) * st.t.mulA; y < st.t.thresh {
-			a.c, a.k = y, a.k+1
+		if y := (c ^ v) * t.mulA; y < t.thresh {
+			c, k = y, k+1
 		}
 	}
-	if a.k&laneDone != 0 {
-		st.sc.clusters = append(st.sc.clusters, st.t.fin.mix(a.c))
+	if k&laneDone != 0 {
+		sc.clusters = append(sc.clusters, t.fin.mix(c))
 	}
 }
 

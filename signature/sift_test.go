@@ -314,3 +314,55 @@ func FuzzSiftSkip(f *testing.F) {
 		checkSkip(t, newSkipSift(t, 1+int(l)%64, float64(1+int(accept)%100)/100), toks)
 	})
 }
+
+// BenchmarkSiftSkip is the random-skipping formation alone, on one pass of
+// 300 random tokens (a message's pass is a few hundred).
+func BenchmarkSiftSkip(b *testing.B) {
+	s := newSkipSift(b, 10, 0.3)
+	rng := rand.New(rand.NewPCG(1, 2))
+	toks := make([]uint64, 300)
+	for i := range toks {
+		toks[i] = rng.Uint64()
+	}
+	sc := &siftScratch{}
+	for b.Loop() {
+		sc.pass, sc.clusters = toks, sc.clusters[:0]
+		s.skip(sc)
+	}
+}
+
+// The passes of every partition count hold the tokens outside their
+// partition (all of them when b is 1), in order: the special case of two
+// against the general loop.
+func TestSiftPassesMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for b := 1; b <= 8; b++ {
+		p := DefaultSiftParams()
+		p.Partitions = b
+		s, err := NewSift(testSecret(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{0, 1, 2, 7, 300} {
+			th := make([]uint64, n)
+			for i := range th {
+				th[i] = rng.Uint64()
+			}
+			want := make([][]uint64, b)
+			for _, h := range th {
+				for q := range want {
+					if b == 1 || q != fastrange(s.part.mix(h), b) {
+						want[q] = append(want[q], s.tok.mix(h))
+					}
+				}
+			}
+			sc := &siftScratch{}
+			s.clusters(th, sc)
+			for q := range want {
+				if !slices.Equal(sc.passes[q], want[q]) {
+					t.Fatalf("b=%d n=%d: pass %d has %d tokens, want %d (or other ones)", b, n, q, len(sc.passes[q]), len(want[q]))
+				}
+			}
+		}
+	}
+}
