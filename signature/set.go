@@ -29,8 +29,9 @@ import (
 // and lets the containment family read common words only
 // (ContainParams.MinDF, off by default; issue 15, word salad); version 8
 // keys a message no family signs by its remote images (AttachParams.Remote;
-// issue 15, the stream's remote-image spam).
-const AlgorithmVersion = 8
+// issue 15, the stream's remote-image spam); version 9 the line family
+// (issue 15, a short offer padded past half with text of its own).
+const AlgorithmVersion = 9
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
 type SetParams struct {
@@ -43,6 +44,7 @@ type SetParams struct {
 	TermSet     TermSetParams
 	Contain     ContainParams
 	Attach      AttachParams
+	Lines       LineParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -56,6 +58,7 @@ func DefaultSetParams() SetParams {
 		TermSet:     DefaultTermSetParams(),
 		Contain:     DefaultContainParams(),
 		Attach:      DefaultAttachParams(),
+		Lines:       DefaultLineParams(),
 	}
 }
 
@@ -72,6 +75,7 @@ type Set struct {
 	terms   *TermSet
 	contain *Shingle
 	attach  *Attach
+	lines   *Lines
 	signers []Signer
 	version string
 	descr   string
@@ -152,6 +156,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.attach)
 		}
 	}
+	if p.Lines.Enabled {
+		if s.lines, err = NewLines(p.Secret, p.Lines); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.lines)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -191,6 +202,9 @@ func describe(p SetParams) string {
 	}
 	if p.Attach.Enabled {
 		fmt.Fprintf(&b, " attach=%+v", p.Attach)
+	}
+	if p.Lines.Enabled {
+		fmt.Fprintf(&b, " lines=%+v", p.Lines)
 	}
 	return b.String()
 }
@@ -287,6 +301,11 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		if s.attach.p.Remote && len(keys) == start && len(d.Images) > 0 {
 			keys, e = s.attach.signRemote(d, keys)
 		}
+		exps = append(exps, e)
+	}
+	if s.lines != nil {
+		var e Explain
+		keys, e = s.lines.sign(d, p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps

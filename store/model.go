@@ -29,9 +29,10 @@ import (
 //
 // A support family (supportFamily: the term set, whose keys survive word
 // substitutions but are also shared by issues of one newsletter; the
-// containment family, whose single min-hashes survive padding) weighs
-// like any other among the campaigns the other families name, but names a
-// campaign alone only with SupportAlone (ContainAlone) of its keys: one
+// containment family, whose single min-hashes survive padding; the line
+// family, whose lines survive padding past half) weighs like any other
+// among the campaigns the other families name, but names a campaign alone
+// only with SupportAlone (ContainAlone, LinesAlone) of its keys: one
 // chance band of a tolerant family does not start a join (measured: a
 // single term-set band joining alone tagged 64 ham messages in one window
 // instead of 27).
@@ -85,6 +86,11 @@ const (
 	// keys are single min-hashes, each shared by chance more often than
 	// a term-set band (measured in docs/evaluation.md, "Padded copies").
 	ContainAlone = 6
+	// LinesAlone is SupportAlone for the line family: a line is shared
+	// by unrelated mail now and then (a template's or a list's sentence),
+	// and 2 tagged list mail in a dated world (measured in
+	// docs/evaluation.md, "Minority text: line keys").
+	LinesAlone = 3
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
 	// evidence, from UnionKeys voting keys or more, is counted with it
@@ -179,13 +185,16 @@ type decision struct {
 // the number of its keys that must name a campaign no other family names
 // for their evidence to count; 0 for a family that names campaigns alone.
 // The term set (10 bands of 4 min-hashes) takes SupportAlone keys, the
-// containment family (single min-hashes) ContainAlone.
+// containment family (single min-hashes) ContainAlone, the line family
+// LinesAlone.
 func supportAlone(f string) int {
 	switch f {
 	case "terms":
 		return SupportAlone
 	case "contain":
 		return ContainAlone
+	case "lines":
+		return LinesAlone
 	}
 	return 0
 }
