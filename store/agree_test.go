@@ -46,6 +46,9 @@ func campaignStream(seed uint64, n int) []store.Observation {
 				keep = 0
 				if f.name == by {
 					keep = 35
+					if by == "lines" {
+						keep = 50 // about half: LinesShare decides too
+					}
 				}
 			}
 			for k := range f.keys {
