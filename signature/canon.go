@@ -547,6 +547,9 @@ var foldByte = func() (t [256]uint8) {
 // (not a separator before a new part: that part is not cut), so Lines
 // hold no empty lines but a text's first.
 func (st *canonState) line(m LineMark) {
+	if st.stripping {
+		return // a Strip word's line breaks are no line of the text
+	}
 	start := int32(len(st.refs))
 	if n := len(st.lines); n > 0 && st.lines[n-1].Start == start && st.lines[n-1].Mark&LineSubject == 0 {
 		old := st.lines[n-1].Mark
