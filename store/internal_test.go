@@ -784,7 +784,8 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"lines keys alone, one short", lines(LinesAlone + 5), repeat(at(7), LinesAlone-1, LinesAlone+5), false, 99},
 		{"lines keys alone, enough but a minority", lines(LinesAlone + 5), repeat(at(7), LinesAlone, LinesAlone+5), false, 99},
 		{"lines keys alone, enough and half", lines(2 * LinesAlone), repeat(at(7), LinesAlone, 2*LinesAlone), true, 7},
-		{"lines keys, a minority beside another family's", append([]string{"shingle"}, lines(LinesAlone+5)...), append([]keyPtr{at(7)}, repeat(at(7), 1, LinesAlone+5)...), true, 7},
+		{"lines keys, a minority, do not tip another family's tie", append([]string{"shingle", "shingle"}, lines(LinesAlone+5)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, LinesAlone+5)...), true, 3},
+		{"lines keys, half, tip another family's tie", append([]string{"shingle", "shingle"}, lines(2*LinesAlone)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, 2*LinesAlone)...), true, 7},
 		{"contain keys do not lend lines keys their count", append(contain(ContainAlone-1), lines(LinesAlone)...), append(repeat(at(6), ContainAlone-1, ContainAlone-1), repeat(at(6), LinesAlone-1, LinesAlone)...), false, 99},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {

@@ -92,11 +92,13 @@ const (
 	// docs/evaluation.md, "Minority text: line keys").
 	LinesAlone = 3
 	// LinesShare, in percent, is the least share of the message's line
-	// keys that its LinesAlone or more must be: the lines of a
-	// newsletter's template (a menu, promotions, the copyright) are a
-	// minority of each issue's lines, where a short offer's are most of
-	// a padded copy's own lines, padding paragraphs being long lines
-	// (measured in docs/evaluation.md, "Minority text: line keys").
+	// keys that the keys naming a campaign must be to count at all, alone
+	// or beside other families: the lines of a newsletter's template (a
+	// menu, promotions, the copyright) are a minority of each issue's
+	// lines, where a short offer's are most of a padded copy's own lines,
+	// padding paragraphs being long lines. Counted beside a template's
+	// shingle, a minority of lines made a weak join strong (measured in
+	// docs/evaluation.md, "Minority text: line keys").
 	LinesShare = 50
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
@@ -207,8 +209,8 @@ func supportAlone(f string) int {
 }
 
 // supportShare returns, for a support family, the least share (percent)
-// of the message's keys of the family that the keys naming a campaign no
-// other family names must be, besides supportAlone of them.
+// of the message's keys of the family that its keys naming a campaign
+// must be to count for it, whether other families name it or not.
 func supportShare(f string) int {
 	if f == "lines" {
 		return LinesShare
@@ -267,7 +269,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 		named[ref] = true
 	}
 	for fr, k := range sup {
-		if named[fr.ref] || k >= supportAlone(fr.f) && 100*k >= supportShare(fr.f)*n[fr.f] {
+		if (named[fr.ref] || k >= supportAlone(fr.f)) && 100*k >= supportShare(fr.f)*n[fr.f] {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}

@@ -1003,7 +1003,7 @@ if mode == 'c' or mode == 'r' then
   for f, refs in pairs(sup) do
     local alone, share, unit = math.floor((-1 - f) / 256) % 256, math.floor((-1 - f) / 65536), math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
-      if named[r] or (k >= alone and 100 * k >= share * nfam[f]) then
+      if (named[r] or k >= alone) and 100 * k >= share * nfam[f] then
         ev[r] = (ev[r] or 0) + k * unit
         nk[r] = (nk[r] or 0) + k
       end
