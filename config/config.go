@@ -99,6 +99,7 @@ type Signatures struct {
 	TermSet     TermSet     `yaml:"terms"`
 	Contain     Contain     `yaml:"contain"`
 	Attach      Attach      `yaml:"attach"`
+	Lines       Lines       `yaml:"lines"`
 }
 
 // IMatch tunes the I-Match family (Chowdhury et al. 2002; Kolcz &
@@ -160,6 +161,14 @@ type Contain struct {
 	Bins        int  `yaml:"bins"`         // single min-hashes, one key each
 	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
 	MinDF       int  `yaml:"min_df"`       // rarest word read, in lexicon documents
+}
+
+// Lines tunes keys of a message's own lines of text (a short offer
+// padded with text of its own).
+type Lines struct {
+	Enabled  bool `yaml:"enabled"`
+	MinWords int  `yaml:"min_words"` // fewest canonical words of a line to key it
+	Keys     int  `yaml:"keys"`      // most keys a message: its lines' smallest hashes
 }
 
 // Attach tunes keys of a message's non-text parts (images, PDFs).

@@ -204,7 +204,7 @@ feedback:
 			`b.yml:2: listen: invalid socket "tcp-ish" (use "inet:HOST:PORT" or "unix:/path/to/socket")`,
 			`b.yml:4: log.level: invalid value "loud" (use one of: debug, info, warn, error)`,
 			`b.yml:6: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
-			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift, terms, contain, attach)`,
+			`b.yml:7: policy.thresholds.bogus: unknown signature family "bogus" (use one of: imatch, shingle, charshingle, sift, terms, contain, attach, lines)`,
 			`b.yml:8: policy.on_store_error: invalid value "panic" (use one of: accept, tempfail)`,
 			`b.yml:10: actions.header: invalid header name "X Bulk" (use a header field name such as X-Bulk)`,
 			`b.yml:12: feedback.trusted_networks[0]: invalid network "10.0.0.0/33" (use an address or CIDR such as 192.0.2.0/24)`,

@@ -33,6 +33,7 @@ func defaultSignatures() Signatures {
 		TermSet: TermSet{Enabled: p.TermSet.Enabled, Sample: sampleOf(p.TermSet.Sample)},
 		Contain: Contain{Enabled: p.Contain.Enabled, Width: p.Contain.Width, Bins: p.Contain.Bins, MinShingles: p.Contain.MinShingles, MinDF: p.Contain.MinDF},
 		Attach:  Attach{Enabled: p.Attach.Enabled, MinBytes: p.Attach.MinBytes, MaxKeys: p.Attach.MaxKeys, WithText: p.Attach.WithText, Shape: p.Attach.Shape, MaxPixels: p.Attach.MaxPixels, ShortText: p.Attach.ShortText, Remote: p.Attach.Remote},
+		Lines:   Lines{Enabled: p.Lines.Enabled, MinWords: p.Lines.MinWords, Keys: p.Lines.Keys},
 	}
 }
 
@@ -70,14 +71,15 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.TermSet.Sample = s.TermSet.Sample.params()
 	p.Contain = signature.ContainParams{Enabled: s.Contain.Enabled, Width: s.Contain.Width, Bins: s.Contain.Bins, MinShingles: s.Contain.MinShingles, MinDF: s.Contain.MinDF}
 	p.Attach = signature.AttachParams{Enabled: s.Attach.Enabled, MinBytes: s.Attach.MinBytes, MaxKeys: s.Attach.MaxKeys, WithText: s.Attach.WithText, Shape: s.Attach.Shape, MaxPixels: s.Attach.MaxPixels, ShortText: s.Attach.ShortText, Remote: s.Attach.Remote}
+	p.Lines = signature.LineParams{Enabled: s.Lines.Enabled, MinWords: s.Lines.MinWords, Keys: s.Lines.Keys}
 	return p
 }
 
 // validateSignatures reports each family's invalid parameters at the
 // family's place in the file.
 func (v *validator) validateSignatures(s *Signatures) {
-	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled && !s.TermSet.Enabled && !s.Contain.Enabled && !s.Attach.Enabled {
-		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift, terms, contain, attach", "no signature family enabled")
+	if !s.IMatch.Enabled && !s.Shingle.Enabled && !s.CharShingle.Enabled && !s.Sift.Enabled && !s.TermSet.Enabled && !s.Contain.Enabled && !s.Attach.Enabled && !s.Lines.Enabled {
+		v.add("signatures", "enable at least one of imatch, shingle, charshingle, sift, terms, contain, attach, lines", "no signature family enabled")
 	}
 	p := s.SetParams()
 	check := func(path string, enabled bool, err error) {
@@ -95,4 +97,5 @@ func (v *validator) validateSignatures(s *Signatures) {
 	check("signatures.terms", s.TermSet.Enabled, p.TermSet.Validate())
 	check("signatures.contain", s.Contain.Enabled, p.Contain.Validate())
 	check("signatures.attach", s.Attach.Enabled, p.Attach.Validate())
+	check("signatures.lines", s.Lines.Enabled, p.Lines.Validate())
 }

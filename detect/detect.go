@@ -606,15 +606,15 @@ func globalEffect(t store.Tally, quorum int64) effect {
 // merely quotes a voted one (a shared footer, a paragraph) shares keys in
 // one family at most, and must not inherit its verdict. ok is false when
 // the marks decide nothing (no majority, or a majority for both kinds):
-// the next scope, or the volume, decides. The containment family takes no
-// part: its single min-hashes are what a message that quotes a voted one
-// shares with it (signature/contain.go).
+// the next scope, or the volume, decides. The containment and line
+// families take no part: their single min-hashes and lines are what a
+// message that quotes a voted one shares with it (signature/contain.go).
 func (e *Engine) marked(keys []signature.Key, volumes []int64, eff []effect) (j judgement, ok bool) {
 	// Families are a handful of small numbers: sets of them are bit sets.
 	var signed, cleared, forced famSet
 	var top judgement // the forced key with the highest volume
 	for i, k := range keys {
-		if k.Family == signature.FamilyContain {
+		if k.Family == signature.FamilyContain || k.Family == signature.FamilyLines {
 			continue
 		}
 		signed.add(k.Family)

@@ -177,7 +177,7 @@ func TestGlobalVotes(t *testing.T) {
 			name:      "no votes: volume decides",
 			votes:     func(f *fixture) {},
 			bulk:      true,
-			headerEnd: "via=imatch,shingle,charshingle,sift; level=7; kind=undeclared", // 7: the campaign reached the threshold fast
+			headerEnd: "via=imatch,shingle,charshingle,sift,lines; level=7; kind=undeclared", // 7: the campaign reached the threshold fast
 		},
 		{
 			name: "three voters on every key clear it",
@@ -188,7 +188,7 @@ func TestGlobalVotes(t *testing.T) {
 			},
 			bulk:      false,
 			override:  "global not-bulk",
-			headerEnd: "via=imatch,shingle,charshingle,sift; level=0; kind=undeclared; feedback=global-not-bulk",
+			headerEnd: "via=imatch,shingle,charshingle,sift,lines; level=0; kind=undeclared; feedback=global-not-bulk",
 		},
 		{
 			name: "two voters are not enough",
@@ -616,27 +616,28 @@ func TestRecipientFloodCounted(t *testing.T) {
 	}
 }
 
-// With the default set's six families a copy is still one that shares
-// voted keys in more than half of the five that vote (the containment
-// family does not: a message quoting a voted one shares its single
-// min-hashes): three voters' marks on one key of three families clear it,
-// on two do not, and on every containment key alone do not.
+// With the default set's seven families a copy is still one that shares
+// voted keys in more than half of the five that vote (the containment and
+// line families do not: a message quoting a voted one shares their single
+// min-hashes and lines): three voters' marks on one key of three families
+// clear it, on two do not, and on every containment or line key alone do
+// not.
 func TestGlobalVotesSixFamilies(t *testing.T) {
 	garden := func() *Message { return newsletter("garden") }
 	for _, tc := range []struct {
 		families int
-		contain  bool // vote on every containment key instead
+		only     signature.Family // vote on every key of this family instead
 		bulk     bool
-	}{{5, false, false}, {3, false, false}, {2, false, true}, {0, true, true}} {
-		t.Run(fmt.Sprint(tc.families, " of 5 families, containment ", tc.contain), func(t *testing.T) {
+	}{{5, 0, false}, {3, 0, false}, {2, 0, true}, {0, signature.FamilyContain, true}, {0, signature.FamilyLines, true}} {
+		t.Run(fmt.Sprint(tc.families, " of 5 families, only ", tc.only), func(t *testing.T) {
 			f := newFixtureAll(t)
 			one := f.onePerFamily(garden)
-			if len(one) != 6 {
-				t.Fatalf("%d families signed, want 6", len(one))
+			if len(one) != 7 {
+				t.Fatalf("%d families signed, want 7", len(one))
 			}
-			voted := one[len(one)-1-tc.families : len(one)-1] // the last is the containment family's
-			if tc.contain {
-				voted = f.ids(garden, signature.FamilyContain)
+			voted := one[len(one)-2-tc.families : len(one)-2] // the last two are the containment and line families'
+			if tc.only != 0 {
+				voted = f.ids(garden, tc.only)
 			}
 			for _, v := range []string{"a@x.test", "b@x.test", "c@x.test"} {
 				f.vote(v, store.VoteNotBulk, voted)

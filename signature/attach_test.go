@@ -74,8 +74,8 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 	for _, withText := range []bool{false, true} {
 		s := fixtureSetWith(t, func(p *SetParams) { p.Attach.WithText = withText })
 		keys, exps := s.Sign(imageOnly, nil, nil)
-		if len(keys) != 1 || keys[0].Family != FamilyAttach || exps[len(exps)-1].Keys != 1 {
-			t.Errorf("with_text=%v: image only: got keys %v, explain %+v; want one attach key", withText, keys, exps[len(exps)-1])
+		if len(keys) != 1 || keys[0].Family != FamilyAttach || explainOf(exps, FamilyAttach).Keys != 1 {
+			t.Errorf("with_text=%v: image only: got keys %v, explain %+v; want one attach key", withText, keys, explainOf(exps, FamilyAttach))
 		}
 		keys, exps = s.Sign(text, nil, nil)
 		n := 0
@@ -88,7 +88,7 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 		if withText {
 			want, declined = 1, ""
 		}
-		last := exps[len(exps)-1]
+		last := explainOf(exps, FamilyAttach)
 		if n != want || len(keys) == n || last.Family != FamilyAttach || last.Declined != declined {
 			t.Errorf("with_text=%v: text and image: got %d attach keys of %d, explain %+v; want %d, declined %q", withText, n, len(keys), last, want, declined)
 		}
@@ -125,7 +125,7 @@ func TestSetRemoteImages(t *testing.T) {
 				out = append(out, k)
 			}
 		}
-		return out, exps[len(exps)-1]
+		return out, explainOf(exps, FamilyAttach)
 	}
 	base, e := remote(s, &Doc{Tokens: []string{"claim", "now"}, Images: offer})
 	if len(base) != 1 || e.Keys != 1 || e.Detail != "remote images=2" {
@@ -161,4 +161,14 @@ func TestSetRemoteImages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// explainOf returns the Explain of family f in exps.
+func explainOf(exps []Explain, f Family) Explain {
+	for _, e := range exps {
+		if e.Family == f {
+			return e
+		}
+	}
+	return Explain{}
 }

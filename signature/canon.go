@@ -81,7 +81,13 @@ func Canonicalize(src Source) *Doc {
 		st.buildStrip(src.Strip)
 	}
 	for i, sp := range st.spans {
-		st.text(st.norm[sp.start:sp.end], sp.ascii)
+		b := st.norm[sp.start:sp.end]
+		mark := LinePart
+		if i == 0 {
+			mark |= LineSubject
+		}
+		st.line(mark | lineMark(b))
+		st.text(b, sp.ascii)
 		if i == 0 {
 			st.subjRefs = len(st.refs)
 		}
@@ -107,6 +113,7 @@ type canonState struct {
 	// subjRefs is the number of refs the Subject (the first span) gave.
 	subjRefs int
 	units    [][2]int // CJK units of the current run, in out
+	lines    []Line   // Start is an index of refs until doc
 	strip    []string
 	// stripLens has bit n set for a Strip word of n bytes (63: 63 or
 	// more): most tokens need no comparison with them.
@@ -139,6 +146,7 @@ var statePool = sync.Pool{New: func() any {
 func (st *canonState) reset() {
 	st.norm, st.spans = st.norm[:0], st.spans[:0]
 	st.tok, st.refs = st.tok[:0], st.refs[:0]
+	st.lines = st.lines[:0]
 	st.strip, st.stripLens = st.strip[:0], 0
 	st.stats = DocStats{}
 	st.latin, st.cyrillic, st.greek = 0, 0, 0
@@ -151,7 +159,7 @@ func (st *canonState) release() {
 	const big = 1 << 20
 	if cap(st.norm) > big || cap(st.tok) > big {
 		st.norm, st.tok, st.tmp, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil
-		st.refs, st.chunks, st.rs = nil, nil, nil
+		st.refs, st.chunks, st.rs, st.lines = nil, nil, nil, nil
 	}
 	statePool.Put(st)
 }
@@ -337,6 +345,10 @@ func (st *canonState) text(b []byte, ascii bool) {
 		cls = &wordClassASCII
 	}
 	run := st.chunks[:0] // single-character chunks waiting: maybe spaced letters
+	// A line that begins while a run waits begins after the run's tokens
+	// (its letters may be spaced across the break).
+	var waiting LineMark
+	lineWaits := false
 	flush := func() {
 		if len(run) == 0 {
 			return
@@ -347,6 +359,10 @@ func (st *canonState) text(b []byte, ascii bool) {
 			}
 		}
 		run = run[:0]
+		if lineWaits {
+			st.line(waiting)
+			waiting, lineWaits = 0, false
+		}
 	}
 	gap := 0
 	for i := 0; i < len(b); {
@@ -361,6 +377,11 @@ func (st *canonState) text(b []byte, ascii bool) {
 			gap++
 			if c == '\n' {
 				gap++ // a line break is a wider gap than a space
+				if m := lineMark(b[i+1:]); len(run) > 0 {
+					waiting, lineWaits = waiting&LineSep|m, true
+				} else {
+					st.line(m)
+				}
 			}
 			i++
 			continue
@@ -431,6 +452,7 @@ func (st *canonState) foldWords(b []byte, i int, cls *[256]uint8, gap int) (int,
 			gap++
 			if c == '\n' {
 				gap++ // a line break is a wider gap than a space
+				st.line(lineMark(b[i+1:]))
 			}
 			i++
 			continue
@@ -525,9 +547,68 @@ var foldByte = func() (t [256]uint8) {
 	return t
 }()
 
+// line begins a line at the next token. A line without tokens is
+// replaced by the next one, which keeps its part and separator marks
+// (not a separator before a new part: that part is not cut), so Lines
+// hold no empty lines but a text's first.
+func (st *canonState) line(m LineMark) {
+	if st.stripping {
+		return // a Strip word's line breaks are no line of the text
+	}
+	start := int32(len(st.refs))
+	if n := len(st.lines); n > 0 && st.lines[n-1].Start == start && st.lines[n-1].Mark&LineSubject == 0 {
+		old := st.lines[n-1].Mark
+		if m&LinePart == 0 {
+			m |= old & (LinePart | LineSep)
+		}
+		st.lines[n-1].Mark = m
+		return
+	}
+	st.lines = append(st.lines, Line{Start: start, Mark: m})
+}
+
+// lineMark reads the line b begins with: quoted (its first character
+// past blanks is '>' or '|') or a separator ("--" alone, the signature
+// delimiter; a run of "____" or "-----", a list's footer or a forwarded
+// or quoted message's header).
+func lineMark(b []byte) LineMark {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+		i++
+	}
+	b = b[i:]
+	if len(b) == 0 {
+		return 0
+	}
+	switch b[0] {
+	case '>', '|':
+		return LineQuoted
+	case '_':
+		if len(b) >= 4 && string(b[:4]) == "____" {
+			return LineSep
+		}
+	case '-':
+		if len(b) >= 5 && string(b[:5]) == "-----" {
+			return LineSep
+		}
+		if len(b) >= 2 && b[1] == '-' {
+			j := 2
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r') {
+				j++
+			}
+			if j == len(b) || b[j] == '\n' {
+				return LineSep
+			}
+		}
+	}
+	return 0
+}
+
 // doc assembles the result.
 func (st *canonState) doc(domains []string) *Doc {
 	d := &Doc{}
+	// Lines count refs; stripped tokens are not in Tokens.
+	lines, li := st.lines, 0
 	// One string for all tokens; each token is a slice of it.
 	all := string(st.tok)
 	d.Tokens = make([]string, 0, len(st.refs))
@@ -541,9 +622,12 @@ func (st *canonState) doc(domains []string) *Doc {
 	letters := st.letters[:0]
 	run, end := 0, 0
 	d.SubjectLetters = -1
-	for i, r := range st.refs {
-		if i == st.subjRefs { // the letters so far: letters, then st.tok[run:end]
+	for ri, r := range st.refs {
+		if ri == st.subjRefs { // the letters so far: letters, then st.tok[run:end]
 			d.SubjectLetters = len(letters) + end - run
+		}
+		for ; li < len(lines) && int(lines[li].Start) <= ri; li++ {
+			lines[li].Start = int32(len(d.Tokens))
 		}
 		if st.stripLens&(1<<min(r.end-r.start, 63)) != 0 && st.stripped(st.tok[r.start:r.end]) {
 			st.stats.Stripped++
@@ -578,6 +662,10 @@ func (st *canonState) doc(domains []string) *Doc {
 	if d.SubjectLetters < 0 {
 		d.SubjectLetters = len(d.Letters)
 	}
+	for ; li < len(lines); li++ {
+		lines[li].Start = int32(len(d.Tokens))
+	}
+	d.Lines = slices.Clone(lines)
 	d.Domains = canonDomains(domains)
 	st.stats.Words = len(d.Tokens)
 	d.Stats = st.stats

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -9,12 +10,13 @@ import (
 
 // FuzzCanonicalize checks the form of the canonical output on any input:
 // non-empty tokens of valid UTF-8 without spaces, a letters stream without
-// spaces whose Subject part ends on a character, consistent stats, and the
-// same result twice.
+// spaces whose Subject part ends on a character, consistent stats, lines
+// in order within the tokens, the first the Subject's, and the same result
+// twice.
 func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{
 		"Buy V1@GR@ now", "V i a g r a", "Рaypal ве\u200bрификация", "東京都に住んで", "\u202Eargaiv",
-		"|<|\\/|()", "$1.99 US$5 100mg", "ΑΘΗΝΑ σας", "a\u0301\u0302\u0303", "www.x.com a@b.c http://x",
+		"|<|\\/|()", "a b\n> c d\n-- \ne f", "x\n\n____\n\ny", "$1.99 US$5 100mg", "ΑΘΗΝΑ σας", "a\u0301\u0302\u0303", "www.x.com a@b.c http://x",
 	} {
 		f.Add(s, "name")
 	}
@@ -40,7 +42,25 @@ func FuzzCanonicalize(f *testing.F) {
 				t.Errorf("bad domain %q", dom)
 			}
 		}
+		parts := 0
+		for i, l := range d.Lines {
+			if l.Start < 0 || int(l.Start) > len(d.Tokens) || i > 0 && l.Start < d.Lines[i-1].Start {
+				t.Errorf("line %d starts at %d (%d tokens): %v", i, l.Start, len(d.Tokens), d.Lines)
+			}
+			if l.Mark&LinePart != 0 {
+				parts++
+			}
+			if (l.Mark&LineSubject != 0) != (i == 0) {
+				t.Errorf("line %d marked %b", i, l.Mark)
+			}
+		}
+		if parts < 1 || parts > 3 { // a text without tokens gives its mark to the next
+			t.Errorf("%d lines marked as a text's first, want 1 to 3: %v", parts, d.Lines)
+		}
 		again := Canonicalize(src)
+		if !slices.Equal(again.Lines, d.Lines) {
+			t.Errorf("lines not deterministic: %v vs %v", again.Lines, d.Lines)
+		}
 		if strings.Join(again.Tokens, " ") != strings.Join(d.Tokens, " ") || again.Letters != d.Letters || again.Stats != d.Stats || again.SubjectLetters != d.SubjectLetters {
 			t.Errorf("not deterministic: %q vs %q", again.Tokens, d.Tokens)
 		}

@@ -59,5 +59,6 @@ func ExampleSet() {
 	// terms: 10 keys
 	// contain: 16 keys
 	// attach declined: no attachment
+	// lines declined: no lines (a Doc not from Canonicalize)
 	// true
 }

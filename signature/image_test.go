@@ -242,7 +242,7 @@ func TestSetAttachShortText(t *testing.T) {
 					attach = append(attach, k)
 				}
 			}
-			last := exps[len(exps)-1]
+			last := explainOf(exps, FamilyAttach)
 			if len(attach) != tc.keys || len(keys) == len(attach) || last.Declined != tc.declined {
 				t.Fatalf("got %d attach keys of %d, explain %+v; want %d, declined %q", len(attach), len(keys), last, tc.keys, tc.declined)
 			}

@@ -31,7 +31,9 @@ import (
 // keys a message no family signs by its remote images (AttachParams.Remote;
 // issue 15, the stream's remote-image spam); version 9 signs character
 // shingles over the body without the Subject when the body has MinUnits
-// letters (issue 15, short mailings under rotating subjects).
+// letters (issue 15, short mailings under rotating subjects) and adds the
+// line family (issue 15, a short offer padded past half with text of its
+// own).
 const AlgorithmVersion = 9
 
 // SetParams configure a Set: the secret, the lexicon, and each family.
@@ -45,6 +47,7 @@ type SetParams struct {
 	TermSet     TermSetParams
 	Contain     ContainParams
 	Attach      AttachParams
+	Lines       LineParams
 }
 
 // DefaultSetParams returns every family enabled with its defaults; the
@@ -58,6 +61,7 @@ func DefaultSetParams() SetParams {
 		TermSet:     DefaultTermSetParams(),
 		Contain:     DefaultContainParams(),
 		Attach:      DefaultAttachParams(),
+		Lines:       DefaultLineParams(),
 	}
 }
 
@@ -74,6 +78,7 @@ type Set struct {
 	terms   *TermSet
 	contain *Shingle
 	attach  *Attach
+	lines   *Lines
 	signers []Signer
 	version string
 	descr   string
@@ -154,6 +159,13 @@ func NewSet(p SetParams) (*Set, error) {
 			s.signers = append(s.signers, s.attach)
 		}
 	}
+	if p.Lines.Enabled {
+		if s.lines, err = NewLines(p.Secret, p.Lines); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.signers = append(s.signers, s.lines)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -193,6 +205,9 @@ func describe(p SetParams) string {
 	}
 	if p.Attach.Enabled {
 		fmt.Fprintf(&b, " attach=%+v", p.Attach)
+	}
+	if p.Lines.Enabled {
+		fmt.Fprintf(&b, " lines=%+v", p.Lines)
 	}
 	return b.String()
 }
@@ -289,6 +304,11 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 		if s.attach.p.Remote && len(keys) == start && len(d.Images) > 0 {
 			keys, e = s.attach.signRemote(d, keys)
 		}
+		exps = append(exps, e)
+	}
+	if s.lines != nil {
+		var e Explain
+		keys, e = s.lines.sign(d, p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps

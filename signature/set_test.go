@@ -152,7 +152,8 @@ func TestGoldenFixturesSign(t *testing.T) {
 
 // TestShortMailingSigns: a mass mailing of one line and a link, in a
 // language the lexicon does not cover, is too short for every family but
-// character shingles; they sign it (40 letters and up), copies that differ
+// character shingles (and the line family, which reads a line of any
+// language); they sign it (40 letters and up), copies that differ
 // in a number and the link share a key, and a different short text does
 // not. Before BandUnits the family declined under 80 letters and such a
 // campaign was never counted.
@@ -164,8 +165,8 @@ func TestShortMailingSigns(t *testing.T) {
 		keys, exps := s.Sign(d, nil, nil)
 		out := map[Key]bool{}
 		for _, k := range keys {
-			if k.Family != FamilyCharShingle {
-				t.Errorf("%s signed %q (want only charshingle)", k.Family, body)
+			if k.Family != FamilyCharShingle && k.Family != FamilyLines {
+				t.Errorf("%s signed %q (want only charshingle and lines)", k.Family, body)
 			}
 			out[k] = true
 		}
@@ -316,6 +317,7 @@ func TestSetMatchesFamilies(t *testing.T) {
 	sf, _ := NewSift(sec, DefaultSiftParams())
 	ts, _ := NewTermSet(sec, lex, DefaultTermSetParams())
 	ct, _ := NewContain(sec, lex, DefaultContainParams())
+	ln, _ := NewLines(sec, DefaultLineParams())
 	p := DefaultSetParams()
 	p.Secret, p.Lexicon = secretN(t, 77), lex
 	otherKey, err := NewSet(p)
@@ -335,14 +337,14 @@ func TestSetMatchesFamilies(t *testing.T) {
 		}
 		got, exps := s.Sign(d, nil, nil)
 		var want []Key
-		for _, f := range []Signer{im, sh, ch, sf, ts, ct} {
+		for _, f := range []Signer{im, sh, ch, sf, ts, ct, ln} {
 			want, _ = f.Sign(d, want)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: Set keys differ from the families' keys", m.Name)
 		}
-		if len(exps) != 7 {
-			t.Fatalf("got %d explanations, want 7", len(exps))
+		if len(exps) != 8 {
+			t.Fatalf("got %d explanations, want 8", len(exps))
 		}
 		other, _ := otherKey.Sign(d, nil, nil)
 		for _, k := range other {
@@ -402,7 +404,7 @@ func TestNewSetErrors(t *testing.T) {
 	}
 	p = DefaultSetParams()
 	p.Secret = testSecret(t)
-	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled, p.Contain.Enabled, p.Attach.Enabled = false, false, false, false, false, false, false
+	p.IMatch.Enabled, p.Shingle.Enabled, p.CharShingle.Enabled, p.Sift.Enabled, p.TermSet.Enabled, p.Contain.Enabled, p.Attach.Enabled, p.Lines.Enabled = false, false, false, false, false, false, false, false
 	if _, err := NewSet(p); err == nil {
 		t.Error("a set with no family was accepted")
 	}

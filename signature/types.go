@@ -29,6 +29,11 @@ type Doc struct {
 	// Tokens are the canonical words in reading order: the Subject first,
 	// then each text part. Part boundaries are not marked.
 	Tokens []string
+	// Lines are the lines of each text (the Subject, then each part) in
+	// Tokens, for the line family: a line's tokens run from its Start to
+	// the next line's. Lines without tokens are left out, but a text's
+	// first, which carries LinePart.
+	Lines []Line
 	// Letters is the text with everything but letters and digits removed,
 	// canonicalised like Tokens, for character shingles: inserting or
 	// removing spaces does not change it.
@@ -46,6 +51,24 @@ type Doc struct {
 	// Stats describe what canonicalisation saw and changed.
 	Stats DocStats
 }
+
+// Line is a line of a Doc's text: where its tokens begin in Doc.Tokens,
+// and what its raw text showed.
+type Line struct {
+	Start int32
+	Mark  LineMark
+}
+
+// LineMark says what a line is, from its raw text.
+type LineMark uint8
+
+// The line marks.
+const (
+	LinePart    LineMark = 1 << iota // the first line of a text (Subject or part)
+	LineSubject                      // the Subject's line
+	LineQuoted                       // begins with '>' or '|': quoted text
+	LineSep                          // a separator: "--", "____…", "-----…" (signature, footer, quoted message)
+)
 
 // DocStats count what canonicalisation did; they are features in their own
 // right (an unusual share of folded or invisible characters is a sign of a
@@ -72,6 +95,7 @@ const (
 	FamilyTermSet     Family = 5 // min-hash bands over the set of lexicon terms
 	FamilyContain     Family = 6 // single min-hashes of word shingles (containment)
 	FamilyAttach      Family = 7 // non-text parts and remote images
+	FamilyLines       Family = 8 // each line of the text's own (not quoted) lines
 )
 
 var familyNames = map[Family]string{
@@ -82,6 +106,7 @@ var familyNames = map[Family]string{
 	FamilyTermSet:     "terms",
 	FamilyContain:     "contain",
 	FamilyAttach:      "attach",
+	FamilyLines:       "lines",
 }
 
 // String returns the family's name as used in config, headers and metrics.
@@ -104,7 +129,7 @@ func ParseFamily(name string) (Family, error) {
 
 // Families returns all families in numeric order.
 func Families() []Family {
-	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet, FamilyContain, FamilyAttach}
+	return []Family{FamilyIMatch, FamilyShingle, FamilyCharShingle, FamilySift, FamilyTermSet, FamilyContain, FamilyAttach, FamilyLines}
 }
 
 // Key is one near-duplicate signature: two messages are near duplicates for

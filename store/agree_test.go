@@ -17,13 +17,14 @@ import (
 // keys in each family and adds keys of its own, goes to recipients drawn
 // from a small pool (so some come back), from a few networks and senders,
 // within one window. Some messages are unrelated mail, some share a
-// "footer" key with everything, some only containment keys (padded copies).
+// "footer" key with everything, some only containment keys or only line
+// keys (padded copies).
 func campaignStream(seed uint64, n int) []store.Observation {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	fams := []struct {
 		name string
 		keys int
-	}{{"imatch", 6}, {"shingle", 4}, {"charshingle", 4}, {"sift", 3}, {"terms", 5}, {"contain", 16}}
+	}{{"imatch", 6}, {"shingle", 4}, {"charshingle", 4}, {"sift", 3}, {"terms", 5}, {"contain", 16}, {"lines", 8}}
 	t0 := time.Date(2026, 11, 2, 1, 0, 0, 0, time.UTC)
 	var out []store.Observation
 	for i := range n {
@@ -31,16 +32,23 @@ func campaignStream(seed uint64, n int) []store.Observation {
 		if rng.IntN(5) == 0 {
 			camp = 1000 + i // unrelated
 		}
-		// A padded copy shares only containment keys, fewer of them:
-		// whether they name the campaign alone (ContainAlone) decides.
-		padded := rng.IntN(4) == 0
+		// A padded copy shares only containment keys or only line keys,
+		// fewer of them: whether they name the campaign alone
+		// (ContainAlone, LinesAlone) decides.
+		padded, by := rng.IntN(4) == 0, "contain"
+		if rng.IntN(2) == 0 {
+			by = "lines"
+		}
 		var keys []string
 		for _, f := range fams {
 			keep := 55
 			if padded {
 				keep = 0
-				if f.name == "contain" {
+				if f.name == by {
 					keep = 35
+					if by == "lines" {
+						keep = 50 // about half: LinesShare decides too
+					}
 				}
 			}
 			for k := range f.keys {

@@ -750,11 +750,13 @@ func TestScriptConstants(t *testing.T) {
 
 // TestDecideSupportFamily: a term-set key tips the choice between
 // campaigns other families name, but names a campaign alone only with
-// SupportAlone keys; containment keys with ContainAlone, counted per family.
+// SupportAlone keys; containment keys with ContainAlone, line keys with
+// LinesAlone, counted per family.
 func TestDecideSupportFamily(t *testing.T) {
 	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
 	none := keyPtr{}
 	contain := func(n int) []string { return slices.Repeat([]string{"contain"}, n) }
+	lines := func(n int) []string { return slices.Repeat([]string{"lines"}, n) }
 	// repeat returns n keys, the first k pointing as p, the rest to nothing.
 	repeat := func(p keyPtr, k, n int) []keyPtr {
 		out := make([]keyPtr, n)
@@ -779,6 +781,12 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"contain keys alone, one short", contain(ContainAlone + 2), repeat(at(7), ContainAlone-1, ContainAlone+2), false, 99},
 		{"contain keys alone, enough", contain(ContainAlone + 2), repeat(at(7), ContainAlone, ContainAlone+2), true, 7},
 		{"one contain key beside another family's", append([]string{"shingle"}, contain(ContainAlone)...), append([]keyPtr{at(4)}, repeat(at(4), 1, ContainAlone)...), true, 4},
+		{"lines keys alone, one short", lines(LinesAlone + 5), repeat(at(7), LinesAlone-1, LinesAlone+5), false, 99},
+		{"lines keys alone, enough but a minority", lines(LinesAlone + 5), repeat(at(7), LinesAlone, LinesAlone+5), false, 99},
+		{"lines keys alone, enough and half", lines(2 * LinesAlone), repeat(at(7), LinesAlone, 2*LinesAlone), true, 7},
+		{"lines keys, a minority, do not tip another family's tie", append([]string{"shingle", "shingle"}, lines(LinesAlone+5)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, LinesAlone+5)...), true, 3},
+		{"lines keys, half, tip another family's tie", append([]string{"shingle", "shingle"}, lines(2*LinesAlone)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, 2*LinesAlone)...), true, 7},
+		{"contain keys do not lend lines keys their count", append(contain(ContainAlone-1), lines(LinesAlone)...), append(repeat(at(6), ContainAlone-1, ContainAlone-1), repeat(at(6), LinesAlone-1, LinesAlone)...), false, 99},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
 		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, nil)

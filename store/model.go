@@ -29,9 +29,10 @@ import (
 //
 // A support family (supportFamily: the term set, whose keys survive word
 // substitutions but are also shared by issues of one newsletter; the
-// containment family, whose single min-hashes survive padding) weighs
-// like any other among the campaigns the other families name, but names a
-// campaign alone only with SupportAlone (ContainAlone) of its keys: one
+// containment family, whose single min-hashes survive padding; the line
+// family, whose lines survive padding past half) weighs like any other
+// among the campaigns the other families name, but names a campaign alone
+// only with SupportAlone (ContainAlone, LinesAlone) of its keys: one
 // chance band of a tolerant family does not start a join (measured: a
 // single term-set band joining alone tagged 64 ham messages in one window
 // instead of 27).
@@ -85,6 +86,20 @@ const (
 	// keys are single min-hashes, each shared by chance more often than
 	// a term-set band (measured in docs/evaluation.md, "Padded copies").
 	ContainAlone = 6
+	// LinesAlone is SupportAlone for the line family: a line is shared
+	// by unrelated mail now and then (a template's or a list's sentence),
+	// and 2 tagged list mail in a dated world (measured in
+	// docs/evaluation.md, "Minority text: line keys").
+	LinesAlone = 3
+	// LinesShare, in percent, is the least share of the message's line
+	// keys that the keys naming a campaign must be to count at all, alone
+	// or beside other families: the lines of a newsletter's template (a
+	// menu, promotions, the copyright) are a minority of each issue's
+	// lines, where a short offer's are most of a padded copy's own lines,
+	// padding paragraphs being long lines. Counted beside a template's
+	// shingle, a minority of lines made a weak join strong (measured in
+	// docs/evaluation.md, "Minority text: line keys").
+	LinesShare = 50
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
 	// evidence, from UnionKeys voting keys or more, is counted with it
@@ -179,13 +194,26 @@ type decision struct {
 // the number of its keys that must name a campaign no other family names
 // for their evidence to count; 0 for a family that names campaigns alone.
 // The term set (10 bands of 4 min-hashes) takes SupportAlone keys, the
-// containment family (single min-hashes) ContainAlone.
+// containment family (single min-hashes) ContainAlone, the line family
+// LinesAlone.
 func supportAlone(f string) int {
 	switch f {
 	case "terms":
 		return SupportAlone
 	case "contain":
 		return ContainAlone
+	case "lines":
+		return LinesAlone
+	}
+	return 0
+}
+
+// supportShare returns, for a support family, the least share (percent)
+// of the message's keys of the family that its keys naming a campaign
+// must be to count for it, whether other families name it or not.
+func supportShare(f string) int {
+	if f == "lines" {
+		return LinesShare
 	}
 	return 0
 }
@@ -241,7 +269,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 		named[ref] = true
 	}
 	for fr, k := range sup {
-		if named[fr.ref] || k >= supportAlone(fr.f) {
+		if (named[fr.ref] || k >= supportAlone(fr.f)) && 100*k >= supportShare(fr.f)*n[fr.f] {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}

@@ -563,8 +563,9 @@ func (ob *redisObs) prepare() {
 			n = len(names)
 			if a := supportAlone(f); a > 0 {
 				// the script tells a support family by the sign, and
-				// reads the keys it needs alone from the number
-				n = -1 - n - 256*a
+				// reads the keys it needs alone, and their share, from
+				// the number
+				n = -1 - n - 256*a - 65536*supportShare(f)
 			}
 			names[f] = n
 		}

@@ -983,6 +983,7 @@ if mode == 'c' or mode == 'r' then
   -- decide (model.go)
   -- a negative family number f is a support family's (supportAlone):
   -- -1 - n - 256 * (the keys it needs to name a campaign alone)
+  -- - 65536 * (the share of its keys they must be, in percent)
   local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
@@ -1000,9 +1001,9 @@ if mode == 'c' or mode == 'r' then
   local named = {}
   for r in pairs(ev) do named[r] = true end
   for f, refs in pairs(sup) do
-    local alone, unit = math.floor((-1 - f) / 256), math.floor(UNIT / nfam[f])
+    local alone, share, unit = math.floor((-1 - f) / 256) % 256, math.floor((-1 - f) / 65536), math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
-      if named[r] or k >= alone then
+      if (named[r] or k >= alone) and 100 * k >= share * nfam[f] then
         ev[r] = (ev[r] or 0) + k * unit
         nk[r] = (nk[r] or 0) + k
       end
