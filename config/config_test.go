@@ -364,6 +364,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("listen: inet:127.0.0.1:1\n"))
 	f.Add([]byte("store:\n  window: 7d\n"))
 	f.Add([]byte("policy: {thresholds: {sift: 3}}\n"))
+	// Every key, and every kind of mistake: a run starts from the whole
+	// schema instead of finding each section by chance.
+	for _, path := range []string{"../deploy/bulkmilter.yml", "testdata/ten-mistakes.yml"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, "f.yml")
 		if err == nil {

@@ -135,6 +135,8 @@ func FuzzParseAuthResults(f *testing.F) {
 	f.Add(arPass)
 	f.Add(`example.com 1 (c (n)); spf=pass smtp.mailfrom=a; dkim/1=fail reason="x\"y" header.d=b`)
 	f.Add("x; none")
+	// A DKIM-Signature value: ParseSignature reads every input too.
+	f.Add("v=1; a=rsa-sha256; d=Example.COM; s=s1; i=@example.com; l=100; t=1700000000; x=1700086400; h=from:to:subject; bh=x; b=y")
 	f.Fuzz(func(t *testing.T, v string) {
 		ar, err := ParseAuthResults(v)
 		if err == nil && ar.AuthservID == "" {

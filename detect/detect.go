@@ -580,11 +580,11 @@ func byCampaign(byVolume judgement, eff effect) judgement {
 	return byVolume
 }
 
-// globalEffect applies the global tally of one key (or of the campaign): a kind marks the key
-// when at least quorum distinct users voted it and more voted it than the
-// other kind; a tie marks nothing. Tallies count distinct voters per key,
-// so one user's vote on all 22 keys of a message counts once on each and
-// never reaches a quorum of 2 or more by itself.
+// globalEffect applies the global tally of one key (or of the campaign):
+// a kind marks the key when at least quorum distinct users voted it and
+// more voted it than the other kind; a tie marks nothing. Tallies count
+// distinct voters per key, so one user's vote on all 22 keys of a message
+// counts once on each and never reaches a quorum of 2 or more by itself.
 func globalEffect(t store.Tally, quorum int64) effect {
 	switch {
 	case t.NotBulk >= quorum && t.NotBulk > t.Bulk:

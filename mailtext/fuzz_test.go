@@ -109,6 +109,10 @@ func FuzzHTML(f *testing.F) {
 		`<img src="HTTP://x.example//A//b.GIF?id=1" width=600><img src=//y/1.gif height="1px">`,
 		`<span style="color:hsla(120,100%,50%,.01);transform:scale(0,1)">`,
 		strings.Repeat("<div>", 300) + "x",
+		// The tokenizer's other states: doctype, comments (abrupt and
+		// bogus), CDATA, a repeated attribute, CR LF and NUL in text.
+		"<!DOCTYPE html><!-- a --!><!--><?x?><![CDATA[c]]></ x><p a=1 A=2 a>l\r\nm\x00</p>",
+		`<font color="rgba(255,255,255,.5)" style="background:#fffffe">x</font><a href="http://bücher.example/">y</a>`,
 	} {
 		f.Add(s)
 	}

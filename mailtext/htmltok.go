@@ -1083,9 +1083,9 @@ loop:
 // Text, TagName or TagAttr may change the contents of the returned slice.
 //
 // The token stream's raw bytes partition the byte stream (up until an
-// html.ErrorToken). There are no overlaps or gaps between two consecutive token's
-// raw bytes. One implication is that the byte offset of the current token is
-// the sum of the lengths of all previous tokens' raw bytes.
+// html.ErrorToken). There are no overlaps or gaps between two consecutive
+// token's raw bytes. One implication is that the byte offset of the current
+// token is the sum of the lengths of all previous tokens' raw bytes.
 func (z *tokenizer) Raw() []byte {
 	return z.buf[z.raw.start:z.raw.end]
 }

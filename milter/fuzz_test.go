@@ -91,6 +91,13 @@ func FuzzSession(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 0, 0, 5, 'C', 'h', 'o', 's', 't'})
 	f.Add([]byte{0, 0x80, 0, 0, 0, 'B'})
+	// What the guard refuses or reads apart: CONNECT and MAIL without
+	// their terminating NUL, and a body chunk larger than the read-ahead,
+	// read past it.
+	f.Add(append([]byte{0}, packet('C', []byte("client.example"))...))
+	f.Add(append([]byte{0}, packet('M', []byte("<a@example.com>"))...))
+	f.Add(append(append([]byte{0}, packet('M', cstr("<a@example.com>"))...),
+		packet('B', make([]byte, readAhead+1))...))
 
 	reg := prometheus.NewRegistry()
 	met := metrics.New(reg)

@@ -89,9 +89,9 @@ func (p AttachParams) Validate() error {
 // text (often none) is nothing the text families can sign. A part's key
 // is the keyed hash of its digest (index 0), so a part changed by one bit
 // is a new key; with Shape, an image's key is the keyed hash of its shape
-// instead (its near keys, indexes 1 to shapeBands), so that the copies of an image randomised per copy
-// (nearly every image of the real stream's spam, docs/evaluation.md)
-// share it.
+// instead (its near keys, indexes 1 to shapeBands), so that the copies of
+// an image randomised per copy (nearly every image of the real stream's
+// spam, docs/evaluation.md) share it.
 type Attach struct {
 	p      AttachParams
 	k      sipKey

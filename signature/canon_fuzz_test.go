@@ -17,6 +17,7 @@ func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{
 		"Buy V1@GR@ now", "V i a g r a", "Рaypal ве\u200bрификация", "東京都に住んで", "\u202Eargaiv",
 		"|<|\\/|()", "a b\n> c d\n-- \ne f", "x\n\n____\n\ny", "$1.99 US$5 100mg", "ΑΘΗΝΑ σας", "a\u0301\u0302\u0303", "www.x.com a@b.c http://x",
+		"東京、大阪。「安い」！", "ＦＲＥＥ　ｍｏｎｅｙ", "fr33 c@$h 4 u!!! on 12/25/2026 at 10:30", "--==**## __",
 	} {
 		f.Add(s, "name")
 	}

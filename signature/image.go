@@ -93,14 +93,14 @@ func decodeImage(b []byte, budget *int, minSide int) (img image.Image, err error
 // banner of one colour) has the same hash as any other.
 const minShapeBits = 4
 
-// imageShape returns, within *budget pixels (decodeImage), the average hash of a GIF, JPEG or PNG image: bit i
-// is set when cell i of an 8×8 grid over the image is lighter than the
-// mean of the cells (Krawetz's aHash). On the real stream's spam images
-// this made 408 more messages share a key than the exact digest did, and
-// no ham image shared one with an image of other bytes (docs/evaluation.md,
-// "Image shapes"). ok is false for a part that is no such image, is
-// broken, smaller than minSide pixels a side or too large, or has a nearly
-// uniform hash.
+// imageShape returns, within *budget pixels (decodeImage), the average hash
+// of a GIF, JPEG or PNG image: bit i is set when cell i of an 8×8 grid over
+// the image is lighter than the mean of the cells (Krawetz's aHash). On the
+// real stream's spam images this made 408 more messages share a key than
+// the exact digest did, and no ham image shared one with an image of other
+// bytes (docs/evaluation.md, "Image shapes"). ok is false for a part that
+// is no such image, is broken, smaller than minSide pixels a side or too
+// large, or has a nearly uniform hash.
 func imageShape(b []byte, budget *int, minSide int) (h uint64, ok bool) {
 	img, err := decodeImage(b, budget, minSide)
 	if err != nil {

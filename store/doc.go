@@ -32,9 +32,9 @@
 // every one is exact; past that the largest count). The union itself is
 // not kept: the keys then point to the joined campaign, so later copies
 // converge on it, and a retried call finds the keys moved and counts the
-// joined campaign alone (never a recipient twice). A campaign also knows its sending
-// networks and envelope senders (exact up to CampaignSetCap, then
-// saturating) and when it was first seen (Result.Campaign). A new
+// joined campaign alone (never a recipient twice). A campaign also knows
+// its sending networks and envelope senders (exact up to CampaignSetCap,
+// then saturating) and when it was first seen (Result.Campaign). A new
 // campaign's ref is a hash of the message's keys (29 bits); when a live
 // campaign started by other keys holds it, the next free ref is taken.
 // Result.Volumes gives each key the campaign's volume when the key voted
@@ -104,15 +104,15 @@
 // same round trip, unless the join was weak (a shared footer must not
 // carry another mailing's votes). A campaign vote lasts VoteHorizon, or
 // until a new campaign takes the campaign's ref, which is free only once
-// the campaign left the window. A vote counts for VoteHorizon (default 180 days) after it
-// was cast. Observe returns, per key, the number of distinct users who
-// voted not-bulk and bulk, and for each recipient of the message who voted
-// on any of its keys, that user's most recent vote (Result.UserVotes) and
-// her vote on each key (Result.OwnVotes), in the same round trip. Voters
-// are identified
-// by the same normalisation and pseudonym as recipients, so a user's login
-// or address must be what the MTA sees as the recipient. Admin lists and
-// removes votes by key, key prefix or voter.
+// the campaign left the window. A vote counts for VoteHorizon (default 180
+// days) after it was cast. Observe returns, per key, the number of
+// distinct users who voted not-bulk and bulk, and for each recipient of
+// the message who voted on any of its keys, that user's most recent vote
+// (Result.UserVotes) and her vote on each key (Result.OwnVotes), in the
+// same round trip. Voters are identified by the same normalisation and
+// pseudonym as recipients, so a user's login or address must be what the
+// MTA sees as the recipient. Admin lists and removes votes by key, key
+// prefix or voter.
 //
 // Stores never hold an address: recipients and voters are 48-bit SipHash
 // pseudonyms keyed by Params.Secret. Without a secret a built-in key is
@@ -211,20 +211,20 @@
 //
 // On a single server one Observe is one EVALSHA: the script reads the
 // pointers (the ln: strings of every key first, the lanes of the ls:
-// strings only of the keys not found there), decides the campaign (the same integer arithmetic as
-// model.go's decide), writes the pointers and counts the campaign, naming
-// the campaign's keys itself, and those of the campaigns counted with it
-// (a single server allows undeclared keys). On
-// a cluster the keys of one message hash to many slots, so Observe takes
-// two round trips: one pipeline reads the pointers and votes (one script
-// call per slot) and probes the new ref; Go decides; a second pipeline
-// writes the pointers that change (one call per slot) and counts the
-// campaign, and the campaigns counted with it (a union, model.go), whose
-// members it returns, in the same pipeline. Two copies with different keys arriving at the same moment on
-// two daemons may then start two campaigns. Scripts are plain Lua, declare
-// every key on a cluster, and are re-sent with EVAL when a server answers
-// NOSCRIPT (script cache flushed, restart, failover, new node): go-redis's
-// Script.Run does not fall back inside a pipeline.
+// strings only of the keys not found there), decides the campaign (the
+// same integer arithmetic as model.go's decide), writes the pointers and
+// counts the campaign, naming the campaign's keys itself, and those of the
+// campaigns counted with it (a single server allows undeclared keys). On a
+// cluster the keys of one message hash to many slots, so Observe takes two
+// round trips: one pipeline reads the pointers and votes (one script call
+// per slot) and probes the new ref; Go decides; a second pipeline writes
+// the pointers that change (one call per slot) and counts the campaign,
+// and the campaigns counted with it (a union, model.go), whose members it
+// returns, in the same pipeline. Two copies with different keys arriving
+// at the same moment on two daemons may then start two campaigns. Scripts
+// are plain Lua, declare every key on a cluster, and are re-sent with EVAL
+// when a server answers NOSCRIPT (script cache flushed, restart, failover,
+// new node): go-redis's Script.Run does not fall back inside a pipeline.
 //
 // Votes are users' data: on Redis they persist as far as the server's
 // persistence does (appendonly yes, or RDB snapshots; without either a

@@ -23,9 +23,10 @@ import (
 // the message's keys of its family). The message joins the campaign with
 // the most evidence (ties: the lower ref) when that evidence reaches
 // JoinEvidence and a share JoinShare of the message's whole evidence (one
-// unit per family), otherwise it starts a campaign of its own. Then every key of the
-// message points to that campaign. The campaign's volume is its distinct
-// recipients in the window, counted by the tiers of the package doc.
+// unit per family), otherwise it starts a campaign of its own. Then every
+// key of the message points to that campaign. The campaign's volume is
+// its distinct recipients in the window, counted by the tiers of the
+// package doc.
 //
 // A support family (supportFamily: the term set, whose keys survive word
 // substitutions but are also shared by issues of one newsletter; the
@@ -105,12 +106,13 @@ const (
 	// evidence, from UnionKeys voting keys or more, is counted with it
 	// (decision.union): the message's recipients are counted in each and
 	// its volume is the distinct recipients of them all, while its keys
-	// point to the joined campaign, so later copies converge on it. A campaign that
-	// split (its first copies shared too little to find each other) so
-	// counts together wherever a copy names its parts; one shared key (a
-	// footer) never unions, nor a weak join, nor keys that stopped
-	// voting. Measured in docs/evaluation.md (a share of 10 % or a single
-	// key: half the gain; two keys are what keeps list mail out).
+	// point to the joined campaign, so later copies converge on it. A
+	// campaign that split (its first copies shared too little to find
+	// each other) so counts together wherever a copy names its parts; one
+	// shared key (a footer) never unions, nor a weak join, nor keys that
+	// stopped voting. Measured in docs/evaluation.md (a share of 10 % or
+	// a single key: half the gain; two keys are what keeps list mail
+	// out).
 	UnionShare = 1
 	UnionKeys  = 2
 	UnionMax   = 3
@@ -456,13 +458,13 @@ func withCampaign(ctx context.Context, peek func(context.Context, string, Observ
 // two newsletter issues, joined weakly to a list thread's merged campaign,
 // were tagged at seed 1 in one window; docs/evaluation.md, "Weak joins
 // and stored parts"). A part's own parts move to the root. The alias and
-// the part's entry carry the bucket of the merge; the part, counted with that message, is written no more (its
-// pointers are read as the root), so both leave the window with the
-// part's record, never after the root (written by the same message), and a
-// ref a live alias names is never taken by a new campaign (freeRef): a
-// freed ref never inherits an alias. A retried call finds the message's
-// keys on the root already, merges nothing more and counts the same
-// recipients by their fingerprints.
+// the part's entry carry the bucket of the merge; the part, counted with
+// that message, is written no more (its pointers are read as the root), so
+// both leave the window with the part's record, never after the root
+// (written by the same message), and a ref a live alias names is never
+// taken by a new campaign (freeRef): a freed ref never inherits an alias.
+// A retried call finds the message's keys on the root already, merges
+// nothing more and counts the same recipients by their fingerprints.
 const (
 	// AliasFamily is the family one voting key of which passes the guard
 	// (aliasGuard).

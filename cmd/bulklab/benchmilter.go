@@ -30,10 +30,10 @@ const benchMilterEnv = "BULKLAB_BENCH_MILTER"
 
 // benchMilterMain serves one milter on a loopback port, prints its address
 // on stdout and serves until stdin closes; for each line "stats" on stdin
-// it prints its runtime statistics (bench.RuntimeStats) as one JSON line. Arguments: -kind noop (the
-// do-nothing milter) or daemon (the daemon's runtime), and for daemon the
-// configuration: -config, -data, -store-file, -redis; -cpuprofile writes
-// the process's CPU profile.
+// it prints its runtime statistics (bench.RuntimeStats) as one JSON line.
+// Arguments: -kind noop (the do-nothing milter) or daemon (the daemon's
+// runtime), and for daemon the configuration: -config, -data, -store-file,
+// -redis; -cpuprofile writes the process's CPU profile.
 func benchMilterMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench milter", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -237,15 +237,16 @@ func cpuTime(t testing.TB, pid int) time.Duration {
 //
 // The bound: measured, the peak is about 60 MiB over the baseline
 // whether the body is 10, 50 or 100 MB (the first 4 MiB are analysed,
-// the rest dropped as it arrives). By design the daemon keeps at most limits.max_message_bytes (4 MiB) of
-// body, limits.max_headers (1000) fields of at most 64 KiB, a 256 KiB
-// header packet and limits.max_text_bytes (1 MiB) of decoded text per
-// message, and the guard reads packets of at most 2 MiB. Parsing holds a
-// few copies of that (raw, decoded, text, tokens), so one message's
-// working set is tens of MiB at most whatever its size; 96 MiB over the
-// baseline (192 MiB with the race detector's shadow memory) leaves room
-// for the garbage collector's slack and still fails when any input is
-// held whole: the two 50 MB inputs alone would take 100 MB (50 MB in the
+// the rest dropped as it arrives). By design the daemon keeps at most
+// limits.max_message_bytes (4 MiB) of body, limits.max_headers (1000)
+// fields of at most 64 KiB, a 256 KiB header packet and
+// limits.max_text_bytes (1 MiB) of decoded text per message, and the
+// guard reads packets of at most 2 MiB. Parsing holds a few copies of
+// that (raw, decoded, text, tokens), so one message's working set is
+// tens of MiB at most whatever its size; 96 MiB over the baseline (192
+// MiB with the race detector's shadow memory) leaves room for the
+// garbage collector's slack and still fails when any input is held
+// whole: the two 50 MB inputs alone would take 100 MB (50 MB in the
 // guard's buffer and 50 in the session's).
 func TestHostileInput(t *testing.T) {
 	d := startDaemon(t)
