@@ -592,7 +592,9 @@ func TestRedisLeastPrivilegeACL(t *testing.T) {
 	}
 	r := testenv.StartRedis(t, testenv.RedisOptions{Config: []string{acl}})
 	cfgPath := filepath.Join(t.TempDir(), "bulkmilter.yml")
-	writeFile(t, cfgPath, "policy:\n  threshold: 3\n")
+	// A budget no busy machine overruns: this test is about the ACL, not
+	// the store's deadline.
+	writeFile(t, cfgPath, "policy:\n  threshold: 3\n  store_timeout: 15s\n")
 	d := startDaemon(t, "-config", cfgPath, "-redis", "redis://bulkmilter:"+pw+"@"+r.Addr()+"/0")
 	cl := mtaclient.New("tcp", d.milterAddr)
 	var last string
