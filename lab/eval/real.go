@@ -342,12 +342,7 @@ func groupMisses(set *RealSet, recs []realRec, T int, list bool, group func(*rea
 	var m MissCauses
 	main := map[string]uint32{}
 	for g, st := range stores {
-		best := -1
-		for id, k := range st {
-			if k > best || (k == best && id < main[g]) {
-				main[g], best = id, k
-			}
-		}
+		main[g] = mainCampaign(st)
 		m.Stores += float64(len(st))
 	}
 	if len(stores) > 0 {

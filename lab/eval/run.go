@@ -790,12 +790,7 @@ func missCauses(T, campaigns int, copies []copyRecord) MissCauses {
 	var m MissCauses
 	n := 0
 	for i, s := range stores {
-		best := -1
-		for id, k := range s {
-			if k > best || (k == best && id < main[i]) {
-				main[i], best = id, k
-			}
-		}
+		main[i] = mainCampaign(s)
 		if len(s) > 0 {
 			m.Stores += float64(len(s))
 			n++
@@ -816,4 +811,18 @@ func missCauses(T, campaigns int, copies []copyRecord) MissCauses {
 		}
 	}
 	return m
+}
+
+// mainCampaign returns the store campaign most of a group's copies went
+// to (counts: copies by campaign), the lower id on a tie, so that the
+// choice does not depend on the map's order.
+func mainCampaign(counts map[uint32]int) uint32 {
+	var main uint32
+	best := -1
+	for id, k := range counts {
+		if k > best || (k == best && id < main) {
+			main, best = id, k
+		}
+	}
+	return main
 }

@@ -139,13 +139,7 @@ func streamGroups(msgs []groupSpam, T int, window time.Duration) StreamGroups {
 		for _, i := range idx {
 			camps[msgs[i].campaign]++
 		}
-		var main uint32
-		best := -1
-		for c, n := range camps {
-			if n > best || (n == best && c < main) {
-				main, best = c, n
-			}
-		}
+		main := mainCampaign(camps)
 		for j, i := range idx {
 			m := &msgs[i]
 			if m.bulk {
