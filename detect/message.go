@@ -317,7 +317,9 @@ const maxTrustedResults = 8
 // NewBuilder returns a builder for messages whose verdict and feedback
 // headers are named as given (actions.header and feedback.header).
 func NewBuilder(lim Limits, verdictHeader, feedbackHeader string) *Builder {
-	return &Builder{lim: lim.orDefault(), verdictName: strings.TrimSpace(verdictHeader), fbName: strings.TrimSpace(feedbackHeader)}
+	b := &Builder{lim: lim.orDefault(), verdictName: strings.TrimSpace(verdictHeader), fbName: strings.TrimSpace(feedbackHeader)}
+	b.hdr.arena.limit = b.lim.HeaderBytes
+	return b
 }
 
 // Limits returns the builder's limits.
@@ -444,6 +446,13 @@ func (b *Builder) Header(name, value string) FieldKind {
 	return FieldKept
 }
 
+// HeaderBytes is Header for a field whose bytes are valid only for the
+// call (the milter session's): they are copied into the message's arena,
+// where they were two strings a field.
+func (b *Builder) HeaderBytes(name, value []byte) FieldKind {
+	return b.Header(b.hdr.arena.str(name), b.hdr.arena.str(value))
+}
+
 // authResults sorts an Authentication-Results field of the site's own
 // authserv-id: trusted at the top of the header, forged below.
 func (b *Builder) authResults(value string) {
@@ -457,7 +466,7 @@ func (b *Builder) authResults(value string) {
 	}
 	v := value[:min(len(value), b.lim.FieldBytes)]
 	if len(b.msg.AuthResults) < maxTrustedResults && b.take(len(v)) {
-		b.msg.AuthResults = append(b.msg.AuthResults, unfold(v))
+		b.msg.AuthResults = append(b.msg.AuthResults, b.hdr.arena.unfold(v))
 	}
 }
 

@@ -123,12 +123,19 @@ func (s *session) Data(m gomilter.Modifier) (*gomilter.Response, error) {
 	return gomilter.RespContinue, nil
 }
 
-func (s *session) Header(name, value string, m gomilter.Modifier) (resp *gomilter.Response, err error) {
+// Header is never called: our go-milter fork calls HeaderBytes instead.
+func (s *session) Header(name, value string, m gomilter.Modifier) (*gomilter.Response, error) {
+	return s.HeaderBytes([]byte(name), []byte(value), m)
+}
+
+// HeaderBytes takes a field as the packet's bytes (go-milter fork patch
+// 5): the Builder copies them into one buffer a message.
+func (s *session) HeaderBytes(name, value []byte, m gomilter.Modifier) (resp *gomilter.Response, err error) {
 	defer s.guard("Header", &resp, &err)
 	if s.state != nil {
 		// Every copy of our own headers is counted, even past the
 		// limits, so that all of them are removed.
-		s.b.Header(name, value)
+		s.b.HeaderBytes(name, value)
 	}
 	return gomilter.RespContinue, nil
 }

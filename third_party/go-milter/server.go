@@ -182,6 +182,15 @@ type Milter interface {
 	Cleanup(m Modifier)
 }
 
+// HeaderBytesMilter is a [Milter] that takes each header field's name and
+// value as bytes (bulkmilter patch): the session calls HeaderBytes instead
+// of Header, with the packet's own bytes, valid only for the call. A milter
+// that keeps fields copies them where it keeps them (bulkmilter into one
+// buffer a message), where Header got two new strings a field.
+type HeaderBytesMilter interface {
+	HeaderBytes(name, value []byte, m Modifier) (*Response, error)
+}
+
 // NoOpMilter is a fake [Milter] implementation that does nothing.
 // You can embed this milter in your own [Milter] implementation when you only want/need to implement
 // some methods of the interface.

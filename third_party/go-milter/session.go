@@ -292,11 +292,21 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 		if len(msg.Data) < 2 {
 			return nil, fmt.Errorf("milter: header: unexpected data size: %d", len(msg.Data))
 		}
-		name, value, n := wire.DecodeCStringPair(msg.Data)
-		if n != 2 {
-			return nil, fmt.Errorf("milter: header: unexpected number of strings: %d", n)
+		var resp *Response
+		var err error
+		if hb, ok := backend.(HeaderBytesMilter); ok {
+			name, value, n := wire.CutCStringPair(msg.Data)
+			if n != 2 {
+				return nil, fmt.Errorf("milter: header: unexpected number of strings: %d", n)
+			}
+			resp, err = hb.HeaderBytes(name, value, m.withState(modifierStateProgressOnly))
+		} else {
+			name, value, n := wire.DecodeCStringPair(msg.Data)
+			if n != 2 {
+				return nil, fmt.Errorf("milter: header: unexpected number of strings: %d", n)
+			}
+			resp, err = backend.Header(name, value, m.withState(modifierStateProgressOnly))
 		}
-		resp, err := backend.Header(name, value, m.withState(modifierStateProgressOnly))
 		m.macros.DelStageAndAbove(StageEndMarker)
 		return resp, err
 

@@ -26,16 +26,26 @@ func DecodeCStrings(data []byte) []string {
 // many strings data holds, from one copy of data (bulkmilter patch:
 // DecodeCStrings makes a copy and a slice).
 func DecodeCStringPair(data []byte) (a, b string, n int) {
+	x, y, n := CutCStringPair(data)
+	if n < 2 {
+		return string(x), "", n
+	}
+	s := string(data[:len(x)+1+len(y)])
+	return s[:len(x)], s[len(x)+1:], n
+}
+
+// CutCStringPair is DecodeCStringPair without the copy (bulkmilter
+// patch): a and b are data's own bytes.
+func CutCStringPair(data []byte) (a, b []byte, n int) {
 	if len(data) == 0 {
-		return "", "", 0
+		return nil, nil, 0
 	}
 	if data[len(data)-1] == 0 {
 		data = data[0 : len(data)-1]
 	}
-	s := string(data)
-	n = strings.Count(s, null) + 1
-	a, b, _ = strings.Cut(s, null)
-	b, _, _ = strings.Cut(b, null)
+	n = bytes.Count(data, []byte(null)) + 1
+	a, b, _ = bytes.Cut(data, []byte(null))
+	b, _, _ = bytes.Cut(b, []byte(null))
 	return a, b, n
 }
 
