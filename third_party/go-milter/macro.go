@@ -160,23 +160,20 @@ func (m *MacroBag) SetHeaderDate(date time.Time) {
 
 var _ Macros = &MacroBag{}
 
+// macrosStages holds each stage's macros as the MTA sent them (bulkmilter
+// patch): names and values alternating, each ended by a NUL, in one string
+// a stage, looked up by scanning it. Upstream made a slice of strings and
+// a map a stage: ~20 objects a message, where this is one string a macro
+// packet. A stage is set when its string is not empty.
 type macrosStages struct {
-	byStages []map[MacroName]string
-}
-
-func newMacroStages() *macrosStages {
-	return &macrosStages{
-		byStages: make([]map[MacroName]string, stageNotFoundMarker),
-	}
+	byStages [stageNotFoundMarker]string
 }
 
 func (s *macrosStages) GetMacroEx(name MacroName) (value string, stageFound MacroStage) {
 	i := StageEndMarker
 	for {
-		if s.byStages[i] != nil {
-			if v, ok := s.byStages[i][name]; ok {
-				return v, i
-			}
+		if v, ok := lookupMacro(s.byStages[i], name); ok {
+			return v, i
 		}
 		if i == StageConnect {
 			return "", stageNotFoundMarker
@@ -185,56 +182,41 @@ func (s *macrosStages) GetMacroEx(name MacroName) (value string, stageFound Macr
 	}
 }
 
-func (s *macrosStages) SetMacro(stage MacroStage, name MacroName, value string) {
-	if len(s.byStages) < int(stage) {
-		panic(fmt.Sprintf("tried to set macro in invalid stage %v", stage))
+// lookupMacro returns name's value in a stage's data: a name without a
+// value (an odd count) has the empty value, and a name sent twice the
+// last one, as upstream's map had them.
+func lookupMacro(data string, name string) (value string, ok bool) {
+	if data == "" {
+		return "", false
 	}
-	if s.byStages[stage] == nil {
-		s.byStages[stage] = make(map[MacroName]string)
-	}
-	s.byStages[stage][name] = value
-}
-
-func (s *macrosStages) SetStageMap(stage MacroStage, kv map[MacroName]string) {
-	if len(s.byStages) < int(stage) {
-		panic(fmt.Sprintf("tried to set invalid stage %v", stage))
-	}
-	s.byStages[stage] = make(map[MacroName]string)
-	for k, v := range kv {
-		s.byStages[stage][k] = v
-	}
-}
-
-func (s *macrosStages) SetStage(stage MacroStage, kv ...string) {
-	if len(kv)%2 != 0 {
-		panic(fmt.Sprintf("kv needs to have an even amount of entries, not %d", len(kv)))
-	}
-	if len(s.byStages) < int(stage) {
-		panic(fmt.Sprintf("tried to set invalid stage %v", stage))
-	}
-	s.byStages[stage] = make(map[MacroName]string)
-	k := ""
-	for i, str := range kv {
-		if i%2 == 0 {
-			k = str
-		} else {
-			s.byStages[stage][k] = str
+	data = strings.TrimSuffix(data, "\x00")
+	for {
+		var k, v string
+		var more bool
+		k, data, more = strings.Cut(data, "\x00")
+		if more {
+			v, data, more = strings.Cut(data, "\x00")
+		}
+		if k == name {
+			value, ok = v, true
+		}
+		if !more {
+			return value, ok
 		}
 	}
 }
 
-func (s *macrosStages) DelMacro(stage MacroStage, name MacroName) {
-	if s.byStages[stage] == nil {
-		return
+// SetStage sets a stage's macros to data as the MTA sent it: names and
+// values, each ended by a NUL (the last NUL may be missing).
+func (s *macrosStages) SetStage(stage MacroStage, data string) {
+	if len(s.byStages) < int(stage) {
+		panic(fmt.Sprintf("tried to set invalid stage %v", stage))
 	}
-	delete(s.byStages[stage], name)
-	if len(s.byStages[stage]) == 0 {
-		s.byStages[stage] = nil
-	}
+	s.byStages[stage] = data
 }
 
 func (s *macrosStages) DelStage(stage MacroStage) {
-	s.byStages[stage] = nil
+	s.byStages[stage] = ""
 }
 
 func (s *macrosStages) DelStageAndAbove(stage MacroStage) {
@@ -258,7 +240,7 @@ func (s *macrosStages) DelStageAndAbove(stage MacroStage) {
 		stages = []MacroStage{StageEndMarker}
 	}
 	for _, st := range stages {
-		s.byStages[st] = nil
+		s.byStages[st] = ""
 	}
 }
 

@@ -659,7 +659,7 @@ var _ Modifier = (*modifier)(nil)
 // newModifier creates a new [Modifier] instance from s.
 func newModifier(s *serverSession, state modifierState) *modifier {
 	return &modifier{
-		macros:      &macroReader{macrosStages: s.macros},
+		macros:      &macroReader{macrosStages: &s.macros},
 		state:       state,
 		writePacket: s.writePacket,
 		version:     s.version,

@@ -24,7 +24,7 @@ type serverSession struct {
 	protocol    OptProtocol
 	maxDataSize DataSize
 	conn        net.Conn
-	macros      *macrosStages
+	macros      macrosStages
 	backendId   uint64
 	mu          sync.Mutex
 	modifier    *modifier
@@ -64,7 +64,7 @@ func (m *serverSession) init(server *Server, conn net.Conn, version uint32, acti
 	m.version = version
 	m.actions = actions
 	m.protocol = protocol
-	m.macros = newMacroStages()
+	m.macros = macrosStages{}
 }
 
 // readPacket reads incoming milter packet
@@ -361,14 +361,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 			return nil, nil
 		}
 		m.macros.DelStageAndAbove(stage)
-		// convert data to Go strings
-		data := wire.DecodeCStrings(msg.Data[1:])
-		if len(data) != 0 {
-			if len(data)%2 == 1 {
-				data = append(data, "")
-			}
-			m.macros.SetStage(stage, data...)
-		}
+		m.macros.SetStage(stage, string(msg.Data[1:]))
 		// do not send response
 		return nil, nil
 
