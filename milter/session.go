@@ -182,10 +182,10 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 	if n, value := s.b.FeedbackHeaders(); n > 0 && s.state.Feedback != nil {
 		r := &feedback.Report{Value: value, AuthUser: s.authUser, Message: msg, Logger: log.get()}
 		out := s.state.Feedback.Handle(ctx, r)
-		fbArgs := []any{"outcome", out.String()}
+		fbArgs := []slog.Attr{slog.String("outcome", out.String())}
 		for _, kv := range [][2]string{{"voter", r.Voter}, {"trusted_by", r.TrustedBy}, {"kind", r.Kind}, {"rejected", r.Rejected}} {
 			if kv[1] != "" {
-				fbArgs = append(fbArgs, kv[0], kv[1])
+				fbArgs = append(fbArgs, slog.String(kv[0], kv[1]))
 			}
 		}
 		switch out {
@@ -203,12 +203,12 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 				}
 				resp = gomilter.RespContinue
 			}
-			s.logMessage(log, VerdictFeedback, append(fbArgs, "action", action)...)
+			s.logMessage(log, VerdictFeedback, append(fbArgs, slog.String("action", action))...)
 			return resp, nil
 		case feedback.Retry:
 			obs.Message(VerdictFeedback, time.Since(s.started))
 			obs.Action("tempfail")
-			s.logMessage(log, VerdictFeedback, append(fbArgs, "action", "tempfail")...)
+			s.logMessage(log, VerdictFeedback, append(fbArgs, slog.String("action", "tempfail"))...)
 			return gomilter.RespTempFail, nil
 		}
 	}
@@ -221,7 +221,7 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 		}
 		if act.TempfailOnStoreError {
 			obs.Action("tempfail")
-			s.logMessage(log, v.Outcome(), "action", "tempfail")
+			s.logMessage(log, v.Outcome(), slog.String("action", "tempfail"))
 			return gomilter.RespTempFail, nil
 		}
 	}
@@ -231,22 +231,29 @@ func (s *session) EndOfMessage(m gomilter.Modifier) (resp *gomilter.Response, er
 		obs.Error(StageAction)
 		log.get().Error("apply verdict", "err", err)
 	}
-	args := []any{}
+	if log.base.Enabled(ctx, slog.LevelInfo) {
+		s.logMessage(log, v.Outcome(), verdictAttrs(&v)...)
+	}
+	return gomilter.RespContinue, nil
+}
+
+// verdictAttrs are what the log line says of a verdict.
+func verdictAttrs(v *detect.Verdict) []slog.Attr {
+	var args []slog.Attr
 	if !v.Unsigned && v.Err == nil {
-		args = append(args, "family", v.Family.String(), "volume", v.Volume)
+		args = append(args, slog.String("family", v.Family.String()), slog.Int64("volume", v.Volume))
 		if c := v.CampaignID(); c != "" {
-			args = append(args, "campaign", c)
+			args = append(args, slog.String("campaign", c))
 		}
-		args = append(args, "bulk_level", v.LevelAs(v.Bulk), "bulk_kind", v.Kind())
+		args = append(args, slog.Int("bulk_level", v.LevelAs(v.Bulk)), slog.String("bulk_kind", v.Kind()))
 	}
 	if v.Override != "" {
-		args = append(args, "feedback", v.Override)
+		args = append(args, slog.String("feedback", v.Override))
 	}
 	if v.Slow {
-		args = append(args, "slow", true)
+		args = append(args, slog.Bool("slow", true))
 	}
-	s.logMessage(log, v.Outcome(), args...)
-	return gomilter.RespContinue, nil
+	return args
 }
 
 // maxLoggedRecipients bounds the addresses one log line names.
@@ -254,26 +261,28 @@ const maxLoggedRecipients = 10
 
 // logMessage writes the one info line each message gets: its verdict,
 // what it was, how long it took; the addresses only when configured.
-func (s *session) logMessage(log *msgLogger, verdict string, args ...any) {
+func (s *session) logMessage(log *msgLogger, verdict string, args ...slog.Attr) {
 	if !log.base.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
 	msg := s.b.Message()
 	// The queue id first, where the logger's With would have put it.
-	args = append([]any{"queue_id", log.queueID, "verdict", verdict}, args...)
-	args = append(args, "recipients", len(msg.Recipients))
+	attrs := make([]slog.Attr, 0, len(args)+8)
+	attrs = append(attrs, slog.String("queue_id", log.queueID), slog.String("verdict", verdict))
+	attrs = append(attrs, args...)
+	attrs = append(attrs, slog.Int("recipients", len(msg.Recipients)))
 	if msg.Truncated {
-		args = append(args, "truncated", true)
+		attrs = append(attrs, slog.Bool("truncated", true))
 	}
 	if n := s.b.VerdictHeaders() + s.b.LevelHeaders() + len(s.b.ForgedResults()); n > 0 {
-		args = append(args, "forged_headers", n)
+		attrs = append(attrs, slog.Int("forged_headers", n))
 	}
 	if s.state.Actions.LogAddresses {
 		rcpts := msg.Recipients[:min(len(msg.Recipients), maxLoggedRecipients)]
-		args = append(args, "from", msg.Sender, "to", rcpts)
+		attrs = append(attrs, slog.String("from", msg.Sender), slog.Any("to", rcpts))
 	}
-	args = append(args, "took", time.Since(s.started).Round(10*time.Microsecond))
-	log.base.Info("message", args...)
+	attrs = append(attrs, slog.Duration("took", time.Since(s.started).Round(10*time.Microsecond)))
+	log.base.LogAttrs(context.Background(), slog.LevelInfo, "message", attrs...)
 }
 
 // msgLogger is a message's logger: the session's with the message's queue
