@@ -89,8 +89,10 @@ type guardConn struct {
 	inR, inW int
 	rerr     error // a read error that came with data, returned next
 
-	out  []byte // written packets held until a reply the MTA waits for
-	scan int    // out[:scan] are whole packets
+	out  []byte  // written packets held until a reply the MTA waits for
+	outp *[]byte // out's pooled buffer, nil while nothing is held
+	scan int     // out[:scan] are whole packets
+	hdr  [5]byte // a packet's length and code read apart (a local escaped)
 
 	started bool // the first packet (the MTA's negotiation) was read
 
@@ -270,14 +272,7 @@ func (c *guardConn) readFull(p []byte) error {
 				got += n
 			}
 		default:
-			if err = c.applyRead(); err != nil {
-				break
-			}
-			if c.in == nil {
-				c.in = readBufs.Get().(*[]byte)
-			}
-			n, err = c.Conn.Read(*c.in)
-			c.inR, c.inW = 0, n
+			n, err = c.readAhead()
 		}
 		if err != nil {
 			if n > 0 {
@@ -291,6 +286,20 @@ func (c *guardConn) readFull(p []byte) error {
 		}
 	}
 	return nil
+}
+
+// readAhead reads what the connection has into the read-ahead, which is
+// empty.
+func (c *guardConn) readAhead() (int, error) {
+	if err := c.applyRead(); err != nil {
+		return 0, err
+	}
+	if c.in == nil {
+		c.in = readBufs.Get().(*[]byte)
+	}
+	n, err := c.Conn.Read(*c.in)
+	c.inR, c.inW = 0, n
+	return n, err
 }
 
 // skip drops n bytes of input.
@@ -321,7 +330,17 @@ func (c *guardConn) fill() error {
 	// A packet wholly in the read-ahead, as most are, is served from it in
 	// place: no copy, and no packet buffer taken from the pool (where
 	// buffers of every size mix, and a body chunk often found one too
-	// small and made its own).
+	// small and made its own). With nothing read ahead, read first: the
+	// packet that comes (the next command after a reply) is then served
+	// in place too, where it took a pooled buffer.
+	if c.inR == c.inW && c.rerr == nil {
+		if n, err := c.readAhead(); err != nil {
+			if n == 0 {
+				return err
+			}
+			c.rerr = err
+		}
+	}
 	if avail := c.inW - c.inR; avail >= 5 {
 		b := (*c.in)[c.inR:c.inW]
 		if length := binary.BigEndian.Uint32(b); length != 0 && length <= MaxHeaderPacket && uint64(length) <= uint64(avail-4) {
@@ -331,7 +350,7 @@ func (c *guardConn) fill() error {
 			return checkPacket(b[4], b[5:])
 		}
 	}
-	var hdr [5]byte
+	hdr := c.hdr[:]
 	if err := c.readFull(hdr[:4]); err != nil {
 		return err
 	}
@@ -387,6 +406,10 @@ func unexpected(err error) error {
 // message modifications that precede the reply at end of message. A
 // write error is returned by the write that flushes.
 func (c *guardConn) Write(p []byte) (int, error) {
+	if c.outp == nil {
+		c.outp = packetBufs.Get().(*[]byte)
+		c.out = (*c.outp)[:0]
+	}
 	c.out = append(c.out, p...)
 	flush := false
 	for len(c.out)-c.scan >= 5 {
@@ -409,8 +432,13 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	}
 	rest := copy(c.out, c.out[c.scan:])
 	c.out, c.scan = c.out[:rest], 0
-	if cap(c.out) > keepPacket {
-		c.out = nil
+	switch {
+	case cap(c.out) > keepPacket:
+		c.out, c.outp = nil, nil
+	case rest == 0: // all sent: an idle session holds no buffer
+		*c.outp = c.out
+		packetBufs.Put(c.outp)
+		c.out, c.outp = nil, nil
 	}
 	if err != nil {
 		return 0, err

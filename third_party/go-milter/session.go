@@ -1,7 +1,6 @@
 package milter
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -163,26 +162,31 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 		sizeMask = optMds1M
 	}
 
-	// prepare response data
-	var buffer bytes.Buffer
+	// prepare response data, in one buffer (bulkmilter patch 7: a
+	// bytes.Buffer grew and each stage's names were joined apart)
+	buffer := make([]byte, 0, 256)
 	for _, value := range []uint32{m.version, uint32(m.actions), uint32(m.protocol) | sizeMask} {
-		buffer.Write([]byte{byte(value >> 24), byte(value >> 16), byte(value >> 8), byte(value)})
+		buffer = binary.BigEndian.AppendUint32(buffer, value)
 	}
 	// send the macros we want to have in the response
 	if macroRequests != nil && mtaActionMask&OptSetMacros != 0 {
 		for st := 0; st < int(StageEndMarker) && st < len(macroRequests); st++ {
 			if macroRequests[st] != nil && len(macroRequests[st]) > 0 {
-				stValue := uint32(st)
-				buffer.Write([]byte{byte(stValue >> 24), byte(stValue >> 16), byte(stValue >> 8), byte(stValue)})
-				buffer.WriteString(strings.Join(macroRequests[st], " "))
-				buffer.WriteByte(0)
+				buffer = binary.BigEndian.AppendUint32(buffer, uint32(st))
+				for i, name := range macroRequests[st] {
+					if i > 0 {
+						buffer = append(buffer, ' ')
+					}
+					buffer = append(buffer, name...)
+				}
+				buffer = append(buffer, 0)
 			}
 		}
 	} else if macroRequests != nil {
 		LogWarning("milter could not send the needed macros since MTA does not support this")
 	}
 	// build negotiation response
-	return newResponse(wire.CodeOptNeg, buffer.Bytes()), nil
+	return newResponse(wire.CodeOptNeg, buffer), nil
 }
 
 // processMsg processes incoming milter commands
