@@ -250,3 +250,48 @@ func (c *loopConn) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// onePerRead delivers its one packet in a Read, as an MTA that waits for
+// a reply before its next command does.
+type onePerRead struct {
+	net.Conn
+	pkt []byte
+}
+
+func (c *onePerRead) Read(p []byte) (int, error) {
+	if len(c.pkt) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.pkt)
+	c.pkt = c.pkt[n:]
+	return n, nil
+}
+
+// TestGuardServesLonePacketsInPlace: a packet that arrives alone, after the
+// read-ahead ran dry (the command after a reply, a connection's QUIT), is
+// read into the read-ahead and served from it in place, with nothing
+// allocated; it took a pooled packet buffer, and the length read apart
+// escaped to the heap.
+func TestGuardServesLonePacketsInPlace(t *testing.T) {
+	hdr := packet('L', cstr("Subject"), cstr("weekly offers"))
+	c := &onePerRead{}
+	g := &guardConn{Conn: c}
+	if n := testing.AllocsPerRun(1000, func() {
+		c.pkt = hdr
+		code, data, err := g.NextPacket()
+		if err != nil || code != 'L' || !bytes.Equal(data, hdr[5:]) {
+			t.Fatalf("NextPacket: %c %q, %v", code, data, err)
+		}
+		if !g.inPkt || g.pkt != nil {
+			t.Fatalf("a lone packet served from a packet buffer, not in place")
+		}
+	}); n != 0 {
+		t.Errorf("a lone packet allocates %.0f objects", n)
+	}
+	if _, _, err := g.NextPacket(); err != io.EOF {
+		t.Errorf("after the last packet: %v, want io.EOF", err)
+	}
+	if g.in != nil || g.pkt != nil || g.inPkt {
+		t.Errorf("buffers held by a drained session")
+	}
+}
