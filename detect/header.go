@@ -39,14 +39,18 @@ type fieldList struct {
 // Past limit bytes a message (hostile headers) it makes a string each as
 // before, so that it never holds more than limit beyond what was kept.
 type arena struct {
-	buf   []byte
-	used  int // bytes of the current message
-	next  int // the first buffer's size: the last message's bytes
+	buf  []byte
+	used int // bytes of the current message
+	// next is the first buffer's size: a quarter above the larger of the
+	// last message's bytes and a slowly decaying memory of larger ones, so
+	// that most messages take one buffer.
+	next  int
 	limit int // Limits.HeaderBytes; 0 keeps nothing in the arena
 }
 
 func (a *arena) reset() {
-	a.buf, a.next, a.used = nil, min(max(a.used, 512), 16<<10), 0
+	a.next = min(max(a.used+a.used/4, a.next-a.next/8, 1024), 32<<10)
+	a.buf, a.used = nil, 0
 }
 
 // room reports whether n more bytes go into the arena, taking a new

@@ -526,8 +526,12 @@ func (e *Embedded) observeAs(ctx context.Context, op string, o Observation) (res
 // shard, so the order cannot deadlock, and the message's decision and
 // writes are one step for every message sharing a key.
 func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vols []int64) (Campaign, decision) {
-	ids, sigs := uniqSigs(o.Keys)
-	fams := make([]string, len(ids))
+	sc := campaignScratches.Get().(*campaignScratch)
+	defer sc.put()
+	sc.ids, sc.sigs = uniqSigs(o.Keys, sc.ids, sc.sigs)
+	ids, sigs := sc.ids, sc.sigs
+	sc.fams = sized(sc.fams, len(ids))
+	fams := sc.fams
 	var locked [embeddedShards]bool
 	for i, id := range ids {
 		fams[i] = familyOf(id)
@@ -549,9 +553,10 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}()
 	nb := int64(e.c.nb)
 	oldest := cb - nb + 1
-	kps := make([]keyPtr, len(ids))
-	at := make([]int64, len(ids))    // bucket the pointer was found in
-	vals := make([]uint32, len(ids)) // its stored value (slot and switches)
+	sc.kps, sc.at, sc.vals = sized(sc.kps, len(ids)), sized(sc.at, len(ids)), sized(sc.vals, len(ids))
+	kps := sc.kps
+	at := sc.at     // bucket the pointer was found in
+	vals := sc.vals // its stored value (slot and switches)
 	var gen uint64                   // of bucket cb's slots, where found there
 	// A support key's pointer in the main ring: a bucket read from an old
 	// file (mixedUpTo); it is rewritten to its own ring.
@@ -560,7 +565,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	// The pointers first, then the slots they name (slots.go) under one
 	// short read lock: a pointer that names none is as absent, and the
 	// key's older buckets are searched (rare: a stale bucket).
-	hits := make([]ptrHit, len(ids))
+	sc.hits = sized(sc.hits, len(ids))
+	hits := sc.hits
 	for i, sig := range sigs {
 		hits[i] = e.ptrAt(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), sig, cb, oldest, mixedUpTo)
 	}
@@ -588,7 +594,8 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	// The stored merge (model.go): a pointer naming a merged campaign is
 	// read as its root; raw keeps what is stored, so that such a key is
 	// rewritten to the root.
-	raw := slices.Clone(kps)
+	sc.raw = append(sc.raw[:0], kps...)
+	raw := sc.raw
 	if !e.noMerge {
 		e.aliases.resolve(kps, oldest)
 	}
@@ -674,6 +681,37 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}
 	out.d = d
 	return out.assemble(o.Keys, ids, int64(len(rc.ids)), vols), d
+}
+
+// campaignScratch holds campaign's slices of one element a key between
+// calls: they were eight objects an observation (uniqSigs' two, the
+// families, the pointers and their copy, where and what each was found).
+type campaignScratch struct {
+	ids, fams []string
+	sigs      []uint64
+	kps, raw  []keyPtr
+	at        []int64
+	vals      []uint32
+	hits      []ptrHit
+}
+
+var campaignScratches = sync.Pool{New: func() any { return new(campaignScratch) }}
+
+// put returns the scratch to the pool, holding no message's strings.
+func (sc *campaignScratch) put() {
+	clear(sc.ids)
+	clear(sc.fams)
+	campaignScratches.Put(sc)
+}
+
+// sized returns s with n zero elements, in its own array when it has room.
+func sized[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // members returns the 32-bit fingerprints of campaign ref's recipients

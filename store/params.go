@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -195,7 +196,7 @@ func sigHash(id string) uint64 { return xxhash.Sum64String(id) }
 
 // uniq returns the first of each id, in order.
 func uniq(keys []string) []string {
-	ids, _ := uniqSigs(keys)
+	ids, _ := uniqSigs(keys, nil, nil)
 	return ids
 }
 
@@ -203,10 +204,11 @@ func uniq(keys []string) []string {
 // beside it: the hash the embedded store's pointer tables need anyway
 // finds the duplicates, through a small table on the stack, instead of a
 // map of the strings (a message has ~40 keys; the map was two allocations
-// and a second hash of every id).
-func uniqSigs(keys []string) (ids []string, sigs []uint64) {
-	ids = make([]string, 0, len(keys))
-	sigs = make([]uint64, 0, len(keys))
+// and a second hash of every id). They are appended to ids[:0] and
+// sigs[:0], whose arrays are reused when they have room.
+func uniqSigs(keys []string, ids []string, sigs []uint64) ([]string, []uint64) {
+	ids = slices.Grow(ids[:0], len(keys))
+	sigs = slices.Grow(sigs[:0], len(keys))
 	var small [128]int32 // index+1 into ids; 0 is empty
 	size := len(small)
 	for size < 2*len(keys) {
@@ -265,17 +267,19 @@ func (c *counting) recipients(rs []string) (rcptSet, error) {
 	}
 	var set rcptSet
 	idx := make(map[pseudonym]int, len(rs))
-	for _, r := range rs {
+	for j, r := range rs {
 		if normalise(r) == "" {
 			continue
 		}
 		p := c.pseudonym(r)
 		i, ok := idx[p]
 		if !ok {
-			i = len(set.ids)
-			idx[p] = i
+			idx[p] = len(set.ids)
 			set.ids = append(set.ids, p)
-			set.names = append(set.names, nil)
+			// Most ids have one string: rs's own, capped so that an
+			// append copies (a slice of its own was an object each).
+			set.names = append(set.names, rs[j:j+1:j+1])
+			continue
 		}
 		set.names[i] = append(set.names[i], r)
 	}

@@ -20,7 +20,7 @@ func TestUniqSigs(t *testing.T) {
 			keys[i] = fmt.Sprintf("v9:fam.%d:%x", rng.IntN(3), rng.IntN(distinct))
 		}
 		want := uniqRef(keys)
-		ids, sigs := uniqSigs(keys)
+		ids, sigs := uniqSigs(keys, nil, nil)
 		if !slices.Equal(ids, want) {
 			t.Fatalf("round %d: got %d ids %q, want %d %q", round, len(ids), ids, len(want), want)
 		}
@@ -41,7 +41,7 @@ func BenchmarkUniqSigs(b *testing.B) {
 	keys := benchIDs(37)
 	b.ReportAllocs()
 	for b.Loop() {
-		uniqSigs(keys)
+		uniqSigs(keys, nil, nil)
 	}
 }
 
