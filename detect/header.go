@@ -49,7 +49,7 @@ type arena struct {
 }
 
 func (a *arena) reset() {
-	a.next = min(max(a.used+a.used/4, a.next-a.next/8, 1024), 32<<10)
+	a.next = min(max(a.used+a.used/4, a.next-a.next/4, 1024), 8<<10)
 	a.buf, a.used = nil, 0
 }
 

@@ -346,7 +346,17 @@ func (c *guardConn) fill() error {
 		if length := binary.BigEndian.Uint32(b); length != 0 && length <= MaxHeaderPacket && uint64(length) <= uint64(avail-4) {
 			b = b[:4+length]
 			c.inR += len(b)
-			c.pending, c.inPkt, c.started = b, true, true
+			c.started = true
+			if length == 1 {
+				// A command alone (end of header or message, abort,
+				// QUIT) is served from the connection's own bytes, so
+				// that the read-ahead goes back to the pool when it holds
+				// nothing more: after a connection's QUIT nothing reads
+				// again to release it.
+				c.pending = append(c.hdr[:0], b...)
+				return checkPacket(b[4], nil)
+			}
+			c.pending, c.inPkt = b, true
 			return checkPacket(b[4], b[5:])
 		}
 	}

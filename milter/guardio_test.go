@@ -271,7 +271,8 @@ func (c *onePerRead) Read(p []byte) (int, error) {
 // read-ahead ran dry (the command after a reply, a connection's QUIT), is
 // read into the read-ahead and served from it in place, with nothing
 // allocated; it took a pooled packet buffer, and the length read apart
-// escaped to the heap.
+// escaped to the heap. A packet of a command alone is copied out, so that
+// the read-ahead goes back to the pool at once.
 func TestGuardServesLonePacketsInPlace(t *testing.T) {
 	hdr := packet('L', cstr("Subject"), cstr("weekly offers"))
 	c := &onePerRead{}
@@ -288,10 +289,20 @@ func TestGuardServesLonePacketsInPlace(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("a lone packet allocates %.0f objects", n)
 	}
+	// A connection's last packet, QUIT, leaves no buffer held: nothing
+	// reads after it to release one.
+	c.pkt = packet('Q')
+	if code, _, err := g.NextPacket(); err != nil || code != 'Q' {
+		t.Fatalf("QUIT: %c, %v", code, err)
+	}
+	if g.in != nil || g.pkt != nil || g.inPkt {
+		t.Errorf("buffers held after QUIT")
+	}
 	if _, _, err := g.NextPacket(); err != io.EOF {
 		t.Errorf("after the last packet: %v, want io.EOF", err)
 	}
-	if g.in != nil || g.pkt != nil || g.inPkt {
-		t.Errorf("buffers held by a drained session")
+	bad := &guardConn{Conn: &onePerRead{pkt: packet('C')}, met: nop{}}
+	if _, _, err := bad.NextPacket(); !errors.Is(err, errBadPacket) {
+		t.Errorf("a CONNECT without data: %v, want errBadPacket", err)
 	}
 }

@@ -557,7 +557,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	kps := sc.kps
 	at := sc.at     // bucket the pointer was found in
 	vals := sc.vals // its stored value (slot and switches)
-	var gen uint64                   // of bucket cb's slots, where found there
+	var gen uint64  // of bucket cb's slots, where found there
 	// A support key's pointer in the main ring: a bucket read from an old
 	// file (mixedUpTo); it is rewritten to its own ring.
 	mixedUpTo := e.mixedUpTo.Load()

@@ -1,12 +1,12 @@
 package store
 
 import (
-	"slices"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
