@@ -23,6 +23,17 @@ func addGoldenSeeds(f *testing.F) {
 	f.Add([]byte(imageMail("R0lGODlhAQABAIAAAP///wAAACwAAAAAAQABAAACAkQBADs=")))
 	f.Add([]byte(imageMail("R0lGOD!!lhAQAB=AIAA\r\n%%%")))
 	f.Add([]byte("Subject: x\nContent-Type: text/html\n\n<img src=\"http://h.example/i//A.gif?x#y\"><img src=\"www.h.example/1.gif\" width=1>"))
+	// Branches the generated corpus did not reach: a charset only in a
+	// <meta>, RFC 2231 parameters (continued, percent-encoded, a bad
+	// escape), an encoded message/rfc822 (base64 and quoted-printable)
+	// inside one that is not, and a plain alternative of two parts
+	// compared with the HTML one.
+	f.Add([]byte("Content-Type: text/html\n\n<html><head><META HTTP-EQUIV=\"Content-Type\" CONTENT=\"text/html; Charset='Windows-1251'\"></head><body>\xcf\xf0\xe8\xe2\xe5\xf2</body></html>"))
+	f.Add([]byte("Content-Type: multipart/mixed; boundary*0=\"ab\"; boundary*1=cd\n\n--abcd\nContent-Type: text/plain; charset*=iso-8859-1'en'%A3%20rates%zz%4\n\n\xa3 5 only\n--abcd\nContent-Type: application/pdf; name*=utf-8''%E2%82%AC.pdf\nContent-Disposition: attachment; filename*0*=utf-8''a%20; filename*1=\"b \\\"c\\\".pdf\"\nContent-Transfer-Encoding: base64\n\nJVBERi0xLjQK\n--abcd--\n"))
+	f.Add([]byte("Subject: outer\nContent-Type: message/rfc822\n\nSubject: middle\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: message/rfc822\nContent-Transfer-Encoding: base64\n\nU3ViamVjdDogaW5uZXIKCmhlbGxvIGZyb20gd2l0aGluCg==\n--b\nContent-Type: message/rfc822\nContent-Transfer-Encoding: quoted-printable\n\nSubject: =3D?utf-8?q?caf=C3=A9?=3D\n\nqp inner=20body=\n--b--\n"))
+	f.Add([]byte(strings.Repeat("Content-Type: message/rfc822\n\n", 10) + "Subject: deep\n\nbottom"))
+	f.Add([]byte("Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: message/rfc822\n\nSubject: cut short\nFrom: a@b\n--b\nContent-Type: text/plain\n\nafter\n--b--\n"))
+	f.Add([]byte("Content-Type: multipart/alternative; boundary=o\n\n--o\nContent-Type: multipart/mixed; boundary=i\n\n--i\nContent-Type: text/plain\n\nfirst plain part about cheap watches\n--i\nContent-Type: text/plain\n\nsecond plain part\n--i--\n--o\nContent-Type: text/html\n\n<p>an entirely different html text about loans</p>\n--o--\n"))
 }
 
 // checkText asserts the invariants every Text keeps: valid UTF-8,

@@ -59,7 +59,7 @@ func (h *harness) rawSession(t *testing.T, negotiate bool) net.Conn {
 		if _, err := c.Write(optneg()); err != nil {
 			t.Fatal(err)
 		}
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		c.SetReadDeadline(time.Now().Add(time.Minute))
 		var n uint32
 		if err := binary.Read(c, binary.BigEndian, &n); err != nil {
 			t.Fatalf("negotiation reply: %v", err)
@@ -76,11 +76,11 @@ func (h *harness) rawSession(t *testing.T, negotiate bool) net.Conn {
 // answers meanwhile is returned.
 func waitClosed(t *testing.T, c net.Conn) []byte {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(time.Minute))
 	got, err := io.ReadAll(c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("session still open 5s after a bad packet (got %q)", got)
+		t.Fatalf("session still open a minute after a bad packet (got %q)", got)
 	}
 	return got
 }
@@ -327,8 +327,8 @@ func TestAcceptErrorsAreOutlasted(t *testing.T) {
 		if err != nil {
 			t.Errorf("Serve after Close: %v", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after Close")
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return a minute after Close")
 	}
 }
 
@@ -345,7 +345,7 @@ func TestSlowNegotiationIsWaitedFor(t *testing.T) {
 	if _, err := c.Write(optneg()); err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(time.Minute))
 	var n uint32
 	if err := binary.Read(c, binary.BigEndian, &n); err != nil {
 		t.Fatalf("negotiation 1.5 s after connecting: %v", err)
@@ -365,11 +365,14 @@ func TestSilentConnectionIsDropped(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	// Two minutes bound a connection never closed: the next timeout, the
+	// server's ReadTimeout, is 15 minutes, so a close before it is the
+	// negotiation's, and a busy machine only makes it later.
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
 	if _, err := io.Copy(io.Discard, c); err != nil {
 		t.Fatalf("silent connection: %v (want the daemon to close it)", err)
 	}
-	if took := time.Since(start); took < negotiationTimeout-time.Second || took > negotiationTimeout+5*time.Second {
-		t.Errorf("silent connection closed after %s, want about %s", took, negotiationTimeout)
+	if took := time.Since(start); took < negotiationTimeout-time.Second {
+		t.Errorf("silent connection closed after %s, want no sooner than %s", took, negotiationTimeout)
 	}
 }

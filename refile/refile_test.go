@@ -21,6 +21,7 @@ type counts struct {
 	failed   int
 	queued   int
 	remember int
+	reports  int // RefileQueue calls: one at New, then one a saver tick
 }
 
 func newCounts() *counts { return &counts{skipped: map[string]int{}} }
@@ -35,8 +36,11 @@ func (c *counts) RefileFailed(n int) { c.mu.Lock(); c.failed += n; c.mu.Unlock()
 func (c *counts) RefileQueue(q, r int) {
 	c.mu.Lock()
 	c.queued, c.remember = q, r
+	c.reports++
 	c.mu.Unlock()
 }
+
+func (c *counts) reported() int { c.mu.Lock(); defer c.mu.Unlock(); return c.reports }
 
 func (c *counts) snapshot() (refiled, failed, queued int, skipped map[string]int) {
 	c.mu.Lock()
@@ -370,14 +374,18 @@ func TestCrashKeepsQueue(t *testing.T) {
 // expiry follows the latest message's time, not the wall clock, so copies
 // from years ago stay for their window of message time.
 func TestExpiryFollowsMessageTime(t *testing.T) {
-	r, err := New(Options{Mover: &inbox{}, Window: time.Hour, SaveEvery: time.Millisecond})
+	obs := newCounts()
+	r, err := New(Options{Mover: &inbox{}, Window: time.Hour, SaveEvery: time.Millisecond, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	past := time.Date(2004, 3, 1, 12, 0, 0, 0, time.UTC)
 	r.Remember("a", copiesOf("a", 2), past)
-	time.Sleep(50 * time.Millisecond) // many saver ticks
+	// Three saver ticks after the copies were remembered, counted: a sleep
+	// could see none on a busy machine and pass without testing.
+	ticks := obs.reported() + 3
+	waitFor(t, "three saver ticks", func() bool { return obs.reported() >= ticks })
 	if _, rem := r.Pending(); rem != 2 {
 		t.Fatalf("remembered %d after the saver's ticks, want 2: expired by the wall clock", rem)
 	}

@@ -423,6 +423,9 @@ func FuzzSigners(f *testing.F) {
 	f.Add("a", "\x00\xff")
 	f.Add(strings.Repeat("spam ", 300), "ЦенаЦенаЦена価格")
 	f.Add("x\x80\xfe y z", "abc")
+	// lines: a long one twice, a quoted one, one after a separator, one
+	// too short, CR LF and a lone CR
+	f.Add("one two three four five six seven eight\r\none two three four five six seven eight\n> quoted words one two three four five six\nshort line\rnine ten eleven twelve thirteen fourteen fifteen sixteen\n-- \nsigned by a name with eight words in it\n", "A subject of eight words, one two three")
 	f.Fuzz(func(t *testing.T, text, letters string) {
 		d := &Doc{Tokens: strings.Fields(text), Letters: letters}
 		d2 := textDoc(text)
@@ -442,7 +445,26 @@ func FuzzSigners(f *testing.F) {
 			}
 		}
 		s.Sign(nil, nil, nil)
+		// The line family on a canonical document: its keys are a set of
+		// lines, so a part repeated adds none.
+		once := lineKeys(s, Canonicalize(Source{Subject: letters, Parts: []string{text}}))
+		twice := lineKeys(s, Canonicalize(Source{Subject: letters, Parts: []string{text, text}}))
+		if len(once) > DefaultLineParams().Keys || !slices.Equal(once, twice) {
+			t.Fatalf("line keys of one part %x, of the part twice %x", once, twice)
+		}
 	})
+}
+
+// lineKeys returns the hashes of the line family's keys of d.
+func lineKeys(s *Set, d *Doc) []uint64 {
+	keys, _ := s.Sign(d, nil, nil)
+	var out []uint64
+	for _, k := range keys {
+		if k.Family == FamilyLines {
+			out = append(out, k.Hash)
+		}
+	}
+	return out
 }
 
 // A message's keys are one allocation once the set has seen as many: Sign

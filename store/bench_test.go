@@ -233,12 +233,9 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	rng := rand.New(rand.NewPCG(1, 2))
 	// the support families' share of the records (lab/bench's workload):
 	// 8 bytes in the current string, 6 in the older one
-	sup := 0
-	if k := envInt("BULKMILTER_BENCH_KEYS", 10); k >= 43 {
-		sup = records * 26 / k
-	} else if k >= 37 {
-		sup = records * 10 / k
-	}
+	k := envInt("BULKMILTER_BENCH_KEYS", 10)
+	terms, contain, lines := bench.SupportKeys(k)
+	sup := records * (terms + contain + lines) / k
 	recs := func(n, size int) []byte {
 		buf := make([]byte, size*n)
 		for i := range buf {

@@ -1113,15 +1113,9 @@ func (e *Embedded) RecordVote(ctx context.Context, v Vote) (err error) {
 	if e.closed.Load() {
 		return fmt.Errorf("record vote: %w", errClosed)
 	}
-	if err := checkKeys(v.Keys); err != nil {
-		return fmt.Errorf("record vote: %w", err)
-	}
-	code, err := voteCode(v.Kind)
+	code, err := v.check()
 	if err != nil {
 		return fmt.Errorf("record vote: %w", err)
-	}
-	if normalise(v.Voter) == "" {
-		return errors.New("record vote: empty voter")
 	}
 	t, ahead := e.c.countAt(&e.present, v.Time)
 	if ahead {

@@ -299,6 +299,21 @@ func voteCode(k VoteKind) (byte, error) {
 	return 0, fmt.Errorf("unknown vote kind %d", k)
 }
 
+// check validates a vote as both stores take it and returns its code.
+func (v Vote) check() (byte, error) {
+	if err := checkKeys(v.Keys); err != nil {
+		return 0, err
+	}
+	code, err := voteCode(v.Kind)
+	if err != nil {
+		return 0, err
+	}
+	if normalise(v.Voter) == "" {
+		return 0, errors.New("empty voter")
+	}
+	return code, nil
+}
+
 func voteFromCode(b byte) VoteKind {
 	switch b {
 	case 'n':

@@ -1163,15 +1163,9 @@ func asInt(v any) int64 {
 func (r *Redis) RecordVote(ctx context.Context, v Vote) (err error) {
 	start := time.Now()
 	defer func() { r.observe("vote", start, err) }()
-	if err := checkKeys(v.Keys); err != nil {
-		return fmt.Errorf("record vote: %w", err)
-	}
-	code, err := voteCode(v.Kind)
+	code, err := v.check()
 	if err != nil {
 		return fmt.Errorf("record vote: %w", err)
-	}
-	if normalise(v.Voter) == "" {
-		return errors.New("record vote: empty voter")
 	}
 	if len(v.Keys) == 0 {
 		return nil

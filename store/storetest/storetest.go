@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 		{"TwoStoresShareCounts", s.twoStores},
 		{"Votes", s.votes},
 		{"VoteHorizon", s.voteHorizon},
+		{"VoteHorizonNow", s.voteHorizonNow},
 		{"VoteAdmin", s.voteAdmin},
 		{"CampaignVotes", s.campaignVotes},
 		{"CampaignVoteHorizon", s.campaignVoteHorizon},
@@ -728,6 +730,37 @@ func (s *suite) voteHorizon(t *testing.T) {
 	res = observe(t, st, t0.Add(16*24*time.Hour), []string{k}, "new@x")
 	if res.Votes[0] != (store.Tally{}) || len(res.UserVotes) != 0 {
 		t.Errorf("past every horizon: tally %+v, user votes %v", res.Votes[0], res.UserVotes)
+	}
+}
+
+// voteHorizonNow: without times of their own, a vote, an observation and
+// the admin's listing take Params.Now, and a vote counts and is listed
+// until it is VoteHorizon old by that clock (what a daemon's vote_ttl
+// means, tested here where the clock can be fixed).
+func (s *suite) voteHorizonNow(t *testing.T) {
+	var clock atomic.Int64
+	at := func(d time.Duration) { clock.Store(t0.Add(d).Unix()) }
+	st := s.open(t, store.Params{VoteHorizon: time.Hour, Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
+	a := admin(t, st)
+	k := "v1:hznow:0000000000000001"
+	at(0)
+	vote(t, st, time.Time{}, "v@x", store.VoteNotBulk, k)
+	for _, c := range []struct {
+		at     time.Duration
+		listed bool
+	}{{0, true}, {59 * time.Minute, true}, {61 * time.Minute, false}} {
+		at(c.at)
+		listed, err := a.ListVotes(context.Background(), store.VoteQuery{Voter: "v@x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(listed) == 1 && listed[0].Time.Equal(t0); got != c.listed || len(listed) > 1 {
+			t.Errorf("at +%v: listed %+v, want the vote listed %v", c.at, listed, c.listed)
+		}
+		res := observe(t, st, time.Time{}, []string{k}, "v@x")
+		if got := res.UserVotes["v@x"] == store.VoteNotBulk; got != c.listed {
+			t.Errorf("at +%v: user votes %v, want her vote counted %v", c.at, res.UserVotes, c.listed)
+		}
 	}
 }
 
