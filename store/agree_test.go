@@ -18,7 +18,8 @@ import (
 // from a small pool (so some come back), from a few networks and senders,
 // within one window. Some messages are unrelated mail, some share a
 // "footer" key with everything, some only containment keys or only line
-// keys (padded copies).
+// keys (padded copies), or a few of each and of the term set (scattered
+// words).
 func campaignStream(seed uint64, n int) []store.Observation {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	fams := []struct {
@@ -34,24 +35,33 @@ func campaignStream(seed uint64, n int) []store.Observation {
 		}
 		// A padded copy shares only containment keys or only line keys,
 		// fewer of them: whether they name the campaign alone
-		// (ContainAlone, LinesAlone) decides.
-		padded, by := rng.IntN(4) == 0, "contain"
-		if rng.IntN(2) == 0 {
-			by = "lines"
-		}
+		// (ContainAlone, LinesAlone) decides. A copy with words scattered
+		// through it shares a few of each and of the term set: whether
+		// they add up (supportAdds) decides.
+		padded, by := rng.IntN(4) == 0, []string{"contain", "lines", "scattered"}[rng.IntN(3)]
 		var keys []string
 		for _, f := range fams {
 			keep := 55
 			if padded {
 				keep = 0
-				if f.name == by {
+				switch {
+				case f.name == by && by == "lines":
+					keep = 50 // about half: LinesShare decides too
+				case f.name == by:
 					keep = 35
-					if by == "lines" {
-						keep = 50 // about half: LinesShare decides too
-					}
+				case by == "scattered" && f.name == "contain":
+					keep = 25
+				case by == "scattered" && f.name == "lines":
+					keep = 50 // of 4 lines: 2 do not name a campaign alone
+				case by == "scattered" && f.name == "terms":
+					keep = 30
 				}
 			}
-			for k := range f.keys {
+			nk := f.keys
+			if padded && by == "scattered" && f.name == "lines" {
+				nk = 4
+			}
+			for k := range nk {
 				if rng.IntN(100) < keep {
 					keys = append(keys, fmt.Sprintf("s1:%s.%d:%016x", f.name, k, camp*100+k))
 				} else {

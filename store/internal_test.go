@@ -742,6 +742,9 @@ func TestScriptConstants(t *testing.T) {
 	if u := fmt.Sprintf("local USHARE, UKEYS, UMAX = %d, %d, %d", UnionShare, UnionKeys, UnionMax); !strings.Contains(scriptSrc, u) {
 		t.Errorf("script.lua does not hold %q", u)
 	}
+	if w := fmt.Sprintf("local SWHOLE = %d", supportWhole); !strings.Contains(scriptSrc, w) {
+		t.Errorf("script.lua does not hold %q", w)
+	}
 	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
 		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
 		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
@@ -751,7 +754,8 @@ func TestScriptConstants(t *testing.T) {
 // TestDecideSupportFamily: a term-set key tips the choice between
 // campaigns other families name, but names a campaign alone only with
 // SupportAlone keys; containment keys with ContainAlone, line keys with
-// LinesAlone, counted per family.
+// LinesAlone, or containment and line keys together when their shares of
+// those sum to one (supportWhole); term-set keys add to neither.
 func TestDecideSupportFamily(t *testing.T) {
 	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
 	none := keyPtr{}
@@ -786,7 +790,12 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"lines keys alone, enough and half", lines(2 * LinesAlone), repeat(at(7), LinesAlone, 2*LinesAlone), true, 7},
 		{"lines keys, a minority, do not tip another family's tie", append([]string{"shingle", "shingle"}, lines(LinesAlone+5)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, LinesAlone+5)...), true, 3},
 		{"lines keys, half, tip another family's tie", append([]string{"shingle", "shingle"}, lines(2*LinesAlone)...), append([]keyPtr{at(3), at(7)}, repeat(at(7), LinesAlone, 2*LinesAlone)...), true, 7},
-		{"contain keys do not lend lines keys their count", append(contain(ContainAlone-1), lines(LinesAlone)...), append(repeat(at(6), ContainAlone-1, ContainAlone-1), repeat(at(6), LinesAlone-1, LinesAlone)...), false, 99},
+		{"contain and lines keys, each short, count together", append(contain(ContainAlone/2), lines(LinesAlone)...), append(repeat(at(6), ContainAlone/2, ContainAlone/2), repeat(at(6), LinesAlone-1, LinesAlone)...), true, 6},
+		{"contain and lines keys together, one short", append(contain(ContainAlone/2), lines(LinesAlone-1)...), append(repeat(at(6), ContainAlone/2, ContainAlone/2), repeat(at(6), LinesAlone-2, LinesAlone-1)...), false, 99},
+		{"lines keys under their share do not count together", append(contain(ContainAlone-1), lines(3*LinesAlone)...), append(repeat(at(6), ContainAlone-1, ContainAlone-1), repeat(at(6), LinesAlone-1, 3*LinesAlone)...), false, 99},
+		{"support keys naming different campaigns do not add", append(contain(ContainAlone-1), "terms", "terms"), append(repeat(at(6), ContainAlone-1, ContainAlone-1), at(7), none), false, 99},
+		{"term-set keys do not add to contain keys", append(contain(ContainAlone/2), "terms", "terms", "terms"), append(repeat(at(6), ContainAlone/2, ContainAlone/2), at(6), none, none), false, 99},
+		{"contain keys do not add to a term-set key", append(contain(ContainAlone-1), "terms", "terms", "terms"), append(repeat(at(6), ContainAlone-1, ContainAlone-1), at(6), none, none), false, 99},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
 		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, nil)

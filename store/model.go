@@ -36,7 +36,12 @@ import (
 // only with SupportAlone (ContainAlone, LinesAlone) of its keys: one
 // chance band of a tolerant family does not start a join (measured: a
 // single term-set band joining alone tagged 64 ham messages in one window
-// instead of 27).
+// instead of 27). The containment and line families naming one campaign
+// add up (supportAdds): each brings its keys' share of its own number (3
+// of ContainAlone's 6 and 2 of LinesAlone's 3 are enough together), since
+// a copy with words scattered through it keeps a few keys of each and
+// seldom enough of one (measured in docs/evaluation.md, "Support families
+// together").
 //
 // One sender's template: a join that a single key carries (fewer than
 // UnionKeys voting keys) to a campaign whose only envelope sender is the
@@ -220,6 +225,19 @@ func supportShare(f string) int {
 	return 0
 }
 
+// supportWhole is one support family's keys naming a campaign alone
+// (supportAlone) in decide's integer shares: divisible by every
+// supportAlone up to 16.
+const supportWhole = 720720
+
+// supportAdds reports a support family whose keys add up with another's
+// that does (decide): the containment family's single min-hashes and the
+// line family's lines, of which a copy with words scattered through it
+// keeps a few each. Not the term set: its bands are shared by the issues
+// of one newsletter, and added to a few containment keys they tagged list
+// mail (measured in docs/evaluation.md, "Support families together").
+func supportAdds(f string) bool { return f == "contain" || f == "lines" }
+
 // supportFamily reports a family whose keys only support a join.
 func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
@@ -270,8 +288,19 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 	for ref := range ev {
 		named[ref] = true
 	}
+	// The support families that add up (supportAdds) count together on
+	// a campaign no other family names: each brings its keys' share of
+	// its supportAlone, and their evidence counts when the shares sum to
+	// one (supportWhole).
+	alone := map[uint32]int{}
 	for fr, k := range sup {
-		if (named[fr.ref] || k >= supportAlone(fr.f)) && 100*k >= supportShare(fr.f)*n[fr.f] {
+		if supportAdds(fr.f) && 100*k >= supportShare(fr.f)*n[fr.f] {
+			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
+		}
+	}
+	for fr, k := range sup {
+		if (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
+			100*k >= supportShare(fr.f)*n[fr.f] {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}

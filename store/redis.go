@@ -563,9 +563,12 @@ func (ob *redisObs) prepare() {
 			n = len(names)
 			if a := supportAlone(f); a > 0 {
 				// the script tells a support family by the sign, and
-				// reads the keys it needs alone, and their share, from
-				// the number
+				// reads the keys it needs alone, their share, and
+				// whether it adds up with others, from the number
 				n = -1 - n - 256*a - 65536*supportShare(f)
+				if supportAdds(f) {
+					n -= 1 << 24
+				}
 			}
 			names[f] = n
 		}

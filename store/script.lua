@@ -92,6 +92,7 @@ local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the point
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
 local USHARE, UKEYS, UMAX = 1, 2, 3
+local SWHOLE = 720720
 local REFMASK = 536870911 -- 2^29 - 1
 
 local fscache = {}
@@ -984,6 +985,7 @@ if mode == 'c' or mode == 'r' then
   -- a negative family number f is a support family's (supportAlone):
   -- -1 - n - 256 * (the keys it needs to name a campaign alone)
   -- - 65536 * (the share of its keys they must be, in percent)
+  -- - 2^24 when it adds up with the others that do (supportAdds)
   local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
@@ -1000,10 +1002,26 @@ if mode == 'c' or mode == 'r' then
   end
   local named = {}
   for r in pairs(ev) do named[r] = true end
+  local function support(f)
+    local c = -1 - f
+    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, math.floor(c / 16777216) == 1
+  end
+  -- the support families that add up count together (model.go's
+  -- supportWhole)
+  local salone = {}
   for f, refs in pairs(sup) do
-    local alone, share, unit = math.floor((-1 - f) / 256) % 256, math.floor((-1 - f) / 65536), math.floor(UNIT / nfam[f])
+    local alone, share, adds = support(f)
+    if adds then
+      for r, k in pairs(refs) do
+        if 100 * k >= share * nfam[f] then salone[r] = (salone[r] or 0) + k * (SWHOLE / alone) end
+      end
+    end
+  end
+  for f, refs in pairs(sup) do
+    local alone, share, adds = support(f)
+    local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
-      if (named[r] or k >= alone) and 100 * k >= share * nfam[f] then
+      if (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f] then
         ev[r] = (ev[r] or 0) + k * unit
         nk[r] = (nk[r] or 0) + k
       end
