@@ -276,17 +276,18 @@ func familyCounts(fams []string) famCounts {
 // of spread lines); nil when the message's sender is unknown.
 func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender func(ref uint32) (only, among bool)) decision {
 	type snd struct{ only, among bool }
-	asked := map[uint32]snd{} // sender's answers: one call a campaign
+	var asked map[uint32]snd // sender's answers: one call a campaign
 	ask := func(ref uint32) snd {
 		a, ok := asked[ref]
 		if !ok {
 			a.only, a.among = sender(ref)
+			if asked == nil {
+				asked = map[uint32]snd{}
+			}
 			asked[ref] = a
 		}
 		return a
 	}
-	only := func(ref uint32) bool { return ask(ref).only }
-	among := func(ref uint32) bool { return ask(ref).among }
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -309,11 +310,14 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender fun
 	for ref := range ev {
 		named[ref] = true
 	}
-	spread := map[uint32]bool{}
+	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
 		ok := (named[fr.ref] || k >= supportAlone(fr.f)) && 100*k >= supportShare(fr.f)*n[fr.f]
-		if !ok && supportSpread(fr.f) > 0 && sender != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] && !among(fr.ref) {
+		if !ok && supportSpread(fr.f) > 0 && sender != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] && !ask(fr.ref).among {
 			ok = true
+			if spread == nil {
+				spread = map[uint32]bool{}
+			}
 			spread[fr.ref] = true
 		}
 		if ok {
@@ -331,7 +335,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender fun
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		d.ref, d.join = best, true
 		d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
-			(keys[best] < UnionKeys && sender != nil && only(best))
+			(keys[best] < UnionKeys && sender != nil && ask(best).only)
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}
