@@ -314,7 +314,7 @@ func (e *Engine) check(ctx context.Context, msg *Message) Verdict {
 	decl := declared.Judge(&msg.Header, msg.AuthResults)
 	rcpts := normaliseAll(msg.Recipients)
 	v := e.decide(ctx, a, store.Observation{Recipients: rcpts, Time: msg.Time,
-		Network: Network(msg.Client), Sender: strings.ToLower(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
+		Network: Network(msg.Client), Sender: senderDomain(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
 	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
@@ -863,4 +863,18 @@ func (v Verdict) Header(revealKeys bool) string {
 		}
 	}
 	return b.String()
+}
+
+// senderDomain is the envelope sender as a campaign counts it: its domain,
+// lower-cased. A newsletter's VERP address (a bounce address per issue and
+// recipient) is one publisher, and a mass mailing's random local parts one
+// sender; what tells a publisher's template from a campaign spread over
+// many senders is the domain (store: "One sender's template", "Spread
+// lines"). An address without a domain is kept whole.
+func senderDomain(s string) string {
+	s = strings.ToLower(s)
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }

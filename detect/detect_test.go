@@ -551,14 +551,15 @@ func TestCampaignVotes(t *testing.T) {
 }
 
 // Copies of one newsletter count into one campaign: its id, volume,
-// networks and senders reach the verdict and its header.
+// networks and senders (their domains) reach the verdict and its header.
 func TestCampaignInVerdict(t *testing.T) {
 	f := newFixture(t)
 	var first Verdict
 	for i, client := range []string{"192.0.2.7", "192.0.2.99", "198.51.100.1"} {
 		msg := newsletter("garden", recipients(fmt.Sprint("c", i), 4)...)
 		msg.Client = netip.MustParseAddr(client)
-		msg.Sender = fmt.Sprintf("News%d@Example.test", i%2)
+		// A bounce address per copy (VERP), two domains: two senders.
+		msg.Sender = fmt.Sprintf("News-%d@Example%d.test", i, i%2)
 		v := f.check(msg)
 		c := v.Campaign
 		if i == 0 {

@@ -22,7 +22,11 @@
 // join (less than WeakShare of the message's evidence, or one key joining a
 // campaign whose only envelope sender is the message's: a sender's
 // template) or moved between campaigns counts a weak event, and stops
-// voting after WeakCap. The campaign's volume is
+// voting after WeakCap. A few line keys (under LinesShare of the
+// message's) name a campaign only when its senders do not include the
+// message's, a strong join (spread lines: a short offer inside changing
+// text, from a new sender each copy). A sender is the envelope sender's
+// domain (Observation.Sender). The campaign's volume is
 // its distinct recipients in the window. A campaign can split: its first
 // copies share too little to find each other and start campaigns of their
 // own. So a strong join also counts the other campaigns that UnionKeys or
@@ -33,7 +37,7 @@
 // not kept: the keys then point to the joined campaign, so later copies
 // converge on it, and a retried call finds the keys moved and counts the
 // joined campaign alone (never a recipient twice). A campaign also knows
-// its sending networks and envelope senders (exact up to CampaignSetCap,
+// its sending networks and envelope sender domains (exact up to CampaignSetCap,
 // then saturating) and when it was first seen (Result.Campaign). A new
 // campaign's ref is a hash of the message's keys (29 bits); when a live
 // campaign started by other keys holds it, the next free ref is taken.

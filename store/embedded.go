@@ -600,11 +600,11 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		e.aliases.resolve(kps, oldest)
 	}
 	fc := familyCounts(fams)
-	var only func(uint32) bool
+	var sender func(uint32) (bool, bool)
 	if snd := fp16(o.Sender); snd != 0 {
-		only = func(ref uint32) bool { return e.onlySender(ref, snd, cb) }
+		sender = func(ref uint32) (bool, bool) { return e.campaignSender(ref, snd, cb) }
 	}
-	d := decide(fams, fc, kps, 0, only)
+	d := decide(fams, fc, kps, 0, sender)
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
@@ -811,19 +811,20 @@ func (e *Embedded) count(sh *eshard, ref, origin uint32, o Observation, rs []pse
 	return campaignOutcome{known: true, count: n, nets: nets, snds: snds, first: m.first}, true
 }
 
-// onlySender reports whether envelope sender snd (fp16) is campaign ref's
-// only one in the window ("One sender's template", model.go).
-func (e *Embedded) onlySender(ref uint32, snd uint16, cb int64) bool {
+// campaignSender reports whether envelope sender snd (fp16) is campaign
+// ref's only one in the window ("One sender's template", model.go), and
+// whether it is one of them.
+func (e *Embedded) campaignSender(ref uint32, snd uint16, cb int64) (only, among bool) {
 	sh := e.shard(campaignSig(ref))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	oldest := cb - int64(e.c.nb) + 1
 	if m, ok := sh.camps[ref]; ok && m.last >= oldest {
 		_, snds := sh.setsOf(ref, m)
-		return fpSetOnly(snds, snd)
+		return fpSetOnly(snds, snd), fpSetHas(snds, snd)
 	}
 	rec, _, ok := sh.firstSighting(ref, cb, oldest)
-	return ok && rec.snd == snd
+	return ok && rec.snd == snd, ok && rec.snd == snd
 }
 
 // firstSighting returns campaign ref's first sighting and its bucket, the

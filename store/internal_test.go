@@ -805,6 +805,53 @@ func TestDecideSupportFamily(t *testing.T) {
 	}
 }
 
+// TestDecideSpreadLines: line keys under LinesShare of the message's name
+// a campaign, strongly, only from LinesAlone keys and LinesSpread of the
+// message's, for a campaign whose senders do not include the message's.
+func TestDecideSpreadLines(t *testing.T) {
+	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
+	// offer returns the families and pointers of a message with n line
+	// keys, k of them naming campaign 7, and four other families' keys
+	// that name nothing.
+	offer := func(k, n int) ([]string, []keyPtr) {
+		fams := []string{"imatch", "shingle", "charshingle", "sift"}
+		ptrs := make([]keyPtr, len(fams), len(fams)+n)
+		for i := range n {
+			fams = append(fams, "lines")
+			p := keyPtr{}
+			if i < k {
+				p = at(7)
+			}
+			ptrs = append(ptrs, p)
+		}
+		return fams, ptrs
+	}
+	other := func(uint32) (bool, bool) { return false, false }
+	among := func(uint32) (bool, bool) { return false, true }
+	only := func(uint32) (bool, bool) { return true, true }
+	spreadK := (LinesSpread*16 + 99) / 100 // the fewest of 16 at LinesSpread
+	for _, c := range []struct {
+		name   string
+		k, n   int
+		sender func(uint32) (bool, bool)
+		join   bool
+	}{
+		{"other senders", LinesAlone, 16, other, true},
+		{"other senders, the fewest at LinesSpread", max(LinesAlone, spreadK), 16, other, true},
+		{"other senders, under LinesSpread", LinesAlone, 100 * LinesAlone / LinesSpread * 2, other, false},
+		{"other senders, one short of LinesAlone", LinesAlone - 1, LinesAlone + 1, other, false},
+		{"the message's sender among them", LinesAlone, 16, among, false},
+		{"the message's sender the only one", LinesAlone, 16, only, false},
+		{"no sender known", LinesAlone, 16, nil, false},
+	} {
+		fams, ptrs := offer(c.k, c.n)
+		d := decide(fams, familyCounts(fams), ptrs, 99, c.sender)
+		if d.join != c.join || (c.join && (d.ref != 7 || d.weak)) {
+			t.Errorf("%s: join %v ref %d weak %v, want join %v", c.name, d.join, d.ref, d.weak, c.join)
+		}
+	}
+}
+
 // A campaign's networks and senders, kept inline for the first and in
 // eshard.sets past it, survive a restart.
 func TestEmbeddedCampaignSetsPersist(t *testing.T) {

@@ -54,6 +54,15 @@ import (
 // relays a spam campaign is one of its many) is not one sender's
 // (measured in docs/evaluation.md, "One sender's template").
 //
+// Spread lines: line keys under LinesShare of the message's count all the
+// same, from LinesAlone keys and LinesSpread of them, for a campaign whose
+// envelope senders (their domains: detect) do not include the message's,
+// and make a strong join. A mass mailing that hides a short offer inside
+// text of its own per copy (a news salad) comes from a new sender each
+// copy; a newsletter's template lines, the minority that LinesShare keeps
+// out, come issue after issue from the one publisher. No sender known:
+// no spread join.
+//
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
 // campaign's evidence is less than WeakShare of the message's whole
@@ -106,6 +115,13 @@ const (
 	// shingle, a minority of lines made a weak join strong (measured in
 	// docs/evaluation.md, "Minority text: line keys").
 	LinesShare = 50
+	// LinesSpread, in percent, is LinesShare for a campaign whose senders
+	// do not include the message's ("Spread lines" above): a short offer
+	// inside changing text of similar or larger size (a news salad), its
+	// lines a fifth of the copy's, from a new sender each copy. Such a
+	// join is strong, so that the offer's lines keep naming the campaign
+	// (measured in docs/evaluation.md, "The news salad: spread lines").
+	LinesSpread = 15
 	// UnionShare (in percent), UnionKeys and UnionMax: a campaign other
 	// than the joined one that holds UnionShare of a strong join's whole
 	// evidence, from UnionKeys voting keys or more, is counted with it
@@ -238,6 +254,16 @@ const supportWhole = 720720
 // mail (measured in docs/evaluation.md, "Support families together").
 func supportAdds(f string) bool { return f == "contain" || f == "lines" }
 
+// supportSpread returns, for a support family, the least share (percent)
+// of the message's keys of the family that its keys naming a campaign of
+// other senders must be to count for it (LinesSpread); 0: no such share.
+func supportSpread(f string) int {
+	if f == "lines" {
+		return LinesSpread
+	}
+	return 0
+}
+
 // supportFamily reports a family whose keys only support a join.
 func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
@@ -262,10 +288,24 @@ func familyCounts(fams []string) famCounts {
 
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
-// campaign takes. only, when not nil, tells whether the message's envelope
-// sender is campaign ref's only one (asked only of a join one key
-// carries: "One sender's template").
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(ref uint32) bool) decision {
+// campaign takes. sender, when not nil, tells whether the message's
+// envelope sender is campaign ref's only one (asked of a join one key
+// carries: "One sender's template"), and whether it is one of them (asked
+// of spread lines); nil when the message's sender is unknown.
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender func(ref uint32) (only, among bool)) decision {
+	type snd struct{ only, among bool }
+	var asked map[uint32]snd // sender's answers: one call a campaign
+	ask := func(ref uint32) snd {
+		a, ok := asked[ref]
+		if !ok {
+			a.only, a.among = sender(ref)
+			if asked == nil {
+				asked = map[uint32]snd{}
+			}
+			asked[ref] = a
+		}
+		return a
+	}
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -298,9 +338,18 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
+	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
-		if (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
-			100*k >= supportShare(fr.f)*n[fr.f] {
+		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
+			100*k >= supportShare(fr.f)*n[fr.f]
+		if !ok && supportSpread(fr.f) > 0 && sender != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] && !ask(fr.ref).among {
+			ok = true
+			if spread == nil {
+				spread = map[uint32]bool{}
+			}
+			spread[fr.ref] = true
+		}
+		if ok {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}
@@ -314,8 +363,8 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		d.ref, d.join = best, true
-		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole ||
-			(keys[best] < UnionKeys && only != nil && only(best))
+		d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
+			(keys[best] < UnionKeys && sender != nil && ask(best).only)
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}

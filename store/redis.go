@@ -563,11 +563,12 @@ func (ob *redisObs) prepare() {
 			n = len(names)
 			if a := supportAlone(f); a > 0 {
 				// the script tells a support family by the sign, and
-				// reads the keys it needs alone, their share, and
-				// whether it adds up with others, from the number
-				n = -1 - n - 256*a - 65536*supportShare(f)
+				// reads the keys it needs alone, their share, their
+				// share for a campaign of other senders, and whether it
+				// adds up with others, from the number
+				n = -1 - n - 256*a - 65536*supportShare(f) - 16777216*supportSpread(f)
 				if supportAdds(f) {
-					n -= 1 << 24
+					n -= 128 * 16777216
 				}
 			}
 			names[f] = n
@@ -810,9 +811,9 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	// One sender's template (model.go): the campaign's senders are on its
 	// own slot, read by a call of their own, made only for a join that one
 	// key carries, from a known sender.
-	var only func(uint32) bool
+	var sender func(uint32) (bool, bool)
 	if snd := fp16(ob.o.Sender); snd != 0 {
-		only = func(ref uint32) bool {
+		sender = func(ref uint32) (bool, bool) {
 			ks, field := r.campKeys(ref, ob.cb, split)
 			keys := append([]string{ks[nb]}, ks[:nb]...)
 			var cmd *redis.Cmd
@@ -820,10 +821,14 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
 				return cmd
 			})
-			return err == nil && asInt(cmd.Val()) == 1
+			if err != nil {
+				return false, false
+			}
+			v := asInt(cmd.Val())
+			return v&1 != 0, v&2 != 0
 		}
 	}
-	m.d = decide(names, familyCounts(names), kps, fresh, only)
+	m.d = decide(names, familyCounts(names), kps, fresh, sender)
 	if err != nil {
 		return campaignOutcome{}, err
 	}

@@ -415,19 +415,29 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
--- camp_only_sender tells whether envelope sender snd (a 2-byte
--- fingerprint) is campaign ck's only one in the window: its record's set,
--- or its first sighting's (model.go, "One sender's template").
-local function camp_only_sender(ck, snd)
+-- camp_sender tells whether envelope sender snd (a 2-byte fingerprint) is
+-- campaign ck's only one in the window ("One sender's template"), and
+-- whether it is one of them ("Spread lines", model.go): its record's set,
+-- or its first sighting's.
+local function camp_sender(ck, snd)
   local m = redis.call('HMGET', ck.x, '#', 'h', 's')
-  if m[1] or m[2] then return m[3] == u16(snd) end
+  if m[1] or m[2] then
+    local set, f = m[3] or '', u16(snd)
+    for i = 1, #set - 1, 2 do
+      if string.sub(set, i, i + 1) == f then return set == f, true end
+    end
+    return false, false
+  end
   fs_mget(ck.f)
   for i = ck.nb, 1, -1 do
     local s = fs_get(ck.f[i])
     local p = fs_find(s, ck.field, CREC)
-    if p then return num(s, p + 14, 2) == snd end
+    if p then
+      local same = num(s, p + 14, 2) == snd
+      return same, same
+    end
   end
-  return false
+  return false, false
 end
 
 -- Votes of one key on an observation: the tally and the recipients' own.
@@ -985,7 +995,8 @@ if mode == 'c' or mode == 'r' then
   -- a negative family number f is a support family's (supportAlone):
   -- -1 - n - 256 * (the keys it needs to name a campaign alone)
   -- - 65536 * (the share of its keys they must be, in percent)
-  -- - 2^24 when it adds up with the others that do (supportAdds)
+  -- - 16777216 * (that share for a campaign of other senders, supportSpread,
+  --   plus 128 when it adds up with the others that do, supportAdds)
   local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
@@ -1004,24 +1015,36 @@ if mode == 'c' or mode == 'r' then
   for r in pairs(ev) do named[r] = true end
   local function support(f)
     local c = -1 - f
-    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, math.floor(c / 16777216) == 1
+    local x = math.floor(c / 16777216)
+    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
   end
   -- the support families that add up count together (model.go's
   -- supportWhole)
   local salone = {}
   for f, refs in pairs(sup) do
-    local alone, share, adds = support(f)
+    local alone, share, _, adds = support(f)
     if adds then
       for r, k in pairs(refs) do
         if 100 * k >= share * nfam[f] then salone[r] = (salone[r] or 0) + k * (SWHOLE / alone) end
       end
     end
   end
+  -- the campaign's senders, asked once a campaign (camp_sender)
+  local asked = {}
+  local function sender_of(r)
+    if asked[r] == nil then asked[r] = {camp_sender(camp_keys(prefix, split, r, nb, cb), snd)} end
+    return asked[r][1], asked[r][2]
+  end
+  local spread = {}
   for f, refs in pairs(sup) do
-    local alone, share, adds = support(f)
+    local alone, share, sp, adds = support(f)
     local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
-      if (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f] then
+      local ok = (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
+      if not ok and sp > 0 and snd > 0 and k >= alone and 100 * k >= sp * nfam[f] and not select(2, sender_of(r)) then
+        ok, spread[r] = true, true
+      end
+      if ok then
         ev[r] = (ev[r] or 0) + k * unit
         nk[r] = (nk[r] or 0) + k
       end
@@ -1038,8 +1061,8 @@ if mode == 'c' or mode == 'r' then
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
     -- one sender's template (model.go)
-    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or
-      (nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd))
+    weak = (100 * bestEv < WEAKSHARE * UNIT * nf and not spread[best]) or
+      (nk[best] < UKEYS and snd > 0 and (sender_of(best)))
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
@@ -1198,11 +1221,12 @@ end
 if mode == 's' then
   -- KEYS: the campaign's exact set, then its nb first-sighting strings.
   -- ARGV: 's', nb, field, sender. Returns 1 when the sender is the
-  -- campaign's only one (camp_only_sender), else 0.
+  -- campaign's only one, plus 2 when it is one of them (camp_sender).
   local nb = tonumber(ARGV[2])
   local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
   for j = 1, nb do ck.f[j] = KEYS[1 + j] end
-  return camp_only_sender(ck, tonumber(ARGV[4])) and 1 or 0
+  local only, among = camp_sender(ck, tonumber(ARGV[4]))
+  return (only and 1 or 0) + (among and 2 or 0)
 end
 
 if mode == 'w' then

@@ -14,7 +14,8 @@ type Observation struct {
 	// Network is the sending network of the MTA's client, grouped
 	// ("192.0.2.0/24", "2001:db8:1::/48"); "" when unknown.
 	Network string
-	// Sender is the envelope sender, lower-cased; "" for the null sender.
+	// Sender is the envelope sender's domain, lower-cased (detect: a VERP
+	// address is one publisher); "" for the null sender.
 	Sender string
 }
 

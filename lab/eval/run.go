@@ -457,7 +457,7 @@ type copyRecord struct {
 // hamRecipient is the synthesised recipient of the i-th ham message.
 func hamRecipient(i int) string { return fmt.Sprintf("rcpt%d@eval.invalid", i) }
 
-// checkHam checks a ham message as its MTA handed it over: the envelope
+// checkHam checks a ham message (or a real corpus's) as its MTA handed it over: the envelope
 // sender from its Return-Path, as the stream replay takes it (a store
 // tells one sender's mail by it), and the replay's own recipient. A
 // pipeline that cannot take a message in (no StreamPipeline) checks it

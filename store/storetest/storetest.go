@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"Campaign", s.campaign},
 		{"CampaignNoChaining", s.campaignNoChaining},
 		{"CampaignSenderTemplate", s.campaignSenderTemplate},
+		{"CampaignSpreadLines", s.campaignSpreadLines},
 		{"CampaignUnion", s.campaignUnion},
 		{"CampaignAlias", s.campaignAlias},
 		{"CampaignAliasPair", s.campaignAliasPair},
@@ -373,6 +374,54 @@ func (s *suite) campaignSenderTemplate(t *testing.T) {
 			// One campaign of most, the rest each its own.
 			if most != tc.most || len(ids) != n-int(most)+1 {
 				t.Errorf("largest campaign %d of %d campaigns, want %d of %d", most, len(ids), tc.most, n-int(tc.most)+1)
+			}
+		})
+	}
+}
+
+// campaignSpreadLines: a short offer inside changing text of its own (a
+// news salad): every copy keeps the offer's LinesAlone lines among 16 line
+// keys (under LinesShare) and shares nothing else. From a sender new to the
+// campaign each time, the lines join every copy, strongly (model.go,
+// "Spread lines"); from one sender (a newsletter's template lines, issue
+// after issue), or none known, they join nothing.
+func (s *suite) campaignSpreadLines(t *testing.T) {
+	const n = 12
+	for _, tc := range []struct {
+		name   string
+		sender func(j int) string
+		most   int64 // the largest campaign
+	}{
+		{"a new sender each copy", func(j int) string { return fmt.Sprintf("d%d.example", j) }, n},
+		{"one sender", func(int) string { return "news.example" }, 1},
+		{"no sender known", func(int) string { return "" }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := s.open(t, store.Params{})
+			var most int64
+			for j := range n {
+				var keys []string
+				for i := range 16 {
+					v := j<<8 | 0x20 + i // the copy's own lines
+					if i < store.LinesAlone {
+						v = 0xa0 + i // the offer's
+					}
+					keys = append(keys, familyKey("lines", 0, v))
+				}
+				for f, c := range map[string]int{"imatch": 3, "shingle": 6, "charshingle": 6, "sift": 4} {
+					for i := range c {
+						keys = append(keys, familyKey(f, i, j<<8|0x10+i))
+					}
+				}
+				res, err := st.Observe(context.Background(), store.Observation{Keys: keys,
+					Recipients: []string{fmt.Sprintf("u%d@x", j)}, Time: t0.Add(time.Duration(j) * time.Minute), Sender: tc.sender(j)})
+				if err != nil {
+					t.Fatalf("copy %d: %v", j, err)
+				}
+				most = max(most, res.Campaign.Recipients)
+			}
+			if most != tc.most {
+				t.Errorf("largest campaign %d, want %d", most, tc.most)
 			}
 		})
 	}
