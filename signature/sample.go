@@ -105,28 +105,36 @@ func newSampler(s Secret, f Family, p SampleParams) sampler {
 type oph struct {
 	min    [maxBins]uint64
 	filled uint64 // bit i: bin i has a value
-	n      int    // values added
 }
 
-// reset empties o. An empty bin holds the largest value, so that add needs
-// one comparison: the first value offered to a bin is never above it, and
-// a value equal to a bin's minimum leaves it as it was.
-func (s *sampler) reset(o *oph) {
-	o.filled, o.n = 0, 0
+// reset empties o and returns the adder that fills it. An empty bin holds
+// the largest value, so that add needs one comparison: the first value
+// offered to a bin is never above it, and a value equal to a bin's minimum
+// leaves it as it was.
+func (s *sampler) reset(o *oph) adder {
+	o.filled = 0
 	for i := range o.min[:s.bins] {
 		o.min[i] = math.MaxUint64
 	}
+	return adder{s.value, uint64(s.bins), o}
 }
 
-// add offers one shingle hash.
-func (s *sampler) add(o *oph, h uint64) {
-	v := s.value.mix(h)
-	b, _ := bits.Mul64(v, uint64(s.bins)) // fastrange, within the inlining budget
-	if v <= o.min[b] {
-		o.min[b] = v
-		o.filled |= 1 << b
+// adder offers shingle hashes to one sample. It is a small value, so that
+// a loop adding many keeps its fields in registers (the sampler's, read
+// through a pointer, were loaded again after every store to the sample).
+type adder struct {
+	value mixer
+	bins  uint64
+	o     *oph
+}
+
+func (a adder) add(h uint64) {
+	v := a.value.mix(h)
+	b, _ := bits.Mul64(v, a.bins) // fastrange, within the inlining budget
+	if v <= a.o.min[b] {
+		a.o.min[b] = v
+		a.o.filled |= 1 << b
 	}
-	o.n++
 }
 
 // keys densifies the sample and appends one key per band.

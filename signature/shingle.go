@@ -154,14 +154,14 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 		sc.seq = append(sc.seq, sc.seq[i%n])
 	}
 	o := &sc.o
-	s.smp.reset(o)
+	add := s.smp.reset(o)
 	for i := range n {
 		h := s.seed
 		for _, t := range sc.seq[i : i+w] {
 			h = (h ^ t) * s.mul
 			h ^= h >> 29
 		}
-		s.smp.add(o, h) // the sampler re-keys h with a keyed mix
+		add.add(h) // the sampler re-keys h with a keyed mix
 	}
 	before := len(dst)
 	dst = s.smp.keys(o, bands, dst)
@@ -215,7 +215,8 @@ type CharShingle struct {
 	base  uint64 // secret polynomial base, in [1, 2⁶¹−1)
 	basek uint64 // base^Width mod 2⁶¹−1
 	runes sipKey
-	table *[0x1000]uint64 // letter values for runes below len(table)
+	table *[0x1000]uint64              // letter values for runes below len(table)
+	ascii *[utf8.RuneSelf]letterValues // the ASCII letters' values, together
 	smp   sampler
 }
 
@@ -255,6 +256,10 @@ func NewCharShingle(s Secret, p CharShingleParams) (*CharShingle, error) {
 	c.table = new([0x1000]uint64)
 	for r := range c.table {
 		c.table[r] = c.runes.word(uint64(r)) % mersenne61
+	}
+	c.ascii = new([utf8.RuneSelf]letterValues)
+	for b := range c.ascii {
+		c.ascii[b] = letterValues{c.table[b], c.gone(c.table[b])}
 	}
 	return c, nil
 }
@@ -312,16 +317,21 @@ func (c *CharShingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	return dst, e
 }
 
+// letterValues are a letter's value, which enters a window's hash, and
+// its gone value, which leaves it.
+type letterValues struct{ v, g uint64 }
+
 // roll offers o the hash of every Width-letter shingle of s, read as a
 // ring (the last shingles wrap around to the first letters, as for words),
-// in one pass over s: the letters of the window and the first Width−1 are
-// kept in two small arrays. It returns the number of letters; when it is
-// below Width, o is incomplete and rollShort must sign s instead.
+// in one pass over s: the first Width−1 letters' values, and the gone
+// values of the window's letters, are kept in two small arrays. It
+// returns the number of letters; when it is below Width, o is incomplete
+// and rollShort must sign s instead.
 func (c *CharShingle) roll(s string, o *oph) int {
-	w := c.p.Width
-	base, basek, table := c.base, c.basek, c.table
-	var ring [64]uint64 // letter i at i%64; w ≤ 64
-	c.smp.reset(o)
+	w, base, ascii := c.p.Width, c.base, c.ascii
+	var head [64]uint64 // the first w−1 letters' values; w ≤ 64
+	var ring [64]uint64 // letter i's gone value at i%64
+	add := c.smp.reset(o)
 	var h uint64
 	i, k := 0, 0
 	for ; i < w-1; i++ { // no window is complete yet
@@ -330,36 +340,38 @@ func (c *CharShingle) roll(s string, o *oph) int {
 		}
 		var v uint64
 		v, k = c.next(s, k)
-		ring[i] = v
+		head[i], ring[i] = v, c.gone(v)
 		h = mulmod61(h, base) + v
 	}
-	head := ring // the first w−1 letters, for the wrap-around
-	n := -1      // the letters of s, once read
-	for {
-		var v uint64
-		switch {
-		case k < len(s) && s[k] < utf8.RuneSelf:
-			v = table[s[k]]
+	// At i = w−1 there is no letter to forget, and ring holds 0 there.
+	for k < len(s) {
+		var l letterValues
+		if b := s[k]; b < utf8.RuneSelf {
+			l = ascii[b]
 			k++
-		case k < len(s):
-			v, k = c.next(s, k)
-		default:
-			if n < 0 {
-				n = i
-			}
-			if i-n == w-1 {
-				return n
-			}
-			v = head[i-n]
+		} else {
+			l.v, k = c.next(s, k)
+			l.g = c.gone(l.v)
 		}
-		// At i = w−1 there is no letter to forget, and ring holds 0 there.
-		old := ring[(i-w)&63]
-		ring[i&63] = v
-		h = slide61(h, base, v, old, basek)
-		c.smp.add(o, h)
+		h = slide61(h, base, l.v+ring[(i-w)&63])
+		ring[i&63] = l.g
+		add.add(reduce61(h))
 		i++
 	}
+	// The wrap-around: the first w−1 letters again (none of which leaves
+	// the window before the end).
+	n := i
+	for _, v := range head[:w-1] {
+		h = slide61(h, base, v+ring[(i-w)&63])
+		add.add(reduce61(h))
+		i++
+	}
+	return n
 }
+
+// gone returns what a letter of value v takes away from a window's hash
+// when it leaves it: −v·base^Width mod 2⁶¹−1.
+func (c *CharShingle) gone(v uint64) uint64 { return mulmod61(mersenne61-v, c.basek) }
 
 // next returns the value of the letter at s[k] and the index after it.
 func (c *CharShingle) next(s string, k int) (uint64, int) {
@@ -370,20 +382,24 @@ func (c *CharShingle) next(s string, k int) (uint64, int) {
 	return c.letter(r), k + size
 }
 
-// slide61 moves a window hash h on by a letter of value v, forgetting one
-// of value old: h·base + v − old·basek mod 2⁶¹−1, fully reduced, with one
-// reduction of the sum (h < 2⁶², the others below 2⁶¹).
-func slide61(h, base, v, old, basek uint64) uint64 {
-	hi1, lo1 := bits.Mul64(h, base)
-	hi2, lo2 := bits.Mul64(mersenne61-old, basek)
-	lo, carry := bits.Add64(lo1, lo2, 0)
-	// The products' sum is below 2¹²⁴, so r < 2⁶³ + 2⁶² and then ≤ 2⁶¹+4.
-	r := ((hi1+hi2+carry)<<3 | lo>>61) + (lo & mersenne61) + v
-	r = (r & mersenne61) + (r >> 61)
-	if r >= mersenne61 {
-		r -= mersenne61
+// slide61 moves a window hash h on by a letter: h·base + a mod 2⁶¹−1,
+// where a is the letter's value plus the gone value of the letter it
+// forgets (a < 2⁶², h < 2⁶², base < 2⁶¹). The result is below 2⁶¹+5 but
+// not fully reduced: the next letter's multiplication waits for it, and
+// reduce61 finishes it off that chain.
+func slide61(h, base, a uint64) uint64 {
+	hi, lo := bits.Mul64(h, base)
+	// h·base < 2¹²³: the sum is below 2⁶³+2⁶¹, and r ≤ 2⁶¹+3.
+	r := (hi<<3 | lo>>61) + (lo&mersenne61 + a)
+	return (r & mersenne61) + (r >> 61)
+}
+
+// reduce61 fully reduces a value below 2·(2⁶¹−1) modulo 2⁶¹−1.
+func reduce61(x uint64) uint64 {
+	if x >= mersenne61 {
+		x -= mersenne61
 	}
-	return r
+	return x
 }
 
 // rollShort is roll for a text of fewer letters than a shingle, with
@@ -394,7 +410,7 @@ func (c *CharShingle) rollShort(s string, sc *charScratch) int {
 		sc.vals = append(sc.vals, c.letter(r))
 	}
 	o := &sc.o
-	c.smp.reset(o)
+	add := c.smp.reset(o)
 	n := len(sc.vals)
 	if n == 0 {
 		return 0
@@ -418,7 +434,7 @@ func (c *CharShingle) rollShort(s string, sc *charScratch) int {
 		if h >= mersenne61 {
 			h -= mersenne61
 		}
-		c.smp.add(o, h)
+		add.add(h)
 	}
 	return n
 }

@@ -22,16 +22,15 @@ func TestSamplerEstimatesJaccard(t *testing.T) {
 		agree, bins := 0, 0
 		for range 2000 {
 			var a, b oph
-			s.reset(&a)
-			s.reset(&b)
+			addA, addB := s.reset(&a), s.reset(&b)
 			for range c.shared {
 				v := rng.Uint64()
-				s.add(&a, v)
-				s.add(&b, v)
+				addA.add(v)
+				addB.add(v)
 			}
 			for range c.own {
-				s.add(&a, rng.Uint64())
-				s.add(&b, rng.Uint64())
+				addA.add(rng.Uint64())
+				addB.add(rng.Uint64())
 			}
 			ka, kb := s.keys(&a, 6, nil), s.keys(&b, 6, nil)
 			if len(ka) != 6 || len(kb) != 6 {
@@ -212,9 +211,9 @@ func TestSamplerBandsArePrefixes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, n := range []int{1, 3, 10, 100} {
 		var o oph
-		s.reset(&o)
+		add := s.reset(&o)
 		for range n {
-			s.add(&o, rng.Uint64())
+			add.add(rng.Uint64())
 		}
 		all := s.keys(&o, 6, nil)
 		for b := 1; b < 6; b++ {
@@ -271,54 +270,72 @@ func TestCharShingleRollOnePass(t *testing.T) {
 			if n < width {
 				continue // roll leaves these to rollShort
 			}
-			if o.filled != sc.o.filled || o.n != sc.o.n || o.min != sc.o.min {
-				t.Fatalf("width %d, %d letters: roll's sample differs from rollShort's (filled %x/%x, n %d/%d)",
-					width, n, o.filled, sc.o.filled, o.n, sc.o.n)
+			if o.filled != sc.o.filled || o.min != sc.o.min {
+				t.Fatalf("width %d, %d letters: roll's sample differs from rollShort's (filled %x/%x)",
+					width, n, o.filled, sc.o.filled)
 			}
 		}
 	}
 }
 
-// checkSlide61 fails t unless slide61 is h·base + v − old·basek mod
-// 2⁶¹−1, fully reduced, for inputs in its ranges (h < 2⁶², the others
-// below 2⁶¹−1).
-func checkSlide61(t testing.TB, h, base, v, old, basek uint64) {
+// checkSlide61 fails t unless slide61 is h·base + v + g mod 2⁶¹−1, below
+// 2⁶¹+4 and fully reduced by reduce61, for inputs in its ranges (h < 2⁶²,
+// the others below 2⁶¹−1), and gone(v) is −v·basek.
+func checkSlide61(t testing.TB, c *CharShingle, h, base, v, g uint64) {
 	t.Helper()
 	p := new(big.Int).SetUint64(mersenne61)
 	want := new(big.Int).Mul(new(big.Int).SetUint64(h), new(big.Int).SetUint64(base))
 	want.Add(want, new(big.Int).SetUint64(v))
-	want.Sub(want, new(big.Int).Mul(new(big.Int).SetUint64(old), new(big.Int).SetUint64(basek)))
+	want.Add(want, new(big.Int).SetUint64(g))
 	want.Mod(want, p)
-	if got := slide61(h, base, v, old, basek); got != want.Uint64() {
-		t.Fatalf("slide61(%#x, %#x, %#x, %#x, %#x) = %#x, want %#x", h, base, v, old, basek, got, want)
+	got := slide61(h, base, v+g)
+	if got >= 1<<61+4 || reduce61(got) != want.Uint64() {
+		t.Fatalf("slide61(%#x, %#x, %#x+%#x) = %#x, want %#x below 2⁶¹+4", h, base, v, g, got, want)
+	}
+	want.Mul(new(big.Int).SetUint64(v), new(big.Int).SetUint64(c.basek))
+	want.Neg(want).Mod(want, p)
+	if got := c.gone(v); got != want.Uint64() {
+		t.Fatalf("gone(%#x) = %#x, want %#x", v, got, want)
 	}
 }
 
-// slide61's one reduction is exact at the ends of its ranges and between.
+// slide61's one fold and reduce61 are exact at the ends of their ranges
+// and between.
 func TestSlide61(t *testing.T) {
+	c, err := NewCharShingle(testSecret(t), DefaultCharShingleParams())
+	if err != nil {
+		t.Fatal(err)
+	}
 	const p = mersenne61
 	edges := []uint64{0, 1, 2, p / 2, p - 2, p - 1}
 	for _, h := range append(edges, p, p+1, 2*p-2, 1<<62-1) {
 		for _, base := range edges {
 			for _, v := range edges {
-				for _, old := range edges {
-					for _, basek := range edges {
-						checkSlide61(t, h, base, v, old, basek)
-					}
+				for _, g := range edges {
+					checkSlide61(t, c, h, base, v, g)
 				}
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(61, 61))
 	for range 100000 {
-		checkSlide61(t, rng.Uint64N(1<<62), rng.Uint64N(p), rng.Uint64N(p), rng.Uint64N(p), rng.Uint64N(p))
+		checkSlide61(t, c, rng.Uint64N(1<<62), rng.Uint64N(p), rng.Uint64N(p), rng.Uint64N(p))
+	}
+	for b, l := range c.ascii {
+		if want := (letterValues{c.table[b], c.gone(c.table[b])}); l != want {
+			t.Fatalf("ascii[%#x] = %#x, want %#x", b, l, want)
+		}
 	}
 }
 
 // FuzzSlide61: slide61 against math/big for any inputs in its ranges.
 func FuzzSlide61(f *testing.F) {
-	f.Add(uint64(1<<62-1), uint64(mersenne61-1), uint64(mersenne61-1), uint64(0), uint64(mersenne61-1))
-	f.Fuzz(func(t *testing.T, h, base, v, old, basek uint64) {
-		checkSlide61(t, h%(1<<62), base%mersenne61, v%mersenne61, old%mersenne61, basek%mersenne61)
+	c, err := NewCharShingle(testSecret(f), DefaultCharShingleParams())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint64(1<<62-1), uint64(mersenne61-1), uint64(mersenne61-1), uint64(mersenne61-1))
+	f.Fuzz(func(t *testing.T, h, base, v, g uint64) {
+		checkSlide61(t, c, h%(1<<62), base%mersenne61, v%mersenne61, g%mersenne61)
 	})
 }

@@ -367,9 +367,9 @@ func (t *Sift) sign(p *prepared, dst []Key) ([]Key, Explain) {
 		return dst, e
 	}
 	o := &sc.o
-	t.smp.reset(o)
+	add := t.smp.reset(o)
 	for _, c := range sc.clusters {
-		t.smp.add(o, c)
+		add.add(c)
 	}
 	before := len(dst)
 	dst = t.smp.keys(o, bands, dst)

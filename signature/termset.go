@@ -85,7 +85,7 @@ func (t *TermSet) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	sc := termPool.Get().(*termScratch)
 	defer func() { recycle(&termPool, sc, cap(sc.idx)) }()
 	o := &sc.o
-	t.smp.reset(o)
+	add := t.smp.reset(o)
 	sc.idx = sc.idx[:0]
 	// The distinct terms are counted with one bit a lexicon term (6.5 KB
 	// for the bundled lexicon), cleared again through idx: sorting the
@@ -102,7 +102,7 @@ func (t *TermSet) sign(p *prepared, dst []Key) ([]Key, Explain) {
 			sc.bit[w] |= m
 			sc.idx = append(sc.idx, idx)
 		}
-		t.smp.add(o, p.th[i])
+		add.add(p.th[i])
 	}
 	for _, idx := range sc.idx {
 		sc.bit[idx>>6] = 0
