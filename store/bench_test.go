@@ -232,7 +232,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	split := envInt("BULKMILTER_BENCH_SPLIT", store.DefaultFirstSightSplit)
 	rng := rand.New(rand.NewPCG(1, 2))
 	// the support families' share of the records (lab/bench's workload):
-	// 8 bytes in the current string, 6 in the older one
+	// 9 bytes in the current string, 6 in the older one
 	sup := 0
 	if k := envInt("BULKMILTER_BENCH_KEYS", 10); k >= 43 {
 		sup = records * 26 / k
@@ -249,11 +249,16 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	ctx := context.Background()
 	p := c.Pipeline()
 	// lane returns n records of size bytes of lane l (the check's last
-	// byte mod lanes), with a count byte before them
+	// byte mod lanes: a main record's 4th, a support record's 2nd), with
+	// a count byte before them
 	const lanes = 4
 	lane := func(n, size, l int) []byte {
 		out := recs(n, size)
-		for i := size - 5; i < len(out); i += size {
+		last := 3
+		if size == 6 {
+			last = 1
+		}
+		for i := last; i < len(out); i += size {
 			out[i] = out[i]&^(lanes-1) | byte(l)
 		}
 		return append([]byte{byte(n)}, out...)
@@ -275,7 +280,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 							n, ns = records-inCur, sup-sup*inCur/records
 						}
 						if part == 0 {
-							old = append(old, lane((n-ns)/lanes, 8, l)...)
+							old = append(old, lane((n-ns)/lanes, 9, l)...)
 						} else {
 							old = append(old, lane(ns/lanes, 6, l)...)
 						}
@@ -287,12 +292,12 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			// records, the older string's lanes' lengths, its records
 			cs := sup * inCur / records
 			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
-			cur = binary.BigEndian.AppendUint16(cur, uint16(8*(inCur-cs)))
+			cur = binary.BigEndian.AppendUint16(cur, uint16(9*(inCur-cs)))
 			cur = append(cur, lens...)
-			cur = append(cur, recs(inCur, 8)...)
+			cur = append(cur, recs(inCur, 9)...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"ln:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"ls:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"pn:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"ps:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

@@ -48,6 +48,17 @@ import (
 // key each and keep joining; a campaign with other senders (a list that
 // relays a spam campaign is one of its many) is not one sender's
 // (measured in docs/evaluation.md, "One sender's template").
+// The campaign's only sender is read from its pointers, not from the
+// campaign: a main family's pointer keeps the class of the campaign's
+// only known sender (senderClass) as the message that wrote it knew it,
+// or classMany, so that the pointers' read tells it and a Redis Cluster
+// decides between its two round trips with no call to the campaign's
+// slot. A message passes the class on (nextClass): a new campaign takes
+// its sender's, a join keeps the campaign's while the sender is that one
+// or unknown, and another sender makes it classMany. A key the message
+// does not carry keeps the class it had, so an old key may still name
+// one sender after others joined (docs/evaluation.md, "The only sender
+// in the pointer").
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
@@ -131,12 +142,63 @@ const (
 )
 
 // ptr is a key's pointer: the campaign ref and the key's weak events
-// (saturating at 7).
-type ptr uint32
+// (saturating at 7) in the low 32 bits, the class of the campaign's only
+// sender (senderClass, classMany; 0: none known) in the 8 above. A
+// support family's pointer keeps no class (0).
+type ptr uint64
 
 func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(min(switches, 7)) }
 func (p ptr) ref() uint32                  { return uint32(p) >> 3 }
 func (p ptr) switches() int                { return int(p & 7) }
+func (p ptr) class() uint8                 { return uint8(p >> 32) }
+func (p ptr) low() uint32                  { return uint32(p) }
+
+// withClass returns p with class c.
+func (p ptr) withClass(c uint8) ptr { return ptr(uint32(p)) | ptr(c)<<32 }
+
+// classMany is the class of a campaign with more than one known sender.
+const classMany = 255
+
+// senderClass is the class a pointer keeps of envelope sender snd (fp16;
+// 0, unknown: 0): two senders share one of 254 classes, and a join one
+// key carries is then weak where it would be strong.
+func senderClass(snd uint16) uint8 {
+	if snd == 0 {
+		return 0
+	}
+	return 1 + uint8(snd%(classMany-1))
+}
+
+// nextClass is the class a message of sender class sc writes for its
+// campaign, whose class its pointers read as c (join), or a new one.
+func nextClass(join bool, c, sc uint8) uint8 {
+	switch {
+	case !join || c == 0:
+		return sc
+	case sc == 0 || sc == c:
+		return c
+	}
+	return classMany
+}
+
+// campaignClass is the class the voting keys of the main families read
+// for campaign ref: theirs when they agree, classMany when they differ.
+func campaignClass(fams []string, ptrs []keyPtr, ref uint32) uint8 {
+	var c uint8
+	for i, kp := range ptrs {
+		if !kp.found || kp.p.switches() >= WeakCap || kp.p.ref() != ref || supportFamily(fams[i]) {
+			continue
+		}
+		switch k := kp.p.class(); {
+		case k == 0:
+		case c == 0:
+			c = k
+		case c != k:
+			return classMany
+		}
+	}
+	return c
+}
 
 // familyOf returns the family part of a store id ("s1a2b:imatch.3:00ab…"
 // → "imatch"); an id without that shape is its own family's only kind
@@ -186,6 +248,7 @@ type keyPtr struct {
 // decision is the outcome of decide.
 type decision struct {
 	ref    uint32
+	cls    uint8 // the class its main families' pointers get (nextClass)
 	join   bool
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
@@ -244,10 +307,9 @@ func familyCounts(fams []string) famCounts {
 
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
-// campaign takes. only, when not nil, tells whether the message's envelope
-// sender is campaign ref's only one (asked only of a join one key
-// carries: "One sender's template").
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(ref uint32) bool) decision {
+// campaign takes; snd is the message's envelope sender (fp16, 0:
+// unknown), whose class the pointers compare ("One sender's template").
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16) decision {
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -282,11 +344,13 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, only func(
 			best, bestEv = ref, e
 		}
 	}
-	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
+	sc := senderClass(snd)
+	d := decision{ref: fresh, cls: sc, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
-		d.ref, d.join = best, true
+		c := campaignClass(fams, ptrs, best)
+		d.ref, d.join, d.cls = best, true, nextClass(true, c, sc)
 		d.weak = 100*bestEv < WeakShare*evidenceUnit*whole ||
-			(keys[best] < UnionKeys && only != nil && only(best))
+			(keys[best] < UnionKeys && sc != 0 && c == sc)
 		if !d.weak {
 			d.union = unionOf(ev, keys, best, whole)
 		}
@@ -348,19 +412,24 @@ func (u *union) count() int64 {
 	return int64(len(u.fps))
 }
 
-// repoint returns the pointer a key gets once its message went to ref
-// (weak: the key voted in a weak join), and whether it changed.
-func repoint(kp keyPtr, ref uint32, weak bool) (ptr, bool) {
-	np := makePtr(ref, 0)
+// repoint returns the pointer a key of family f gets once its message
+// went to d.ref (weak: the key voted in a weak join), and whether it
+// changed.
+func repoint(kp keyPtr, d decision, f string, weak bool) (ptr, bool) {
+	var c uint8
+	if !supportFamily(f) {
+		c = d.cls
+	}
+	np := makePtr(d.ref, 0)
 	switch {
 	case !kp.found:
-		return np, true
-	case kp.p.ref() != ref || weak:
-		np = makePtr(ref, kp.p.switches()+1)
+	case kp.p.ref() != d.ref || weak:
+		np = makePtr(d.ref, kp.p.switches()+1)
 	default:
 		np = kp.p
 	}
-	return np, np != kp.p
+	np = np.withClass(c)
+	return np, !kp.found || np != kp.p
 }
 
 // fp16 is the fingerprint a campaign keeps of a sending network or an
@@ -381,9 +450,6 @@ func fpSetHas(set string, fp uint16) bool {
 	}
 	return false
 }
-
-// fpSetOnly reports whether fp (not 0) is set's only member.
-func fpSetOnly(set string, fp uint16) bool { return len(set) == 2 && fpSetHas(set, fp) }
 
 // fpSet adds fp to a small set kept as packed big-endian uint16s (the
 // form Redis stores), up to CampaignSetCap members.

@@ -409,7 +409,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	var b strings.Builder
 	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
 	var ends [3]int
-	for i, kind := range [2]string{"ln:", "ls:"} {
+	for i, kind := range [2]string{"pn:", "ps:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
@@ -804,26 +804,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	// One sender's template (model.go): the campaign's senders are on its
-	// own slot, read by a call of their own, made only for a join that one
-	// key carries, from a known sender.
-	var only func(uint32) bool
-	if snd := fp16(ob.o.Sender); snd != 0 {
-		only = func(ref uint32) bool {
-			ks, field := r.campKeys(ref, ob.cb, split)
-			keys := append([]string{ks[nb]}, ks[:nb]...)
-			var cmd *redis.Cmd
-			err = r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
-				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
-				return cmd
-			})
-			return err == nil && asInt(cmd.Val()) == 1
-		}
-	}
-	m.d = decide(names, familyCounts(names), kps, fresh, only)
-	if err != nil {
-		return campaignOutcome{}, err
-	}
+	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))
 	if !m.d.join && !write {
 		return m, nil
 	}
@@ -838,7 +819,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	wBySlot := map[int]*wgroup{}
 	if write {
 		for i, sk := range ob.sks {
-			np, changed := repoint(kps[i], m.d.ref, m.d.weak && m.d.voters[i])
+			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
 				continue
 			}

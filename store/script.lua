@@ -88,7 +88,7 @@ end
 -- Observe ------------------------------------------------------------------
 
 local mode = ARGV[1]
-local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
+local REC = 9       -- pointer record: 4 bytes of the key's hash, 4 of the pointer, 1 of its class
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
 local USHARE, UKEYS, UMAX = 1, 2, 3
@@ -414,21 +414,6 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
--- camp_only_sender tells whether envelope sender snd (a 2-byte
--- fingerprint) is campaign ck's only one in the window: its record's set,
--- or its first sighting's (model.go, "One sender's template").
-local function camp_only_sender(ck, snd)
-  local m = redis.call('HMGET', ck.x, '#', 'h', 's')
-  if m[1] or m[2] then return m[3] == u16(snd) end
-  fs_mget(ck.f)
-  for i = ck.nb, 1, -1 do
-    local s = fs_get(ck.f[i])
-    local p = fs_find(s, ck.field, CREC)
-    if p then return num(s, p + 14, 2) == snd end
-  end
-  return false
-end
-
 -- Votes of one key on an observation: the tally and the recipients' own.
 local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
@@ -460,16 +445,23 @@ end
 
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
--- the records of the families that name campaigns (8 bytes: 4 of the
--- key's hash, 4 of the pointer), then the support families' (8 bytes
--- too: a record of the current bucket is rewritten in place, which needs
--- the whole check). The older string holds the window's earlier buckets
+-- the records of the families that name campaigns (9 bytes: 4 of the
+-- key's hash, 4 of the pointer, 1 of the class of the campaign's only
+-- sender, model.go), then the support families' (9 bytes too, class 0:
+-- a record of the current bucket is rewritten in place, which needs the
+-- whole check). The older string holds the window's earlier buckets
 -- in lanes (below), the support records there in 6 bytes (2 bytes of the
 -- check; a false match there only names a campaign no other family
 -- names, which a support key alone never joins). Two strings a key to
 -- read, not one a bucket: when a key's string of a new bucket is first
 -- written, its current records move to the older string.
 local SREC = 6 -- an older support record: 2 bytes of the check, 4 of the pointer
+
+-- A pointer's value in the script: the 32-bit pointer (ref * 8 + switch
+-- count) and, above it, its class (model.go's ptr): cls * 2^32 + pointer.
+local P32 = 4294967296
+local function pref(v) return math.floor(v % P32 / 8) end
+local function pcls(v) return math.floor(v / P32) end
 
 local function u32at(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
@@ -519,7 +511,7 @@ local function cur_read(s, field, sup, cb, oldest)
   if bk > cb or bk < oldest then return nil, nil end
   local p
   if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
-  if p then return u32at(s, p + 4), bk end
+  if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk end
   return nil, nil
 end
 
@@ -562,7 +554,8 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
     local bk = anchor - i
     if bk <= cb and bk >= oldest and z >= a then
       local p = rec_find(s, chk, a, z, rec)
-      if p then return u32at(s, p + rec - 4), bk, true end
+      if p and sup then return u32at(s, p + 2), bk, true end
+      if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
     end
     pos = z + 1
   end
@@ -588,10 +581,10 @@ end
 -- not one a key).
 local OLDWHOLE = 512
 
--- short turns 8-byte support records into the older string's 6-byte ones.
+-- short turns 9-byte support records into the older string's 6-byte ones.
 local function short(recs)
   local out = {}
-  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + REC - 1) end
+  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + 7) end
   return table.concat(out)
 end
 
@@ -644,12 +637,13 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
     if ls[l] then have = have + #ls[l] / (l < LANES and REC or SREC) end
   end
   local function add(recs, rec, sup)
+    local cl = sup and 2 or 4 -- the check's length
     for p = 1, #recs - rec + 1, rec do
       local r = string.sub(recs, p, p + rec - 1)
-      local l = string.byte(r, rec - 4) % LANES + (sup and LANES or 0)
+      local l = string.byte(r, cl) % LANES + (sup and LANES or 0)
       local body = ls[l] or ''
       if chk then
-        local q = rec_find(body, string.sub(r, 1, rec - 4), 1, #body, rec)
+        local q = rec_find(body, string.sub(r, 1, cl), 1, #body, rec)
         if q then
           body = string.sub(body, 1, q - 1) .. r .. string.sub(body, q + rec)
         elseif have < cap and #body < 255 * rec then
@@ -702,7 +696,7 @@ local u32c = {} -- u32 of the pointers written: most keys of a message take the 
 local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   local e = u32c[v]
   if not e then
-    e = u32(v)
+    e = u32(v % P32) .. string.char(pcls(v))
     u32c[v] = e
   end
   local rec = field .. e
@@ -740,7 +734,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
     -- current string a window or more ahead, a clock stepped back,
     -- gives its place to the present below)
     if sup then
-      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. e, field, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. string.sub(e, 1, 4), field, bk, bk, cb, oldest, cap, ttl, blen)
     else
       olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
@@ -759,15 +753,18 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
   local ns
-  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
+  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. u16(REC) .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
 
-local function repoint(found, v, ref, weak)
-  if not found then return ref * 8, true end
-  local nv = v
-  if math.floor(v / 8) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+-- repoint is model.go's: cls is the class the key keeps (0: a support
+-- family's).
+local function repoint(found, v, ref, cls, weak)
+  if not found then return ref * 8 + cls * P32, true end
+  local nv = v % P32
+  if pref(v) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+  nv = nv + cls * P32
   return nv, nv ~= v
 end
 
@@ -970,14 +967,14 @@ if mode == 'c' or mode == 'r' then
     local v = ptrs[s]
     raw[s] = v
     if v and v % 8 < WEAKCAP then
-      local r = math.floor(v / 8)
+      local r = pref(v)
       local a = aof[r]
       if a == nil then
         a = redis.call('HGET', xkey(prefix, r), 'a')
         a = (a and #a == 8 and num(a, 5, 4) >= oldest) and num(a, 1, 4) or false
         aof[r] = a
       end
-      if a then ptrs[s] = a * 8 + v % 8 end
+      if a then ptrs[s] = a * 8 + v % 8 + pcls(v) * P32 end
     end
   end
   -- decide (model.go)
@@ -987,7 +984,7 @@ if mode == 'c' or mode == 'r' then
   local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
-      local r = math.floor(ptrs[s] / 8)
+      local r = pref(ptrs[s])
       local f = fams[s]
       if f < 0 then
         sup[f] = sup[f] or {}
@@ -1015,13 +1012,29 @@ if mode == 'c' or mode == 'r' then
   end
   local ref, join, weak = fresh, false, false
   local voters = {}
+  -- the class of the message's sender (model.go's senderClass) and the
+  -- one its main families' pointers get (decision.cls)
+  local sc = 0
+  if snd > 0 then sc = 1 + snd % 254 end
+  local cls = sc
   -- the campaigns counted with the joined one (model.go's unionOf)
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
+    -- the class the main families' voting keys read (campaignClass)
+    local c = 0
+    for s = 1, nsig do
+      local v = ptrs[s]
+      if v and v % 8 < WEAKCAP and pref(v) == best and fams[s] >= 0 then
+        local k = pcls(v)
+        if k ~= 0 then
+          if c == 0 then c = k elseif c ~= k then c = 255 end
+        end
+      end
+    end
+    if c ~= 0 and sc ~= 0 and sc ~= c then cls = 255 elseif c ~= 0 then cls = c end
     -- one sender's template (model.go)
-    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or
-      (nk[best] < UKEYS and snd > 0 and camp_only_sender(camp_keys(prefix, split, best, nb, cb), snd))
+    weak = 100 * bestEv < WEAKSHARE * UNIT * nf or (nk[best] < UKEYS and sc ~= 0 and c == sc)
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
@@ -1036,7 +1049,7 @@ if mode == 'c' or mode == 'r' then
   end
   inu[best] = true
   for s = 1, nsig do
-    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[math.floor(ptrs[s] / 8)]) and 1 or 0
+    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and 1 or 0
   end
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
@@ -1056,7 +1069,7 @@ if mode == 'c' or mode == 'r' then
   end
   if write then
     for s = 1, nsig do
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen)
       end
@@ -1071,7 +1084,7 @@ if mode == 'c' or mode == 'r' then
   local parts = {}
   local via = not weak
   for s = 1, nsig do
-    if voters[s] == 1 and math.floor(raw[s] / 8) ~= math.floor(ptrs[s] / 8) then via = true end
+    if voters[s] == 1 and pref(raw[s]) ~= pref(ptrs[s]) then via = true end
   end
   if join and via and count then parts = parts_parse(ck.parts, oldest) end
   if count and (#union > 0 or #parts > 0) then
@@ -1107,7 +1120,7 @@ if mode == 'c' or mode == 'r' then
         local guard, one, two, gev = false, nil, false, 0
         for s = 1, nsig do
           local f = fams[s]
-          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
+          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and pref(ptrs[s]) == r then
             local gi = (f >= 0 and f or (-1 - f) % 256) + 1
             local c = string.sub(aguard, gi, gi)
             if c == 'a' then guard = true end
@@ -1175,16 +1188,6 @@ if mode == 'q' then
     if not camp_live(ck, origin) then return i - 1 end
   end
   return n
-end
-
-if mode == 's' then
-  -- KEYS: the campaign's exact set, then its nb first-sighting strings.
-  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is the
-  -- campaign's only one (camp_only_sender), else 0.
-  local nb = tonumber(ARGV[2])
-  local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
-  for j = 1, nb do ck.f[j] = KEYS[1 + j] end
-  return camp_only_sender(ck, tonumber(ARGV[4])) and 1 or 0
 end
 
 if mode == 'w' then
