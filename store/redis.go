@@ -687,7 +687,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
@@ -857,7 +857,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			for j := range n {
 				args = append(args, g.args[2*j+1])
 			}
-			args = append(args, supFlags(g.sup))
+			args = append(args, supFlags(g.sup), r.c.aheadBucket())
 			keys = g.keys
 		case i == len(wgs): // the joined (or new) campaign
 			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})

@@ -693,7 +693,7 @@ end
 -- current records to older string pok.
 local u32c = {} -- u32 of the pointers written: most keys of a message take the same
 
-local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
+local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ahead)
   local e = u32c[v]
   if not e then
     e = u32(v % P32) .. string.char(pcls(v))
@@ -740,6 +740,13 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
     end
     redis.call('SETRANGE', pck, 6, olen)
     fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
+    return
+  end
+  if bk > cb and bk <= ahead then
+    -- a current string a window or more ahead of the message but not of
+    -- the clock (ahead: the last bucket not ahead of it): the message's
+    -- bucket left the window this string holds, and its pointer is not
+    -- kept, as the embedded store's ring refuses it (ahead.go)
     return
   end
   -- a full current string, or one of an earlier bucket: its records
@@ -849,7 +856,8 @@ if mode == 'c' or mode == 'r' then
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
   -- support family's); 'c' also nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
-  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none).
+  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
+  -- bucket not ahead of the clock.
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -959,6 +967,7 @@ if mode == 'c' or mode == 'r' then
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
+  local ahead = tonumber(ARGV[a0 + nsig + 8]) -- the last bucket not ahead of the clock
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -1071,7 +1080,7 @@ if mode == 'c' or mode == 'r' then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
-        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead)
       end
     end
   end
@@ -1193,7 +1202,7 @@ end
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
   -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
-  -- support family's).
+  -- support family's), the last bucket not ahead of the clock.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local cur = {}
@@ -1201,7 +1210,7 @@ if mode == 'w' then
   fs_mget(cur)
   for i = 1, n do
     ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], string.byte(ARGV[8 + 2 * n], i) == 49,
-      tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen)
+      tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen, tonumber(ARGV[9 + 2 * n]))
   end
   return n
 end

@@ -137,3 +137,27 @@ func (s *suite) clockSteppedBack(t *testing.T) {
 	clock.set(base)
 	pairs(t, st, &clock, l, 10, "stepped back")
 }
+
+// oldMessage: a message dated a window or more before the newest bucket
+// its keys' pointers were written in (a forged or wrong Date replayed, a
+// late retry), at a clock that has the newer bucket in its present, keeps
+// those pointers: the next copy of the present joins its campaign by its
+// keys. (The embedded store's ring refuses the old write; a Redis pointer
+// string once gave its place to the old message, as to a clock stepped
+// back, and the next copy started a campaign of its own.)
+func (s *suite) oldMessage(t *testing.T) {
+	w := 24 * time.Hour
+	base := aligned(t0, w, 4).Add(time.Minute)
+	var clock testClock
+	clock.set(base.Add(time.Hour))
+	st := s.open(t, store.Params{Window: w, Buckets: 4, Now: clock.now})
+	keys := spreadKeys("imatch", 1<<22, 3)
+	first := observe(t, st, base, keys, "a@x")
+	observe(t, st, base.Add(-3*w), keys, "old@x")
+	// Another key too: the copy's own campaign would have another ref, so
+	// only the first copy's pointers can join it.
+	next := observe(t, st, base.Add(time.Minute), append(keys, familyKey("shingle", 0, 0x51)), "b@x")
+	if c := next.Campaign; c.ID != first.Campaign.ID || c.Recipients != 2 || len(c.Joined) != 3 {
+		t.Errorf("the next copy: campaign %+v, want %08x of 2 recipients joined by its 3 keys", c, first.Campaign.ID)
+	}
+}

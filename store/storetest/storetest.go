@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"RealClockExpiry", s.realClock},
 		{"TimesAhead", s.timesAhead},
 		{"ClockSteppedBack", s.clockSteppedBack},
+		{"OldMessage", s.oldMessage},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
 		{"Votes", s.votes},
