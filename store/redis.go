@@ -767,6 +767,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				keys = append(keys, ks[:nb]...)
 				args = append(args, field)
 			}
+			args = append(args, ob.cb-int64(nb)+1)
 		}
 		cmds[i] = callScript(ctx, p, eval, keys, args)
 		return cmds[i]

@@ -202,6 +202,21 @@ end
 -- camp_count counts campaign ck (its keys and window) with recipients rs,
 -- writing when write; it returns count, networks, senders, first, or nil
 -- when the campaign is unknown and nothing was written.
+-- camp_stale tells whether a campaign record m (camp_count's HMGET:
+-- '#', 'h', …) holds an exact set none of whose buckets is in the window
+-- from oldest. The embedded store drops such a campaign (its last bucket
+-- left the window); a Redis hash lives until its real-time TTL, which a
+-- replay outruns (and a ref taken again within the TTL's grace), and its
+-- networks, senders and first time were carried into the ref's next
+-- campaign. The HyperLogLog tier is left to its TTL.
+local function camp_stale(m, oldest)
+  if not oldest or not m[1] or m[2] then return false end
+  for bk in pairs(counts_parse(m[1])) do
+    if bk >= oldest then return false end
+  end
+  return true
+end
+
 local function camp_count(ck, rs, write, net, snd)
   local nb, cb, oldest = ck.nb, ck.cb, ck.cb - ck.nb + 1
   local function ttlof(bk) return ck.ttl - (cb - bk) * ck.blen end
@@ -279,6 +294,16 @@ local function camp_count(ck, rs, write, net, snd)
 
   local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's', 'o', 'p')
   ck.m = nil
+  if camp_stale(m, oldest) then
+    -- counted afresh (a read only reads it so); the stored merge's fields
+    -- keep their own buckets
+    if write then
+      for _, f in ipairs(redis.call('HKEYS', x)) do
+        if f ~= 'a' and f ~= 'p' then redis.call('HDEL', x, f) end
+      end
+    end
+    m = {false, false, false, false, false, false, m[7]}
+  end
   ck.parts = m[7] or ''
   local hll = m[2] ~= false
   local first, nets, snds
@@ -404,7 +429,7 @@ local function camp_live(ck, origin, oldest)
   -- a ref a live alias names is never taken (model.go's stored merge)
   local a = m[8]
   if oldest and a and #a == 8 and num(a, 5, 4) >= oldest then return true end
-  if o then return o ~= origin end
+  if o and not camp_stale(m, oldest) then return o ~= origin end
   fs_mget(ck.f)
   for i = 1, ck.nb do
     local s = fs_get(ck.f[i])
@@ -1187,14 +1212,15 @@ end
 
 if mode == 'q' then
   -- KEYS per candidate ref: its exact set, then its nb first-sighting
-  -- strings. ARGV: 'q', nb, candidates, origin, then their fields.
-  -- Returns the 0-based index of the first candidate no campaign holds.
+  -- strings. ARGV: 'q', nb, candidates, origin, their fields, the
+  -- window's oldest bucket. Returns the 0-based index of the first candidate no campaign holds.
   local nb, n, origin = tonumber(ARGV[2]), tonumber(ARGV[3]), u32(tonumber(ARGV[4]))
+  local oldest = tonumber(ARGV[5 + n]) -- the window's oldest bucket
   for i = 1, n do
     local kb = (i - 1) * (nb + 1)
     local ck = {x = KEYS[kb + 1], f = {}, nb = nb, field = ARGV[4 + i]}
     for j = 1, nb do ck.f[j] = KEYS[kb + 1 + j] end
-    if not camp_live(ck, origin) then return i - 1 end
+    if not camp_live(ck, origin, oldest) then return i - 1 end
   end
   return n
 end

@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"TimesAhead", s.timesAhead},
 		{"ClockSteppedBack", s.clockSteppedBack},
 		{"OldMessage", s.oldMessage},
+		{"CampaignAfterWindow", s.campaignAfterWindow},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
 		{"Votes", s.votes},
