@@ -151,7 +151,6 @@ func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(mi
 func (p ptr) ref() uint32                  { return uint32(p) >> 3 }
 func (p ptr) switches() int                { return int(p & 7) }
 func (p ptr) class() uint8                 { return uint8(p >> 32) }
-func (p ptr) low() uint32                  { return uint32(p) }
 
 // withClass returns p with class c.
 func (p ptr) withClass(c uint8) ptr { return ptr(uint32(p)) | ptr(c)<<32 }
