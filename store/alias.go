@@ -28,7 +28,7 @@ func (ab *aliasBook) resolve(kps []keyPtr, oldest int64) {
 			continue
 		}
 		if a, ok := ab.root[kp.p.ref()]; ok && a.at >= oldest {
-			kps[i].p = makePtr(a.ref, kp.p.switches())
+			kps[i].p = makePtr(a.ref, kp.p.switches()).withClass(kp.p.class())
 		}
 	}
 }

@@ -142,13 +142,27 @@ func nestedPerMsg(b *testing.B, stats map[string]string, n float64) float64 {
 
 // countingHook counts round trips (a pipeline or a lone command) and the
 // commands the client sends.
-type countingHook struct{ trips, cmds atomic.Int64 }
+// countingHook counts round trips, commands, and the script calls that
+// ask a campaign's senders (mode 's').
+type countingHook struct{ trips, cmds, asks atomic.Int64 }
+
+// countAsks counts cmd when it is a script call in mode 's'.
+func (h *countingHook) countAsks(cmd redis.Cmder) {
+	a := cmd.Args()
+	if len(a) < 3 || (a[0] != "evalsha" && a[0] != "eval") {
+		return
+	}
+	if nk, ok := a[2].(int); ok && len(a) > 3+nk && a[3+nk] == "s" {
+		h.asks.Add(1)
+	}
+}
 
 func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.trips.Add(1)
 		h.cmds.Add(1)
+		h.countAsks(cmd)
 		return next(ctx, cmd)
 	}
 }
@@ -156,6 +170,9 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.trips.Add(1)
 		h.cmds.Add(int64(len(cmds)))
+		for _, c := range cmds {
+			h.countAsks(c)
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -232,7 +249,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	split := envInt("BULKMILTER_BENCH_SPLIT", store.DefaultFirstSightSplit)
 	rng := rand.New(rand.NewPCG(1, 2))
 	// the support families' share of the records (lab/bench's workload):
-	// 8 bytes in the current string, 6 in the older one
+	// 9 bytes in the current string, 6 in the older one
 	k := envInt("BULKMILTER_BENCH_KEYS", 10)
 	terms, contain, lines := bench.SupportKeys(k)
 	sup := records * (terms + contain + lines) / k
@@ -246,11 +263,16 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	ctx := context.Background()
 	p := c.Pipeline()
 	// lane returns n records of size bytes of lane l (the check's last
-	// byte mod lanes), with a count byte before them
+	// byte mod lanes: a main record's 4th, a support record's 2nd), with
+	// a count byte before them
 	const lanes = 4
 	lane := func(n, size, l int) []byte {
 		out := recs(n, size)
-		for i := size - 5; i < len(out); i += size {
+		last := 3
+		if size == 6 {
+			last = 1
+		}
+		for i := last; i < len(out); i += size {
 			out[i] = out[i]&^(lanes-1) | byte(l)
 		}
 		return append([]byte{byte(n)}, out...)
@@ -272,7 +294,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 							n, ns = records-inCur, sup-sup*inCur/records
 						}
 						if part == 0 {
-							old = append(old, lane((n-ns)/lanes, 8, l)...)
+							old = append(old, lane((n-ns)/lanes, 9, l)...)
 						} else {
 							old = append(old, lane(ns/lanes, 6, l)...)
 						}
@@ -284,12 +306,12 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			// records, the older string's lanes' lengths, its records
 			cs := sup * inCur / records
 			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
-			cur = binary.BigEndian.AppendUint16(cur, uint16(8*(inCur-cs)))
+			cur = binary.BigEndian.AppendUint16(cur, uint16(9*(inCur-cs)))
 			cur = append(cur, lens...)
-			cur = append(cur, recs(inCur, 8)...)
+			cur = append(cur, recs(inCur, 9)...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"ln:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"ls:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"pn:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"ps:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

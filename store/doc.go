@@ -137,31 +137,33 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:ln:<s>            string: the newest key pointers of the current
+//	bm2:{tttt}:pn:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
 //	                             length of the main records (2 bytes), the
-//	                             lengths of the ls: string's 8 lanes (2 bytes
+//	                             lengths of the ps: string's 8 lanes (2 bytes
 //	                             each, so that a key reads only its lane of
-//	                             ls:), the main records, then the support
-//	                             families' (terms, contain): 8-byte records, 4
-//	                             bytes of the key's hash (low 32 bits) and 4 of
-//	                             the pointer (ref << 3 | the key's campaign
-//	                             switches, saturating at 7). At most 48 records:
+//	                             ps:), the main records, then the support
+//	                             families' (terms, contain, lines): 9-byte
+//	                             records, 4 bytes of the key's hash (low 32
+//	                             bits), 4 of the pointer (ref << 3 | the key's
+//	                             campaign switches, saturating at 7) and 1 of
+//	                             the class of the campaign's only sender
+//	                             (model.go; 0 in a support record). At most 48 records:
 //	                             the next key's write, or the first write of a
-//	                             later bucket, moves them to ls: (a new key
+//	                             later bucket, moves them to ps: (a new key
 //	                             rewrites this string, which thus stays small
 //	                             whatever the traffic). A key rewritten here
-//	                             shadows its record in ls:.
-//	bm2:{tttt}:ls:<s>            string: the same split's older pointers: the
-//	                             current bucket's moved from ln: and the
+//	                             shadows its record in ps:.
+//	bm2:{tttt}:ps:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from pn: and the
 //	                             window's earlier buckets', in 8 lanes: 4 of
 //	                             the main records, then 4 of the support
 //	                             records; a key's lane is the last byte of its
 //	                             check mod 4. A lane is the window's buckets
-//	                             newest first from ln:'s bucket up to its
+//	                             newest first from pn:'s bucket up to its
 //	                             oldest with records, each a count byte and
-//	                             the records, newest first: main 8
+//	                             the records, newest first: main 9
 //	                             bytes, support 6 (the low 2 bytes of the
 //	                             check; a false match names a campaign that a
 //	                             support key alone never joins, ~1 % of
@@ -169,18 +171,19 @@
 //	                             At most FirstSightCap records a bucket and 255
 //	                             a lane and bucket (past them a key is not
 //	                             remembered in that bucket). A key reads only
-//	                             its lane (GETRANGE, where ln: says it lies,
+//	                             its lane (GETRANGE, where pn: says it lies,
 //	                             checked: the lane's buckets must fill it
 //	                             exactly); strings of at most 512 bytes, and
 //	                             lanes that fail the check, are read whole, in
-//	                             one MGET (an older string that ln:'s lengths
+//	                             one MGET (an older string that pn:'s lengths
 //	                             do not fit is damaged: nothing is found in
 //	                             it). A lookup reads two strings, not one
 //	                             a bucket (until 2026-11 the pointers were in
 //	                             p:<s>:<bucket>, one string a bucket, then in
 //	                             pc:/po:, qc:/qo: and qn:/qs:, whose older
-//	                             string had no lanes; those expire with their
-//	                             window). A current string a window or more
+//	                             string had no lanes, then in ln:/ls:, whose
+//	                             main records had no class; those expire with
+//	                             their window). A current string a window or more
 //	                             ahead of the clock (a clock stepped back)
 //	                             gives its place, and its older records, to
 //	                             the present.
@@ -214,14 +217,16 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the ln: strings of every key first, the lanes of the ls:
+// pointers (the pn: strings of every key first, the lanes of the ps:
 // strings only of the keys not found there), decides the campaign (the
 // same integer arithmetic as model.go's decide), writes the pointers and
 // counts the campaign, naming the campaign's keys itself, and those of the
 // campaigns counted with it (a single server allows undeclared keys). On a
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
-// per slot) and probes the new ref; Go decides; a second pipeline writes
+// per slot) and probes the new ref; Go decides (with no call to the
+// campaign's slot: the pointers carry what "One sender's template" asks,
+// model.go); a second pipeline writes
 // the pointers that change (one call per slot) and counts the campaign,
 // and the campaigns counted with it (a union, model.go), whose members it
 // returns, in the same pipeline. Two copies with different keys arriving

@@ -573,11 +573,14 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	e.slots.mu.RLock()
 	for i, h := range hits {
 		for ; h.found; h = e.ptrAt(&e.ptrs[e.ptrShardOf(sigs[i])], ringOf(fams[i]), sigs[i], h.b-1, oldest, mixedUpTo) {
-			ref, ok := e.slots.ref(h.b, h.gen, h.v>>switchBits)
+			ref, cls, ok := e.slots.ref(h.b, h.gen, h.v>>switchBits)
 			if !ok {
 				continue
 			}
-			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&(1<<switchBits-1)))}, h.b, h.v
+			if supportFamily(fams[i]) {
+				cls = 0 // a support key keeps no class (model.go)
+			}
+			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&(1<<switchBits-1))).withClass(cls)}, h.b, h.v
 			if h.b == cb {
 				gen = h.gen
 			}
@@ -600,11 +603,11 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		e.aliases.resolve(kps, oldest)
 	}
 	fc := familyCounts(fams)
-	var sender func(uint32) (bool, bool)
+	var among func(uint32) bool
 	if snd := fp16(o.Sender); snd != 0 {
-		sender = func(ref uint32) (bool, bool) { return e.campaignSender(ref, snd, cb) }
+		among = func(ref uint32) bool { return e.campaignSender(ref, snd, cb) }
 	}
-	d := decide(fams, fc, kps, 0, sender)
+	d := decide(fams, fc, kps, 0, fp16(o.Sender), among)
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
@@ -616,12 +619,12 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if write {
 		var ms msgSlots
 		for i, sig := range sigs {
-			np, changed := repoint(kps[i], d.ref, d.weak && d.voters[i])
+			np, changed := repoint(kps[i], d, fams[i], d.weak && d.voters[i])
 			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
 				here := kps[i].found && at[i] == cb && !moved
-				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p.ref(), gen, here); ok {
+				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p, gen, here, supportFamily(fams[i])); ok {
 					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, g, here, t)
 				}
 			}
@@ -811,20 +814,19 @@ func (e *Embedded) count(sh *eshard, ref, origin uint32, o Observation, rs []pse
 	return campaignOutcome{known: true, count: n, nets: nets, snds: snds, first: m.first}, true
 }
 
-// campaignSender reports whether envelope sender snd (fp16) is campaign
-// ref's only one in the window ("One sender's template", model.go), and
-// whether it is one of them.
-func (e *Embedded) campaignSender(ref uint32, snd uint16, cb int64) (only, among bool) {
+// campaignSender reports whether envelope sender snd (fp16) is one of
+// campaign ref's in the window ("Spread lines", model.go).
+func (e *Embedded) campaignSender(ref uint32, snd uint16, cb int64) bool {
 	sh := e.shard(campaignSig(ref))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	oldest := cb - int64(e.c.nb) + 1
 	if m, ok := sh.camps[ref]; ok && m.last >= oldest {
 		_, snds := sh.setsOf(ref, m)
-		return fpSetOnly(snds, snd), fpSetHas(snds, snd)
+		return fpSetHas(snds, snd)
 	}
 	rec, _, ok := sh.firstSighting(ref, cb, oldest)
-	return ok && rec.snd == snd, ok && rec.snd == snd
+	return ok && rec.snd == snd
 }
 
 // firstSighting returns campaign ref's first sighting and its bucket, the

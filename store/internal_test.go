@@ -56,14 +56,14 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 2)
-	want := []string{":ln:", ":ls:", ":v:v1:imatch.0:00ab"}
+	want := []string{":pn:", ":ps:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	// The pointer strings are named without a bucket: they hold it.
-	if strings.Replace(sk.keys[0], ":ln:", ":ls:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+	if strings.Replace(sk.keys[0], ":pn:", ":ps:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
 		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.
@@ -798,7 +798,7 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"contain keys do not add to a term-set key", append(contain(ContainAlone-1), "terms", "terms", "terms"), append(repeat(at(6), ContainAlone-1, ContainAlone-1), at(6), none, none), false, 99},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
-		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, nil)
+		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, 0, nil)
 		if d.join != c.join || d.ref != c.ref {
 			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
 		}
@@ -826,26 +826,28 @@ func TestDecideSpreadLines(t *testing.T) {
 		}
 		return fams, ptrs
 	}
-	other := func(uint32) (bool, bool) { return false, false }
-	among := func(uint32) (bool, bool) { return false, true }
-	only := func(uint32) (bool, bool) { return true, true }
+	other := func(uint32) bool { return false }
+	among := func(uint32) bool { return true }
 	spreadK := (LinesSpread*16 + 99) / 100 // the fewest of 16 at LinesSpread
 	for _, c := range []struct {
-		name   string
-		k, n   int
-		sender func(uint32) (bool, bool)
-		join   bool
+		name  string
+		k, n  int
+		among func(uint32) bool
+		join  bool
 	}{
 		{"other senders", LinesAlone, 16, other, true},
 		{"other senders, the fewest at LinesSpread", max(LinesAlone, spreadK), 16, other, true},
 		{"other senders, under LinesSpread", LinesAlone, 100 * LinesAlone / LinesSpread * 2, other, false},
 		{"other senders, one short of LinesAlone", LinesAlone - 1, LinesAlone + 1, other, false},
 		{"the message's sender among them", LinesAlone, 16, among, false},
-		{"the message's sender the only one", LinesAlone, 16, only, false},
 		{"no sender known", LinesAlone, 16, nil, false},
 	} {
 		fams, ptrs := offer(c.k, c.n)
-		d := decide(fams, familyCounts(fams), ptrs, 99, c.sender)
+		snd := uint16(0)
+		if c.among != nil {
+			snd = 1
+		}
+		d := decide(fams, familyCounts(fams), ptrs, 99, snd, c.among)
 		if d.join != c.join || (c.join && (d.ref != 7 || d.weak)) {
 			t.Errorf("%s: join %v ref %d weak %v, want join %v", c.name, d.join, d.ref, d.weak, c.join)
 		}
@@ -1012,7 +1014,7 @@ func TestDecideUnion(t *testing.T) {
 		for len(ptrs) < len(c.fams) {
 			ptrs = append(ptrs, none)
 		}
-		d := decide(c.fams, familyCounts(c.fams), ptrs, 99, nil)
+		d := decide(c.fams, familyCounts(c.fams), ptrs, 99, 0, nil)
 		if got := fmt.Sprint(d.union); !d.join || got != c.union {
 			t.Errorf("%s: join %v, union %s; want a join, union %s", c.name, d.join, got, c.union)
 		}
@@ -1146,5 +1148,88 @@ func TestEmbeddedPresentSaved(t *testing.T) {
 	defer e.Close()
 	if got := firstOf(e, base.AddDate(61, 0, 0), "v1:imatch.0:03", "c@x"); !got.Equal(base) {
 		t.Errorf("after the restart, a campaign dated ahead is first seen %v, want the saved present %v (the clock is %v)", got, base, clock)
+	}
+}
+
+// The class of a campaign's only sender, as the pointers carry it
+// (model.go, "One sender's template"): what a message reads and passes on.
+func TestSenderClass(t *testing.T) {
+	x, y := fp16("rss@feeds.example"), fp16("other@spam.example")
+	sx, sy := senderClass(x), senderClass(y)
+	if sx == 0 || sy == 0 || sx == classMany || sy == classMany || sx == sy || senderClass(0) != 0 {
+		t.Fatalf("classes %d, %d (unknown %d): want two distinct, neither none nor many", sx, sy, senderClass(0))
+	}
+	at := func(ref uint32, c uint8) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0).withClass(c)} }
+	fams := []string{"imatch", "shingle", "terms", "terms", "terms"}
+	for _, c := range []struct {
+		name string
+		ptrs []keyPtr
+		snd  uint16
+		weak bool
+		cls  uint8
+	}{
+		{"new campaign: the sender's class", []keyPtr{{}, {}, {}, {}, {}}, x, false, sx},
+		{"new campaign, no sender known", []keyPtr{{}, {}, {}, {}, {}}, 0, false, 0},
+		{"one key, the sender's own campaign: weak", []keyPtr{at(7, sx), {}, {}, {}, {}}, x, true, sx},
+		{"one key, another sender's campaign: strong, many", []keyPtr{at(7, sx), {}, {}, {}, {}}, y, false, classMany},
+		{"one key, a campaign of many: strong", []keyPtr{at(7, classMany), {}, {}, {}, {}}, x, false, classMany},
+		{"one key, no sender known: strong, the class kept", []keyPtr{at(7, sx), {}, {}, {}, {}}, 0, false, sx},
+		{"one key, a campaign of no known sender: strong, the sender's", []keyPtr{at(7, 0), {}, {}, {}, {}}, x, false, sx},
+		{"two keys, the sender's own: strong", []keyPtr{at(7, sx), at(7, sx), {}, {}, {}}, x, false, sx},
+		{"main keys disagree: many", []keyPtr{at(7, sx), at(7, sy), {}, {}, {}}, x, false, classMany},
+		{"a support key's class is not read", []keyPtr{at(7, sx), at(7, 0), at(7, sy), at(7, sy), at(7, sy)}, x, false, sx},
+	} {
+		d := decide(fams, familyCounts(fams), c.ptrs, 99, c.snd, nil)
+		if d.weak != c.weak || d.cls != c.cls {
+			t.Errorf("%s: weak %v class %d, want %v %d", c.name, d.weak, d.cls, c.weak, c.cls)
+		}
+		for i, f := range fams {
+			np, _ := repoint(c.ptrs[i], d, f, false)
+			if want := c.cls; np.class() != want && !supportFamily(f) || supportFamily(f) && np.class() != 0 {
+				t.Errorf("%s: key %d (%s) repointed with class %d", c.name, i, f, np.class())
+			}
+		}
+	}
+}
+
+// An embedded store's pointers keep their class across a restart: one
+// sender's frame joins its items weakly before and after, WeakCap+1 at
+// most (a file without classes, version 6, would let every item after
+// the restart join strongly).
+func TestEmbeddedClassSaved(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2026, 11, 2, 6, 30, 0, 0, time.UTC)
+	ctx := context.Background()
+	e, _ := newEmbedded(t, dir, base, nil)
+	item := func(e *Embedded, j int) Campaign {
+		t.Helper()
+		keys := []string{"v1:shingle.0:00000000000000f0", fmt.Sprintf("v1:shingle.1:%016x", j<<8|1)}
+		for i := range 3 {
+			keys = append(keys, fmt.Sprintf("v1:imatch.%d:%016x", i, j<<8|0x10+i))
+		}
+		res, err := e.Observe(ctx, Observation{Keys: keys, Recipients: []string{fmt.Sprintf("u%d@x", j)},
+			Time: base.Add(time.Duration(j) * time.Minute), Sender: "rss@feeds.example"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Campaign
+	}
+	var most int64
+	for j := range 2 {
+		most = max(most, item(e, j).Recipients)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for j := 2; j < 12; j++ {
+		most = max(most, item(e, j).Recipients)
+	}
+	if most != WeakCap+1 {
+		t.Errorf("largest campaign %d, want %d: the frame's class was lost in the restart", most, WeakCap+1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,15 +54,28 @@ import (
 // key each and keep joining; a campaign with other senders (a list that
 // relays a spam campaign is one of its many) is not one sender's
 // (measured in docs/evaluation.md, "One sender's template").
+// The campaign's only sender is read from its pointers, not from the
+// campaign: a main family's pointer keeps the class of the campaign's only
+// known sender (senderClass) as the message that wrote it knew it, or
+// classMany, so that the pointers' read tells it and a Redis Cluster
+// decides between its two round trips with no call to the campaign's slot
+// (but for spread lines, below, which ask the campaign's senders). A
+// message passes the class on (nextClass): a new campaign takes its
+// sender's, a join keeps the campaign's while the sender is that one or
+// unknown, and another sender makes it classMany. A key the message does
+// not carry keeps the class it had, so an old key may still name one
+// sender after others joined (docs/evaluation.md, "The only sender in the
+// pointer").
 //
 // Spread lines: line keys under LinesShare of the message's count all the
 // same, from LinesAlone keys and LinesSpread of them, for a campaign whose
 // envelope senders (their domains: detect) do not include the message's,
-// and make a strong join. A mass mailing that hides a short offer inside
-// text of its own per copy (a news salad) comes from a new sender each
-// copy; a newsletter's template lines, the minority that LinesShare keeps
-// out, come issue after issue from the one publisher. No sender known:
-// no spread join.
+// and make a strong join; on a Redis Cluster that question is a third
+// round trip, made only for such line keys. A mass mailing that hides a
+// short offer inside text of its own per copy (a news salad) comes from a
+// new sender each copy; a newsletter's template lines, the minority that
+// LinesShare keeps out, come issue after issue from the one publisher. No
+// sender known: no spread join.
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
@@ -152,12 +166,62 @@ const (
 )
 
 // ptr is a key's pointer: the campaign ref and the key's weak events
-// (saturating at 7).
-type ptr uint32
+// (saturating at 7) in the low 32 bits, the class of the campaign's only
+// sender (senderClass, classMany; 0: none known) in the 8 above. A
+// support family's pointer keeps no class (0).
+type ptr uint64
 
 func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(min(switches, 7)) }
 func (p ptr) ref() uint32                  { return uint32(p) >> 3 }
 func (p ptr) switches() int                { return int(p & 7) }
+func (p ptr) class() uint8                 { return uint8(p >> 32) }
+
+// withClass returns p with class c.
+func (p ptr) withClass(c uint8) ptr { return ptr(uint32(p)) | ptr(c)<<32 }
+
+// classMany is the class of a campaign with more than one known sender.
+const classMany = 255
+
+// senderClass is the class a pointer keeps of envelope sender snd (fp16;
+// 0, unknown: 0): two senders share one of 254 classes, and a join one
+// key carries is then weak where it would be strong.
+func senderClass(snd uint16) uint8 {
+	if snd == 0 {
+		return 0
+	}
+	return 1 + uint8(snd%(classMany-1))
+}
+
+// nextClass is the class a message of sender class sc writes for its
+// campaign, whose class its pointers read as c (join), or a new one.
+func nextClass(join bool, c, sc uint8) uint8 {
+	switch {
+	case !join || c == 0:
+		return sc
+	case sc == 0 || sc == c:
+		return c
+	}
+	return classMany
+}
+
+// campaignClass is the class the voting keys of the main families read
+// for campaign ref: theirs when they agree, classMany when they differ.
+func campaignClass(fams []string, ptrs []keyPtr, ref uint32) uint8 {
+	var c uint8
+	for i, kp := range ptrs {
+		if !kp.found || kp.p.switches() >= WeakCap || kp.p.ref() != ref || supportFamily(fams[i]) {
+			continue
+		}
+		switch k := kp.p.class(); {
+		case k == 0:
+		case c == 0:
+			c = k
+		case c != k:
+			return classMany
+		}
+	}
+	return c
+}
 
 // familyOf returns the family part of a store id ("s1a2b:imatch.3:00ab…"
 // → "imatch"); an id without that shape is its own family's only kind
@@ -207,6 +271,7 @@ type keyPtr struct {
 // decision is the outcome of decide.
 type decision struct {
 	ref    uint32
+	cls    uint8 // the class its main families' pointers get (nextClass)
 	join   bool
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
@@ -288,19 +353,18 @@ func familyCounts(fams []string) famCounts {
 
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
-// campaign takes. sender, when not nil, tells whether the message's
-// envelope sender is campaign ref's only one (asked of a join one key
-// carries: "One sender's template"), and whether it is one of them (asked
-// of spread lines); nil when the message's sender is unknown.
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender func(ref uint32) (only, among bool)) decision {
-	type snd struct{ only, among bool }
-	var asked map[uint32]snd // sender's answers: one call a campaign
-	ask := func(ref uint32) snd {
+// campaign takes; snd is the message's envelope sender (fp16, 0:
+// unknown), whose class the pointers compare ("One sender's template").
+// among, when not nil, tells whether the message's envelope sender is one
+// of campaign ref's (asked of spread lines); nil when the sender is unknown.
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16, among func(ref uint32) bool) decision {
+	var asked map[uint32]bool // among's answers: one call a campaign
+	isAmong := func(ref uint32) bool {
 		a, ok := asked[ref]
 		if !ok {
-			a.only, a.among = sender(ref)
+			a = among(ref)
 			if asked == nil {
-				asked = map[uint32]snd{}
+				asked = map[uint32]bool{}
 			}
 			asked[ref] = a
 		}
@@ -338,41 +402,77 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, sender fun
 			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
-	var spread map[uint32]bool // campaigns spread lines name
+	// Spread lines' candidates: whether the message's sender is among a
+	// campaign's senders is a call of its own on a Redis Cluster, so it is
+	// not asked of a lone candidate whose answer leaves the decision as it
+	// is (with more, a mix of answers could differ from both extremes).
+	type candidate struct {
+		ref     uint32
+		k, unit int
+	}
+	var cands []candidate
 	for fr, k := range sup {
 		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
-		if !ok && supportSpread(fr.f) > 0 && sender != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] && !ask(fr.ref).among {
-			ok = true
-			if spread == nil {
-				spread = map[uint32]bool{}
-			}
-			spread[fr.ref] = true
+		if !ok && supportSpread(fr.f) > 0 && among != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
+			cands = append(cands, candidate{fr.ref, k, evidenceUnit / n[fr.f]})
 		}
 		if ok {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}
 	}
-	best, bestEv := uint32(0), -1
-	for ref, e := range ev {
-		if e > bestEv || (e == bestEv && ref < best) {
-			best, bestEv = ref, e
+	sc := senderClass(snd)
+	finish := func(grant func(ref uint32) bool) decision {
+		ev, keys := ev, keys
+		var spread map[uint32]bool // campaigns spread lines name
+		if len(cands) > 0 {
+			ev, keys, spread = maps.Clone(ev), maps.Clone(keys), map[uint32]bool{}
+			for _, c := range cands {
+				if grant(c.ref) {
+					ev[c.ref] += c.k * c.unit
+					keys[c.ref] += c.k
+					spread[c.ref] = true
+				}
+			}
+		}
+		best, bestEv := uint32(0), -1
+		for ref, e := range ev {
+			if e > bestEv || (e == bestEv && ref < best) {
+				best, bestEv = ref, e
+			}
+		}
+		d := decision{ref: fresh, cls: sc, voters: make([]bool, len(ptrs))}
+		if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
+			c := campaignClass(fams, ptrs, best)
+			d.ref, d.join, d.cls = best, true, nextClass(true, c, sc)
+			d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
+				(keys[best] < UnionKeys && sc != 0 && c == sc)
+			if !d.weak {
+				d.union = unionOf(ev, keys, best, whole)
+			}
+			for i, kp := range ptrs {
+				d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
+			}
+		}
+		return d
+	}
+	if len(cands) == 0 {
+		return finish(nil)
+	}
+	if len(cands) == 1 {
+		denied := finish(func(uint32) bool { return false })
+		if denied.same(finish(func(uint32) bool { return true })) {
+			return denied
 		}
 	}
-	d := decision{ref: fresh, voters: make([]bool, len(ptrs))}
-	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
-		d.ref, d.join = best, true
-		d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
-			(keys[best] < UnionKeys && sender != nil && ask(best).only)
-		if !d.weak {
-			d.union = unionOf(ev, keys, best, whole)
-		}
-		for i, kp := range ptrs {
-			d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
-		}
-	}
-	return d
+	return finish(func(ref uint32) bool { return !isAmong(ref) })
+}
+
+// same reports whether two decisions are one.
+func (d decision) same(e decision) bool {
+	return d.ref == e.ref && d.cls == e.cls && d.join == e.join && d.weak == e.weak &&
+		slices.Equal(d.union, e.union) && slices.Equal(d.voters, e.voters)
 }
 
 // unionOf returns the campaigns besides best that a message's evidence
@@ -426,19 +526,24 @@ func (u *union) count() int64 {
 	return int64(len(u.fps))
 }
 
-// repoint returns the pointer a key gets once its message went to ref
-// (weak: the key voted in a weak join), and whether it changed.
-func repoint(kp keyPtr, ref uint32, weak bool) (ptr, bool) {
-	np := makePtr(ref, 0)
+// repoint returns the pointer a key of family f gets once its message
+// went to d.ref (weak: the key voted in a weak join), and whether it
+// changed.
+func repoint(kp keyPtr, d decision, f string, weak bool) (ptr, bool) {
+	var c uint8
+	if !supportFamily(f) {
+		c = d.cls
+	}
+	np := makePtr(d.ref, 0)
 	switch {
 	case !kp.found:
-		return np, true
-	case kp.p.ref() != ref || weak:
-		np = makePtr(ref, kp.p.switches()+1)
+	case kp.p.ref() != d.ref || weak:
+		np = makePtr(d.ref, kp.p.switches()+1)
 	default:
 		np = kp.p
 	}
-	return np, np != kp.p
+	np = np.withClass(c)
+	return np, !kp.found || np != kp.p
 }
 
 // fp16 is the fingerprint a campaign keeps of a sending network or an
@@ -459,9 +564,6 @@ func fpSetHas(set string, fp uint16) bool {
 	}
 	return false
 }
-
-// fpSetOnly reports whether fp (not 0) is set's only member.
-func fpSetOnly(set string, fp uint16) bool { return len(set) == 2 && fpSetHas(set, fp) }
 
 // fpSet adds fp to a small set kept as packed big-endian uint16s (the
 // form Redis stores), up to CampaignSetCap members.

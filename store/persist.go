@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The embedded store's file, version 6, little-endian:
+// The embedded store's file, version 7, little-endian:
 //
 //	header: "BMSTORE\x00", u32 version, i64 bucket length (ms),
 //	        u32 buckets, [8]byte key id, i64 saved at (unix ms),
@@ -37,9 +37,10 @@ import (
 //	sightings: i64 bucket, u32 n, n × (u32 ref, u32 recipient fingerprint,
 //	           u32 first (unix s), u32 origin, u16 network, u16 sender):
 //	           the campaigns of one message (fsRec)
-//	slots:     i64 bucket, u32 first slot, u32 n, n × u32 ref: the refs
-//	           the bucket's pointers name (slots.go); a record goes on
-//	           where the bucket's last one ended
+//	slots:     i64 bucket, u32 first slot, u32 n, n × (u32 ref, u8
+//	           class): the refs the bucket's pointers name and the class
+//	           of their campaign's only sender (slots.go, model.go); a
+//	           record goes on where the bucket's last one ended
 //	pointers:  i64 bucket, u32 n, n × (u64 signature hash, u32 pointer:
 //	           the slot of its bucket << 3 | its switch count)
 //	packed:    u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 the top
@@ -58,7 +59,8 @@ import (
 //	           times ahead count at the saved present after a restart; a
 //	           file without it is read as one that counted nothing
 //
-// Version 5 is version 6 without chunk 14, its pointers holding the ref
+// Version 6 is version 7 without the class in chunk 14: its pointers are
+// read as naming no known sender. Version 5 is version 6 without chunk 14, its pointers holding the ref
 // itself (ref << 3 | switches): it is read whole, each bucket's refs
 // taking a slot each. Version 4 is version 5 with one ring of pointers (no chunks 9 to 11): it
 // is read whole, its buckets marked mixed. Counters count campaigns (by
@@ -76,7 +78,7 @@ import (
 // fingerprint.
 const (
 	fileMagic   = "BMSTORE\x00"
-	fileVersion = 6
+	fileVersion = 7
 
 	chunkVotes    = 1
 	chunkCounters = 2
@@ -533,7 +535,7 @@ func (e *Embedded) decodeState(r io.Reader) (lost string, cause error) {
 			}
 		case chunkSlots:
 			if countsOK {
-				err = e.loadSlots(payload)
+				err = e.loadSlots(payload, version)
 			}
 		case chunkPointers, chunkSupport, chunkPacked, chunkSupportPacked:
 			if countsOK {

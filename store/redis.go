@@ -409,7 +409,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	var b strings.Builder
 	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
 	var ends [3]int
-	for i, kind := range [2]string{"ln:", "ls:"} {
+	for i, kind := range [2]string{"pn:", "ps:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
@@ -691,7 +691,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard)
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
@@ -771,6 +771,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				keys = append(keys, ks[:nb]...)
 				args = append(args, field)
 			}
+			args = append(args, ob.cb-int64(nb)+1)
 		}
 		cmds[i] = callScript(ctx, p, eval, keys, args)
 		return cmds[i]
@@ -808,12 +809,12 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	// One sender's template (model.go): the campaign's senders are on its
-	// own slot, read by a call of their own, made only for a join that one
-	// key carries, from a known sender.
-	var sender func(uint32) (bool, bool)
+	// Spread lines (model.go): the campaign's senders are on its own slot,
+	// read by a call of their own, made only for line keys that spread
+	// lines might count, from a known sender.
+	var among func(uint32) bool
 	if snd := fp16(ob.o.Sender); snd != 0 {
-		sender = func(ref uint32) (bool, bool) {
+		among = func(ref uint32) bool {
 			ks, field := r.campKeys(ref, ob.cb, split)
 			keys := append([]string{ks[nb]}, ks[:nb]...)
 			var cmd *redis.Cmd
@@ -822,13 +823,12 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 				return cmd
 			})
 			if err != nil {
-				return false, false
+				return false
 			}
-			v := asInt(cmd.Val())
-			return v&1 != 0, v&2 != 0
+			return asInt(cmd.Val())&2 != 0
 		}
 	}
-	m.d = decide(names, familyCounts(names), kps, fresh, sender)
+	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender), among)
 	if err != nil {
 		return campaignOutcome{}, err
 	}
@@ -846,7 +846,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	wBySlot := map[int]*wgroup{}
 	if write {
 		for i, sk := range ob.sks {
-			np, changed := repoint(kps[i], m.d.ref, m.d.weak && m.d.voters[i])
+			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
 				continue
 			}
@@ -884,7 +884,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			for j := range n {
 				args = append(args, g.args[2*j+1])
 			}
-			args = append(args, supFlags(g.sup))
+			args = append(args, supFlags(g.sup), r.c.aheadBucket())
 			keys = g.keys
 		case i == len(wgs): // the joined (or new) campaign
 			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})

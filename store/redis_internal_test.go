@@ -46,7 +46,7 @@ func TestRedisPointerOverflow(t *testing.T) {
 	// count byte and its records
 	sk := s.sigKeys(ids[0], 1)
 	n, err := s.client.StrLen(ctx, sk.keys[1]).Result()
-	if want := int64(4 + 8*min(FirstSightCap, 4*255)); err != nil || n != want {
+	if want := int64(4 + 9*min(FirstSightCap, 4*255)); err != nil || n != want {
 		t.Errorf("older pointer string: %d bytes, %v; want %d", n, err, want)
 	}
 	// Every key still counts right: same recipient 1, a new one 2.
@@ -96,11 +96,11 @@ func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field
 	lanes, lens := olderLanes(s.c.nb, func(l, j int) string {
 		switch {
 		case j == 1 && l < 4:
-			return filler(70, 8, "L")
+			return filler(70, 9, "L")
 		case j == 1:
 			return filler(70, 6, "L")
 		case j == 2 && l < 4:
-			return sk.field + "1234"
+			return sk.field + "1234\x00"
 		case j == 2:
 			return chk + "1234"
 		}
@@ -148,7 +148,8 @@ func u16(v int64) string { return string(binary.BigEndian.AppendUint16(nil, uint
 
 // A bucket's records move to the older string when a later bucket is
 // first written: a support family's key with 2 bytes of check (6-byte
-// records), another family's with 4 (8 bytes), and both are found there.
+// records), another family's with 4 and its class (9 bytes), and both are
+// found there.
 func TestRedisOlderSupportRecords(t *testing.T) {
 	_, s := countingRedis(t)
 	ctx := context.Background()
@@ -173,12 +174,12 @@ func TestRedisOlderSupportRecords(t *testing.T) {
 	}
 	// the older string: the key's lane alone, the count bytes of this
 	// bucket (none) and the bucket before (one), and the record
-	for i, want := range []int64{2 + 8, 2 + 6} {
+	for i, want := range []int64{2 + 9, 2 + 6} {
 		if n, err := s.client.StrLen(ctx, sks[i].keys[1]).Result(); err != nil || n != want {
 			t.Errorf("%s: older string of %d bytes, %v; want %d", ids[i], n, err, want)
 		}
-		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != curHdr+8 {
-			t.Errorf("%s: current string of %d bytes, %v; want %d", ids[i], n, err, curHdr+8)
+		if n, err := s.client.StrLen(ctx, sks[i].keys[0]).Result(); err != nil || n != curHdr+9 {
+			t.Errorf("%s: current string of %d bytes, %v; want %d", ids[i], n, err, curHdr+9)
 		}
 	}
 }
@@ -218,13 +219,13 @@ func TestRedisOlderPartRead(t *testing.T) {
 				// record behind them in its lane three buckets back
 				key := int(rec[3]) % 4
 				if i == 1 {
-					key, rec = 4+key, rec[2:]
+					key, rec = 4+key, rec[2:8] // no class
 				}
 				old, lens := olderLanes(s.c.nb, func(l, j int) string {
 					if j == 0 {
 						return ""
 					}
-					r := filler(tc.fill, 8, "M")
+					r := filler(tc.fill, 9, "M")
 					if l >= 4 {
 						r = filler(tc.fill, 6, "S")
 					}
@@ -233,7 +234,7 @@ func TestRedisOlderPartRead(t *testing.T) {
 					}
 					return r
 				}, 0)
-				s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*10)+lens+filler(20, 8, "m"), time.Hour)
+				s.client.Set(ctx, sk.keys[0], u32(cb)+u16(9*10)+lens+filler(20, 9, "m"), time.Hour)
 				s.client.Set(ctx, sk.keys[1], old, time.Hour)
 			}
 			second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
@@ -282,20 +283,20 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		// the bucket before in the first main lane
 		old, lens := olderLanes(s.c.nb, func(l, j int) string {
 			if l == 0 && j == 1 {
-				return filler(older, 8, "M")
+				return filler(older, 9, "M")
 			}
 			return ""
 		}, 0)
 		if older == 0 {
 			old, lens = "", strings.Repeat("\x00", 16)
 		}
-		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(8*48)+lens+filler(24, 8, "m")+rec+filler(23, 8, "n"), time.Hour)
+		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(9*48)+lens+filler(24, 9, "m")+rec+filler(23, 9, "n"), time.Hour)
 		s.client.Set(ctx, sk.keys[1], old, time.Hour)
 		if _, err := s.Observe(ctx, Observation{Keys: []string{k2}, Recipients: []string{"z@x"}, Time: at}); err != nil {
 			t.Fatal(err)
 		}
-		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != curHdr+8 {
-			t.Errorf("older %d: current string of %d bytes after the move, want %d", older, n, curHdr+8)
+		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != curHdr+9 {
+			t.Errorf("older %d: current string of %d bytes after the move, want %d", older, n, curHdr+9)
 		}
 		// the records, and a count byte a bucket of each lane that has
 		// any: the fillers' lane 0 (this bucket, and the bucket before
@@ -307,7 +308,7 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		if rec[3]%4 != 0 {
 			counts++
 		}
-		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(8*48+8*older+counts); n != want {
+		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(9*48+9*older+counts); n != want {
 			t.Errorf("older %d: older string of %d bytes after the move, want %d", older, n, want)
 		}
 		second, err := s.Observe(ctx, Observation{Keys: []string{k1, "v1:sift.0:00000000000000b2"}, Recipients: []string{"b@x"}, Time: at})
@@ -329,7 +330,7 @@ const curHdr = 4 + 2 + 2*8
 func olderLanes(nb int, recs func(l, j int) string, wrong int64) (old, lens string) {
 	for l := range 8 {
 		n := len(old)
-		size := 8
+		size := 9
 		if l >= 4 {
 			size = 6
 		}
@@ -346,7 +347,7 @@ func olderLanes(nb int, recs func(l, j int) string, wrong int64) (old, lens stri
 func filler(n, size int, seed string) string {
 	var b []byte
 	for i := range n {
-		b = append(b, fmt.Sprintf("%s%07d", seed, i)[:size]...)
+		b = append(b, (fmt.Sprintf("%s%07d", seed, i) + "\x00")[:size]...) // a main record's class: none
 	}
 	return string(b)
 }

@@ -88,7 +88,7 @@ end
 -- Observe ------------------------------------------------------------------
 
 local mode = ARGV[1]
-local REC = 8       -- pointer record: 4 bytes of the key's hash, 4 of the pointer
+local REC = 9       -- pointer record: 4 bytes of the key's hash, 4 of the pointer, 1 of its class
 local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), network, sender, origin
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
 local USHARE, UKEYS, UMAX = 1, 2, 3
@@ -203,6 +203,21 @@ end
 -- camp_count counts campaign ck (its keys and window) with recipients rs,
 -- writing when write; it returns count, networks, senders, first, or nil
 -- when the campaign is unknown and nothing was written.
+-- camp_stale tells whether a campaign record m (camp_count's HMGET:
+-- '#', 'h', …) holds an exact set none of whose buckets is in the window
+-- from oldest. The embedded store drops such a campaign (its last bucket
+-- left the window); a Redis hash lives until its real-time TTL, which a
+-- replay outruns (and a ref taken again within the TTL's grace), and its
+-- networks, senders and first time were carried into the ref's next
+-- campaign. The HyperLogLog tier is left to its TTL.
+local function camp_stale(m, oldest)
+  if not oldest or not m[1] or m[2] then return false end
+  for bk in pairs(counts_parse(m[1])) do
+    if bk >= oldest then return false end
+  end
+  return true
+end
+
 local function camp_count(ck, rs, write, net, snd)
   local nb, cb, oldest = ck.nb, ck.cb, ck.cb - ck.nb + 1
   local function ttlof(bk) return ck.ttl - (cb - bk) * ck.blen end
@@ -280,6 +295,16 @@ local function camp_count(ck, rs, write, net, snd)
 
   local m = ck.m or redis.call('HMGET', x, '#', 'h', 't', 'n', 's', 'o', 'p')
   ck.m = nil
+  if camp_stale(m, oldest) then
+    -- counted afresh (a read only reads it so); the stored merge's fields
+    -- keep their own buckets
+    if write then
+      for _, f in ipairs(redis.call('HKEYS', x)) do
+        if f ~= 'a' and f ~= 'p' then redis.call('HDEL', x, f) end
+      end
+    end
+    m = {false, false, false, false, false, false, m[7]}
+  end
   ck.parts = m[7] or ''
   local hll = m[2] ~= false
   local first, nets, snds
@@ -405,7 +430,7 @@ local function camp_live(ck, origin, oldest)
   -- a ref a live alias names is never taken (model.go's stored merge)
   local a = m[8]
   if oldest and a and #a == 8 and num(a, 5, 4) >= oldest then return true end
-  if o then return o ~= origin end
+  if o and not camp_stale(m, oldest) then return o ~= origin end
   fs_mget(ck.f)
   for i = 1, ck.nb do
     local s = fs_get(ck.f[i])
@@ -416,9 +441,8 @@ local function camp_live(ck, origin, oldest)
 end
 
 -- camp_sender tells whether envelope sender snd (a 2-byte fingerprint) is
--- campaign ck's only one in the window ("One sender's template"), and
--- whether it is one of them ("Spread lines", model.go): its record's set,
--- or its first sighting's.
+-- campaign ck's only one in the window, and whether it is one of them
+-- ("Spread lines", model.go): its record's set, or its first sighting's.
 local function camp_sender(ck, snd)
   local m = redis.call('HMGET', ck.x, '#', 'h', 's')
   if m[1] or m[2] then
@@ -471,16 +495,23 @@ end
 
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
--- the records of the families that name campaigns (8 bytes: 4 of the
--- key's hash, 4 of the pointer), then the support families' (8 bytes
--- too: a record of the current bucket is rewritten in place, which needs
--- the whole check). The older string holds the window's earlier buckets
+-- the records of the families that name campaigns (9 bytes: 4 of the
+-- key's hash, 4 of the pointer, 1 of the class of the campaign's only
+-- sender, model.go), then the support families' (9 bytes too, class 0:
+-- a record of the current bucket is rewritten in place, which needs the
+-- whole check). The older string holds the window's earlier buckets
 -- in lanes (below), the support records there in 6 bytes (2 bytes of the
 -- check; a false match there only names a campaign no other family
 -- names, which a support key alone never joins). Two strings a key to
 -- read, not one a bucket: when a key's string of a new bucket is first
 -- written, its current records move to the older string.
 local SREC = 6 -- an older support record: 2 bytes of the check, 4 of the pointer
+
+-- A pointer's value in the script: the 32-bit pointer (ref * 8 + switch
+-- count) and, above it, its class (model.go's ptr): cls * 2^32 + pointer.
+local P32 = 4294967296
+local function pref(v) return math.floor(v % P32 / 8) end
+local function pcls(v) return math.floor(v / P32) end
 
 local function u32at(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
@@ -530,7 +561,7 @@ local function cur_read(s, field, sup, cb, oldest)
   if bk > cb or bk < oldest then return nil, nil end
   local p
   if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
-  if p then return u32at(s, p + 4), bk end
+  if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk end
   return nil, nil
 end
 
@@ -573,7 +604,8 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
     local bk = anchor - i
     if bk <= cb and bk >= oldest and z >= a then
       local p = rec_find(s, chk, a, z, rec)
-      if p then return u32at(s, p + rec - 4), bk, true end
+      if p and sup then return u32at(s, p + 2), bk, true end
+      if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
     end
     pos = z + 1
   end
@@ -599,10 +631,10 @@ end
 -- not one a key).
 local OLDWHOLE = 512
 
--- short turns 8-byte support records into the older string's 6-byte ones.
+-- short turns 9-byte support records into the older string's 6-byte ones.
 local function short(recs)
   local out = {}
-  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + REC - 1) end
+  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + 7) end
   return table.concat(out)
 end
 
@@ -655,12 +687,13 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
     if ls[l] then have = have + #ls[l] / (l < LANES and REC or SREC) end
   end
   local function add(recs, rec, sup)
+    local cl = sup and 2 or 4 -- the check's length
     for p = 1, #recs - rec + 1, rec do
       local r = string.sub(recs, p, p + rec - 1)
-      local l = string.byte(r, rec - 4) % LANES + (sup and LANES or 0)
+      local l = string.byte(r, cl) % LANES + (sup and LANES or 0)
       local body = ls[l] or ''
       if chk then
-        local q = rec_find(body, string.sub(r, 1, rec - 4), 1, #body, rec)
+        local q = rec_find(body, string.sub(r, 1, cl), 1, #body, rec)
         if q then
           body = string.sub(body, 1, q - 1) .. r .. string.sub(body, q + rec)
         elseif have < cap and #body < 255 * rec then
@@ -710,10 +743,10 @@ end
 -- current records to older string pok.
 local u32c = {} -- u32 of the pointers written: most keys of a message take the same
 
-local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
+local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ahead)
   local e = u32c[v]
   if not e then
-    e = u32(v)
+    e = u32(v % P32) .. string.char(pcls(v))
     u32c[v] = e
   end
   local rec = field .. e
@@ -751,12 +784,19 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
     -- current string a window or more ahead, a clock stepped back,
     -- gives its place to the present below)
     if sup then
-      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. e, field, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. string.sub(e, 1, 4), field, bk, bk, cb, oldest, cap, ttl, blen)
     else
       olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
     redis.call('SETRANGE', pck, 6, olen)
     fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
+    return
+  end
+  if bk > cb and bk <= ahead then
+    -- a current string a window or more ahead of the message but not of
+    -- the clock (ahead: the last bucket not ahead of it): the message's
+    -- bucket left the window this string holds, and its pointer is not
+    -- kept, as the embedded store's ring refuses it (ahead.go)
     return
   end
   -- a full current string, or one of an earlier bucket: its records
@@ -770,15 +810,18 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
   local ns
-  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. '\0\8' .. olen .. rec end
+  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. u16(REC) .. olen .. rec end
   redis.call('SET', pck, ns, 'PX', ttl)
   fscache[pck] = ns
 end
 
-local function repoint(found, v, ref, weak)
-  if not found then return ref * 8, true end
-  local nv = v
-  if math.floor(v / 8) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+-- repoint is model.go's: cls is the class the key keeps (0: a support
+-- family's).
+local function repoint(found, v, ref, cls, weak)
+  if not found then return ref * 8 + cls * P32, true end
+  local nv = v % P32
+  if pref(v) ~= ref or weak then nv = ref * 8 + math.min(v % 8 + 1, 7) end
+  nv = nv + cls * P32
   return nv, nv ~= v
 end
 
@@ -863,7 +906,8 @@ if mode == 'c' or mode == 'r' then
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
   -- support family's); 'c' also nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
-  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none).
+  -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
+  -- bucket not ahead of the clock.
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -973,6 +1017,7 @@ if mode == 'c' or mode == 'r' then
   local net, snd = tonumber(ARGV[a0 + nsig + 3]), tonumber(ARGV[a0 + nsig + 4])
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
+  local ahead = tonumber(ARGV[a0 + nsig + 8]) -- the last bucket not ahead of the clock
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -981,14 +1026,14 @@ if mode == 'c' or mode == 'r' then
     local v = ptrs[s]
     raw[s] = v
     if v and v % 8 < WEAKCAP then
-      local r = math.floor(v / 8)
+      local r = pref(v)
       local a = aof[r]
       if a == nil then
         a = redis.call('HGET', xkey(prefix, r), 'a')
         a = (a and #a == 8 and num(a, 5, 4) >= oldest) and num(a, 1, 4) or false
         aof[r] = a
       end
-      if a then ptrs[s] = a * 8 + v % 8 end
+      if a then ptrs[s] = a * 8 + v % 8 + pcls(v) * P32 end
     end
   end
   -- decide (model.go)
@@ -1000,7 +1045,7 @@ if mode == 'c' or mode == 'r' then
   local ev, nk, sup = {}, {}, {}
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
-      local r = math.floor(ptrs[s] / 8)
+      local r = pref(ptrs[s])
       local f = fams[s]
       if f < 0 then
         sup[f] = sup[f] or {}
@@ -1056,13 +1101,29 @@ if mode == 'c' or mode == 'r' then
   end
   local ref, join, weak = fresh, false, false
   local voters = {}
+  -- the class of the message's sender (model.go's senderClass) and the
+  -- one its main families' pointers get (decision.cls)
+  local sc = 0
+  if snd > 0 then sc = 1 + snd % 254 end
+  local cls = sc
   -- the campaigns counted with the joined one (model.go's unionOf)
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
     ref, join = best, true
+    -- the class the main families' voting keys read (campaignClass)
+    local c = 0
+    for s = 1, nsig do
+      local v = ptrs[s]
+      if v and v % 8 < WEAKCAP and pref(v) == best and fams[s] >= 0 then
+        local k = pcls(v)
+        if k ~= 0 then
+          if c == 0 then c = k elseif c ~= k then c = 255 end
+        end
+      end
+    end
+    if c ~= 0 and sc ~= 0 and sc ~= c then cls = 255 elseif c ~= 0 then cls = c end
     -- one sender's template (model.go)
-    weak = (100 * bestEv < WEAKSHARE * UNIT * nf and not spread[best]) or
-      (nk[best] < UKEYS and snd > 0 and (sender_of(best)))
+    weak = (100 * bestEv < WEAKSHARE * UNIT * nf and not spread[best]) or (nk[best] < UKEYS and sc ~= 0 and c == sc)
     if not weak then
       for r, e in pairs(ev) do
         if r ~= best and nk[r] >= UKEYS and 100 * e >= USHARE * UNIT * nf then union[#union + 1] = r end
@@ -1077,7 +1138,7 @@ if mode == 'c' or mode == 'r' then
   end
   inu[best] = true
   for s = 1, nsig do
-    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[math.floor(ptrs[s] / 8)]) and 1 or 0
+    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and 1 or 0
   end
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
@@ -1097,9 +1158,9 @@ if mode == 'c' or mode == 'r' then
   end
   if write then
     for s = 1, nsig do
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, weak and voters[s] == 1)
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
-        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead)
       end
     end
   end
@@ -1112,7 +1173,7 @@ if mode == 'c' or mode == 'r' then
   local parts = {}
   local via = not weak
   for s = 1, nsig do
-    if voters[s] == 1 and math.floor(raw[s] / 8) ~= math.floor(ptrs[s] / 8) then via = true end
+    if voters[s] == 1 and pref(raw[s]) ~= pref(ptrs[s]) then via = true end
   end
   if join and via and count then parts = parts_parse(ck.parts, oldest) end
   if count and (#union > 0 or #parts > 0) then
@@ -1148,7 +1209,7 @@ if mode == 'c' or mode == 'r' then
         local guard, one, two, gev = false, nil, false, 0
         for s = 1, nsig do
           local f = fams[s]
-          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and math.floor(ptrs[s] / 8) == r then
+          if ptrs[s] and ptrs[s] % 8 < WEAKCAP and pref(ptrs[s]) == r then
             local gi = (f >= 0 and f or (-1 - f) % 256) + 1
             local c = string.sub(aguard, gi, gi)
             if c == 'a' then guard = true end
@@ -1206,14 +1267,15 @@ end
 
 if mode == 'q' then
   -- KEYS per candidate ref: its exact set, then its nb first-sighting
-  -- strings. ARGV: 'q', nb, candidates, origin, then their fields.
-  -- Returns the 0-based index of the first candidate no campaign holds.
+  -- strings. ARGV: 'q', nb, candidates, origin, their fields, the
+  -- window's oldest bucket. Returns the 0-based index of the first candidate no campaign holds.
   local nb, n, origin = tonumber(ARGV[2]), tonumber(ARGV[3]), u32(tonumber(ARGV[4]))
+  local oldest = tonumber(ARGV[5 + n]) -- the window's oldest bucket
   for i = 1, n do
     local kb = (i - 1) * (nb + 1)
     local ck = {x = KEYS[kb + 1], f = {}, nb = nb, field = ARGV[4 + i]}
     for j = 1, nb do ck.f[j] = KEYS[kb + 1 + j] end
-    if not camp_live(ck, origin) then return i - 1 end
+    if not camp_live(ck, origin, oldest) then return i - 1 end
   end
   return n
 end
@@ -1232,7 +1294,7 @@ end
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
   -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
-  -- support family's).
+  -- support family's), the last bucket not ahead of the clock.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local cur = {}
@@ -1240,7 +1302,7 @@ if mode == 'w' then
   fs_mget(cur)
   for i = 1, n do
     ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], string.byte(ARGV[8 + 2 * n], i) == 49,
-      tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen)
+      tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen, tonumber(ARGV[9 + 2 * n]))
   end
   return n
 end

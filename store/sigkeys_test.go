@@ -14,7 +14,7 @@ func (r *Redis) sigKeysSimple(id string, split uint64) sigKeys {
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
 	sub := strconv.FormatUint((h>>32)%split, 10)
-	keys := [3]string{base + "ln:" + sub, base + "ls:" + sub, base + "v:" + id}
+	keys := [3]string{base + "pn:" + sub, base + "ps:" + sub, base + "v:" + id}
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h))
 	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}

@@ -49,6 +49,7 @@ type slotBucket struct {
 	gen   uint64 // 0: none
 	n     uint32
 	pages [][]uint32
+	cls   [][]uint8 // the class its main keys keep (ptr.class), per slot
 }
 
 // fresh makes the ring's slot of bucket id a new generation of it.
@@ -68,22 +69,23 @@ func (r *slotRing) gen(b int64) uint64 {
 
 func (r *slotRing) init(nb int) { r.b = make([]slotBucket, nb) }
 
-// ref returns the ref in slot s of bucket b's slots of generation gen;
-// the caller holds r.mu.
-func (r *slotRing) ref(b int64, gen uint64, s uint32) (uint32, bool) {
+// ref returns the ref and class in slot s of bucket b's slots of
+// generation gen; the caller holds r.mu.
+func (r *slotRing) ref(b int64, gen uint64, s uint32) (uint32, uint8, bool) {
 	sb := &r.b[mod(b, int64(len(r.b)))]
 	if sb.id != b || sb.gen != gen || s >= sb.n {
-		return 0, false
+		return 0, 0, false
 	}
-	return sb.pages[s>>slotPageBits][s&(1<<slotPageBits-1)], true
+	pg, i := s>>slotPageBits, s&(1<<slotPageBits-1)
+	return sb.pages[pg][i], sb.cls[pg][i], true
 }
 
-// take returns a new slot of bucket cb holding ref and the generation of
+// take returns a new slot of bucket cb holding ref and class c, and the generation of
 // cb's slots, or false when the
 // ring's slot holds a newer bucket that is not ahead of the clock (cb
 // has left the window held here: its pointers would be refused too);
 // aheadOf is the last bucket not ahead. The caller holds r.mu.
-func (r *slotRing) take(cb, aheadOf int64, ref uint32) (uint32, uint64, bool) {
+func (r *slotRing) take(cb, aheadOf int64, ref uint32, c uint8) (uint32, uint64, bool) {
 	sb := &r.b[mod(cb, int64(len(r.b)))]
 	if sb.id != cb || sb.gen == 0 {
 		if sb.gen != 0 && sb.id > cb && sb.id <= aheadOf {
@@ -97,9 +99,12 @@ func (r *slotRing) take(cb, aheadOf int64, ref uint32) (uint32, uint64, bool) {
 	s := sb.n
 	if s&(1<<slotPageBits-1) == 0 {
 		sb.pages = append(sb.pages, make([]uint32, 0, 1<<slotPageBits))
+		sb.cls = append(sb.cls, make([]uint8, 0, 1<<slotPageBits))
 	}
 	p := &sb.pages[len(sb.pages)-1]
 	*p = append(*p, ref)
+	pc := &sb.cls[len(sb.cls)-1]
+	*pc = append(*pc, c)
 	sb.n++
 	return s, sb.gen, true
 }
@@ -142,29 +147,35 @@ func slotVal(s uint32, p ptr) uint32 { return s<<switchBits | uint32(p.switches(
 // switchBits: a stored value's switch count (ptr.switches).
 const switchBits = 3
 
-// msgSlots are the slots one message took, by ref (nearly always one),
-// and their bucket's generation.
+// msgSlots are the slots one message took, by ref and class (nearly
+// always one), and their bucket's generation.
 type msgSlots struct {
 	gen  uint64
-	refs []struct{ ref, slot uint32 }
+	refs []msgSlot
+}
+
+type msgSlot struct {
+	ref, slot uint32
+	cls       uint8
 }
 
 // valueOf returns the value to store for pointer p of a key in bucket
 // cb, and the generation of cb's slots: the key's stored value old (here:
-// it has one in cb, naming ref oldRef, of generation gen) keeps its slot
-// when p names the same campaign; otherwise the slot this message took
+// it has one in cb, naming stored pointer oldp's campaign, of generation
+// gen) keeps its slot when p names the same campaign and class (anyClass:
+// a support key's, which keeps none); otherwise a slot this message took
 // for p's ref, taking one. False: no slot (the key is not written).
-func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old, oldRef uint32, gen uint64, here bool) (uint32, uint64, bool) {
-	if here && oldRef == p.ref() {
+func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old uint32, oldp ptr, gen uint64, here, anyClass bool) (uint32, uint64, bool) {
+	if here && oldp.ref() == p.ref() && (anyClass || oldp.class() == p.class()) {
 		return slotVal(old>>switchBits, p), gen, true
 	}
 	for _, m := range ms.refs {
-		if m.ref == p.ref() {
+		if m.ref == p.ref() && (anyClass || m.cls == p.class()) {
 			return slotVal(m.slot, p), ms.gen, true
 		}
 	}
 	e.slots.mu.Lock()
-	s, g, ok := e.slots.take(cb, e.c.aheadBucket(), p.ref())
+	s, g, ok := e.slots.take(cb, e.c.aheadBucket(), p.ref(), p.class())
 	e.slots.mu.Unlock()
 	if !ok {
 		return 0, 0, false
@@ -172,12 +183,12 @@ func (e *Embedded) valueOf(ms *msgSlots, cb int64, p ptr, old, oldRef uint32, ge
 	if g != ms.gen {
 		ms.gen, ms.refs = g, ms.refs[:0]
 	}
-	ms.refs = append(ms.refs, struct{ ref, slot uint32 }{p.ref(), s})
+	ms.refs = append(ms.refs, msgSlot{p.ref(), s, p.class()})
 	return slotVal(s, p), g, true
 }
 
 // appendSlots appends the slots of the live buckets: i64 bucket, u32
-// first slot, u32 n, n × u32 ref, at most 2¹⁶ refs a record; flush takes
+// first slot, u32 n, n × (u32 ref, u8 class), at most 2¹⁶ slots a record; flush takes
 // each record, and the lock is not held while it writes.
 func (r *slotRing) appendSlots(b []byte, oldest int64, flush func([]byte) []byte) []byte {
 	for i := range r.b {
@@ -197,6 +208,7 @@ func (r *slotRing) appendSlots(b []byte, oldest int64, flush func([]byte) []byte
 			b = le32(b, n)
 			for j := s; j < s+n; j++ {
 				b = le32(b, sb.pages[j>>slotPageBits][j&(1<<slotPageBits-1)])
+				b = append(b, sb.cls[j>>slotPageBits][j&(1<<slotPageBits-1)])
 			}
 			r.mu.RUnlock()
 			s += n
@@ -206,20 +218,25 @@ func (r *slotRing) appendSlots(b []byte, oldest int64, flush func([]byte) []byte
 	return b
 }
 
-// loadSlots reads slots (chunk 14): each record continues its bucket's
+// loadSlots reads slots (chunk 14) of a file of the given version (before
+// 7: no class, read as none known): each record continues its bucket's
 // slots where the last one ended.
-func (e *Embedded) loadSlots(b []byte) error {
+func (e *Embedded) loadSlots(b []byte, version uint32) error {
+	size := 5
+	if version < 7 {
+		size = 4
+	}
 	d := &decoder{b: b}
 	r := &e.slots
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for len(d.b) > 0 && !d.bad {
 		id, first := int64(d.u64()), d.u32()
-		n := d.count(4)
+		n := d.count(size)
 		if d.bad {
 			break
 		}
-		refs := d.take(4 * n)
+		refs := d.take(size * n)
 		sb := &r.b[mod(id, int64(len(r.b)))]
 		if sb.gen == 0 || sb.id < id {
 			r.fresh(sb, id)
@@ -231,9 +248,12 @@ func (e *Embedded) loadSlots(b []byte) error {
 			d.bad = true
 			break
 		}
-		for j := 0; j < len(refs) && !d.bad; j += 4 {
-			ref := binary.LittleEndian.Uint32(refs[j:])
-			if _, _, ok := r.take(id, math.MaxInt64, ref); !ok || ref > refMask {
+		for j := 0; j < len(refs) && !d.bad; j += size {
+			ref, c := binary.LittleEndian.Uint32(refs[j:]), uint8(0)
+			if size == 5 {
+				c = refs[j+4]
+			}
+			if _, _, ok := r.take(id, math.MaxInt64, ref, c); !ok || ref > refMask {
 				d.bad = true
 			}
 		}
@@ -265,7 +285,7 @@ func (l *legacySlots) value(id int64, v uint32) (uint32, bool) {
 		return slotVal(s, p), true
 	}
 	l.e.slots.mu.Lock()
-	s, _, ok := l.e.slots.take(id, math.MaxInt64, p.ref())
+	s, _, ok := l.e.slots.take(id, math.MaxInt64, p.ref(), 0)
 	l.e.slots.mu.Unlock()
 	if !ok {
 		return 0, false

@@ -85,49 +85,49 @@ func TestSlotRing(t *testing.T) {
 	var r slotRing
 	r.init(5)
 	for i := range 5000 {
-		if s, _, ok := r.take(10, 10, uint32(i)); !ok || s != uint32(i) {
+		if s, _, ok := r.take(10, 10, uint32(i), uint8(i%7)); !ok || s != uint32(i) {
 			t.Fatalf("take %d: slot %d, %v", i, s, ok)
 		}
 	}
 	g10 := r.gen(10)
-	if ref, ok := r.ref(10, g10, 4099); !ok || ref != 4099 {
-		t.Errorf("slot 4099 of bucket 10: %d, %v", ref, ok)
+	if ref, c, ok := r.ref(10, g10, 4099); !ok || ref != 4099 || c != 4099%7 {
+		t.Errorf("slot 4099 of bucket 10: %d, class %d, %v", ref, c, ok)
 	}
 	for _, c := range []struct {
 		b    int64
 		slot uint32
 	}{{10, 5000}, {15, 1}, {5, 1}, {11, 0}} {
-		if ref, ok := r.ref(c.b, g10, c.slot); ok {
+		if ref, _, ok := r.ref(c.b, g10, c.slot); ok {
 			t.Errorf("slot %d of bucket %d resolves to %d, want none", c.slot, c.b, ref)
 		}
 	}
-	if _, _, ok := r.take(5, 10, 1); ok {
+	if _, _, ok := r.take(5, 10, 1, 0); ok {
 		t.Error("bucket 5 took a slot where bucket 10 is held")
 	}
-	s, g5, ok := r.take(5, 4, 77)
+	s, g5, ok := r.take(5, 4, 77, 0)
 	if !ok || s != 0 || g5 == g10 {
 		t.Errorf("bucket 5 with bucket 10 ahead of the clock: slot %d, %v, generation %d; want 0, a new one", s, ok, g5)
 	}
-	if ref, ok := r.ref(5, g5, 0); !ok || ref != 77 {
+	if ref, _, ok := r.ref(5, g5, 0); !ok || ref != 77 {
 		t.Errorf("slot 0 of bucket 5: %d, %v", ref, ok)
 	}
-	if _, ok := r.ref(10, g10, 0); ok {
+	if _, _, ok := r.ref(10, g10, 0); ok {
 		t.Error("bucket 10's slots resolve after bucket 5 took its place")
 	}
 	// Bucket 10 again, after 5: its earlier pointers (generation g10)
 	// name none of its new slots.
-	if _, g, _ := r.take(10, 10, 99); g == g10 {
+	if _, g, _ := r.take(10, 10, 99, 0); g == g10 {
 		t.Error("bucket 10 made again has its first generation")
 	}
-	if _, ok := r.ref(10, g10, 0); ok {
+	if _, _, ok := r.ref(10, g10, 0); ok {
 		t.Error("a pointer of bucket 10's first generation resolves in its second")
 	}
-	_, g6, _ := r.take(6, 6, 1)
+	_, g6, _ := r.take(6, 6, 1, 0)
 	r.sweep(6, 6)
-	if _, ok := r.ref(10, r.gen(10), 0); ok {
+	if _, _, ok := r.ref(10, r.gen(10), 0); ok {
 		t.Error("bucket 10 resolves after the sweep to 6")
 	}
-	if _, ok := r.ref(6, g6, 0); !ok {
+	if _, _, ok := r.ref(6, g6, 0); !ok {
 		t.Error("bucket 6 swept")
 	}
 }
@@ -456,8 +456,8 @@ func newPackedFixture(t *testing.T, seed uint64) packedFixture {
 	f.cb = f.e.c.bucket(f.now)
 	f.ps = &f.e.ptrs[0]
 	f.sigs = randomSigs(3000, seed)
-	_, f.g, _ = f.e.slots.take(f.cb, f.cb, 1)
-	_, f.g1, _ = f.e.slots.take(f.cb+1, f.cb+1, 1)
+	_, f.g, _ = f.e.slots.take(f.cb, f.cb, 1, 0)
+	_, f.g1, _ = f.e.slots.take(f.cb+1, f.cb+1, 1, 0)
 	f.ps.mu.Lock()
 	t.Cleanup(func() {
 		f.ps.mu.Unlock()

@@ -24,6 +24,8 @@ import (
 	"github.com/bulkmilter/bulkmilter/lab/corpus"
 	"github.com/bulkmilter/bulkmilter/lab/eval"
 	"github.com/bulkmilter/bulkmilter/signature"
+	"github.com/bulkmilter/bulkmilter/store"
+	"github.com/redis/go-redis/v9"
 )
 
 func evalCommand(args []string, stdout, stderr io.Writer) error {
@@ -46,6 +48,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	check := fs.Bool("check", false, "fail when a result regresses past the floors of the run mode (eval.FloorsFor)")
 	list := fs.Bool("list", false, "list the attacks and exit")
 	quiet := fs.Bool("q", false, "no progress on stderr")
+	redisURL := fs.String("redis", "", "replay through this Redis `URL` (redis+cluster://… for a Cluster) instead of an embedded store, flushed before each replay: for the real stream (-sections stream), one replay at a time; never a database in use")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -98,6 +101,10 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ec.Params = cfg.Signatures.SetParams()
+	if *redisURL != "" {
+		cfg.Store.Redis = config.Redis{URL: *redisURL}
+		ec.Workers = 1 // one store: worlds one after the other
+	}
 	ec.NewPipeline = func() (eval.Pipeline, error) { return newEvalPipeline(cfg, secret) }
 	probe, err := newEvalPipeline(cfg, secret)
 	if err != nil {
@@ -211,14 +218,20 @@ func (p *evalPipeline) Close() error {
 }
 
 // newEvalPipeline builds a runtime as the daemon does, with its own
-// temporary data directory: the given secret and an empty embedded store.
+// temporary data directory: the given secret and an empty embedded store,
+// or the configured Redis (bulklab eval -redis), flushed.
 func newEvalPipeline(cfg *config.Config, secret []byte) (*evalPipeline, error) {
+	if cfg.Store.Redis.URL != "" {
+		if err := flushRedis(cfg.Store.Redis.URL); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "milterd-eval-")
 	if err != nil {
 		return nil, err
 	}
 	c := *cfg
-	c.DataDir, c.Store.File, c.Store.Redis = dir, "", config.Redis{}
+	c.DataDir, c.Store.File = dir, ""
 	// Offline, the daemon's per-message latency budget measures nothing: on
 	// a loaded machine it aborted runs ("store unavailable: context
 	// deadline exceeded"). The most the configuration allows.
@@ -234,6 +247,28 @@ func newEvalPipeline(cfg *config.Config, secret []byte) (*evalPipeline, error) {
 		return nil, err
 	}
 	return &evalPipeline{Runtime: rt, dir: dir}, nil
+}
+
+// flushRedis empties the Redis of url, every primary of a Cluster: each
+// replay starts from an empty store, as with the embedded one.
+func flushRedis(url string) error {
+	o, err := store.ParseRedisURL(url)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: o.Addrs, IsClusterMode: o.Cluster, Username: o.Username, Password: o.Password, DB: o.DB})
+	defer c.Close()
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
+	} else {
+		err = c.FlushAll(ctx).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("flush %s: %w", o.Addrs, err)
+	}
+	return nil
 }
 
 // discardLogger drops every record (commands that build many runtimes).

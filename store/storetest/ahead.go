@@ -137,3 +137,54 @@ func (s *suite) clockSteppedBack(t *testing.T) {
 	clock.set(base)
 	pairs(t, st, &clock, l, 10, "stepped back")
 }
+
+// oldMessage: a message dated a window or more before the newest bucket
+// its keys' pointers were written in (a forged or wrong Date replayed, a
+// late retry), at a clock that has the newer bucket in its present, keeps
+// those pointers: the next copy of the present joins its campaign by its
+// keys. (The embedded store's ring refuses the old write; a Redis pointer
+// string once gave its place to the old message, as to a clock stepped
+// back, and the next copy started a campaign of its own.)
+func (s *suite) oldMessage(t *testing.T) {
+	w := 24 * time.Hour
+	base := aligned(t0, w, 4).Add(time.Minute)
+	var clock testClock
+	clock.set(base.Add(time.Hour))
+	st := s.open(t, store.Params{Window: w, Buckets: 4, Now: clock.now})
+	keys := spreadKeys("imatch", 1<<22, 3)
+	first := observe(t, st, base, keys, "a@x")
+	observe(t, st, base.Add(-3*w), keys, "old@x")
+	// Another key too: the copy's own campaign would have another ref, so
+	// only the first copy's pointers can join it.
+	next := observe(t, st, base.Add(time.Minute), append(keys, familyKey("shingle", 0, 0x51)), "b@x")
+	if c := next.Campaign; c.ID != first.Campaign.ID || c.Recipients != 2 || len(c.Joined) != 3 {
+		t.Errorf("the next copy: campaign %+v, want %08x of 2 recipients joined by its 3 keys", c, first.Campaign.ID)
+	}
+}
+
+// campaignAfterWindow: a campaign whose copies all left the window is
+// gone, whatever its record's time to live: a copy of the same keys a
+// window later (same ref) starts it afresh, its volume, networks and
+// first time its own. (A Redis record outlived its window in a replay,
+// whose time runs ahead of the keys' real-time TTLs, and carried its
+// networks into the ref's next campaign.)
+func (s *suite) campaignAfterWindow(t *testing.T) {
+	w := 24 * time.Hour
+	base := aligned(t0, w, 4).Add(time.Minute)
+	var clock testClock
+	clock.set(base.Add(3 * w))
+	st := s.open(t, store.Params{Window: w, Buckets: 4, Now: clock.now})
+	keys := spreadKeys("attach", 1<<23, 2)
+	for i := range 3 {
+		res, err := st.Observe(context.Background(), store.Observation{Keys: keys, Recipients: []string{fmt.Sprintf("r%d@x", i)},
+			Time: base.Add(time.Duration(i) * time.Minute), Network: fmt.Sprintf("192.0.2.%d", i)})
+		if err != nil || res.Campaign.Recipients != int64(i+1) || res.Campaign.Networks != int64(i+1) {
+			t.Fatalf("copy %d: campaign %+v, %v; want %d recipients from %d networks", i, res.Campaign, err, i+1, i+1)
+		}
+	}
+	later := base.Add(2 * w)
+	res, err := st.Observe(context.Background(), store.Observation{Keys: keys, Recipients: []string{"r0@x"}, Time: later, Network: "198.51.100.1"})
+	if c := res.Campaign; err != nil || c.Recipients != 1 || c.Networks != 1 || !c.First.Equal(later.Truncate(time.Second)) {
+		t.Errorf("a copy two windows later: campaign %+v, %v; want 1 recipient from 1 network, first seen %v", c, err, later)
+	}
+}

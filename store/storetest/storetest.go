@@ -80,6 +80,8 @@ func Run(t *testing.T, h Harness) {
 		{"RealClockExpiry", s.realClock},
 		{"TimesAhead", s.timesAhead},
 		{"ClockSteppedBack", s.clockSteppedBack},
+		{"OldMessage", s.oldMessage},
+		{"CampaignAfterWindow", s.campaignAfterWindow},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
 		{"Votes", s.votes},
@@ -333,19 +335,27 @@ func (s *suite) campaignNoChaining(t *testing.T) {
 // weakly, WeakCap+1 of them at most (model.go, "One sender's template").
 // The same key joins an edited campaign's copies from many senders or none
 // known, and one sender's copies whose content joins them (two keys) add
-// up.
+// up; so do the first sender's items once another sender's copy joined
+// through the frame and content (the pointers it wrote name many senders).
 func (s *suite) campaignSenderTemplate(t *testing.T) {
 	const n = 12
 	for _, tc := range []struct {
-		name   string
-		sender func(j int) string
-		shared int   // keys shared by every message: the frame's, then content
-		most   int64 // the largest campaign
+		name    string
+		sender  func(j int) string
+		shared  int              // keys shared by every message: the frame's, then content
+		content func(j int) bool // items that share the content key too (nil: shared decides)
+		most    int64            // the largest campaign
 	}{
-		{"one sender, the frame alone", func(int) string { return "rss@feeds.example" }, 1, store.WeakCap + 1},
-		{"many senders, the frame alone", func(j int) string { return fmt.Sprintf("s%d@spam.example", j) }, 1, n},
-		{"no sender known, the frame alone", func(int) string { return "" }, 1, n},
-		{"one sender, content joins", func(int) string { return "rss@feeds.example" }, 2, n},
+		{"one sender, the frame alone", func(int) string { return "rss@feeds.example" }, 1, nil, store.WeakCap + 1},
+		{"many senders, the frame alone", func(j int) string { return fmt.Sprintf("s%d@spam.example", j) }, 1, nil, n},
+		{"no sender known, the frame alone", func(int) string { return "" }, 1, nil, n},
+		{"one sender, content joins", func(int) string { return "rss@feeds.example" }, 2, nil, n},
+		{"another sender joined, then the frame alone", func(j int) string {
+			if j == 1 {
+				return "other@spam.example"
+			}
+			return "rss@feeds.example"
+		}, 1, func(j int) bool { return j < 2 }, n},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := s.open(t, store.Params{})
@@ -360,7 +370,7 @@ func (s *suite) campaignSenderTemplate(t *testing.T) {
 						keys = append(keys, familyKey(f, i, j<<8|0x10+i))
 					}
 				}
-				if tc.shared > 1 {
+				if tc.shared > 1 || (tc.content != nil && tc.content(j)) {
 					keys[2] = familyKey("imatch", 9, 0xc0)
 				}
 				res, err := st.Observe(context.Background(), store.Observation{Keys: keys,
