@@ -224,9 +224,10 @@
 // campaigns counted with it (a single server allows undeclared keys). On a
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
-// per slot) and probes the new ref; Go decides (with no call to the
-// campaign's slot: the pointers carry what "One sender's template" asks,
-// model.go); a second pipeline writes
+// per slot) and probes the new ref; Go decides (the pointers carry what
+// "One sender's template" asks; spread lines alone may ask the campaign's
+// slot for its senders, a third round trip, when the answer changes the
+// decision: model.go); a second pipeline writes
 // the pointers that change (one call per slot) and counts the campaign,
 // and the campaigns counted with it (a union, model.go), whose members it
 // returns, in the same pipeline. Two copies with different keys arriving
