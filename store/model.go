@@ -192,11 +192,12 @@ func senderClass(snd uint16) uint8 {
 	return 1 + uint8(snd%(classMany-1))
 }
 
-// nextClass is the class a message of sender class sc writes for its
-// campaign, whose class its pointers read as c (join), or a new one.
-func nextClass(join bool, c, sc uint8) uint8 {
+// nextClass is the class a message of sender class sc writes for the
+// campaign it joins, whose class its pointers read as c (a new campaign
+// takes sc).
+func nextClass(c, sc uint8) uint8 {
 	switch {
-	case !join || c == 0:
+	case c == 0:
 		return sc
 	case sc == 0 || sc == c:
 		return c
@@ -358,18 +359,6 @@ func familyCounts(fams []string) famCounts {
 // among, when not nil, tells whether the message's envelope sender is one
 // of campaign ref's (asked of spread lines); nil when the sender is unknown.
 func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16, among func(ref uint32) bool) decision {
-	var asked map[uint32]bool // among's answers: one call a campaign
-	isAmong := func(ref uint32) bool {
-		a, ok := asked[ref]
-		if !ok {
-			a = among(ref)
-			if asked == nil {
-				asked = map[uint32]bool{}
-			}
-			asked[ref] = a
-		}
-		return a
-	}
 	n, whole := fc.n, fc.whole
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
@@ -410,7 +399,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 		ref     uint32
 		k, unit int
 	}
-	var cands []candidate
+	var cands []candidate // one a campaign: only the line family spreads
 	for fr, k := range sup {
 		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
@@ -445,7 +434,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 		d := decision{ref: fresh, cls: sc, voters: make([]bool, len(ptrs))}
 		if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 			c := campaignClass(fams, ptrs, best)
-			d.ref, d.join, d.cls = best, true, nextClass(true, c, sc)
+			d.ref, d.join, d.cls = best, true, nextClass(c, sc)
 			d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
 				(keys[best] < UnionKeys && sc != 0 && c == sc)
 			if !d.weak {
@@ -466,7 +455,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 			return denied
 		}
 	}
-	return finish(func(ref uint32) bool { return !isAmong(ref) })
+	return finish(func(ref uint32) bool { return !among(ref) })
 }
 
 // same reports whether two decisions are one.

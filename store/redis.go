@@ -825,7 +825,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			if err != nil {
 				return false
 			}
-			return asInt(cmd.Val())&2 != 0
+			return asInt(cmd.Val()) != 0
 		}
 	}
 	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender), among)

@@ -441,27 +441,24 @@ local function camp_live(ck, origin, oldest)
 end
 
 -- camp_sender tells whether envelope sender snd (a 2-byte fingerprint) is
--- campaign ck's only one in the window, and whether it is one of them
--- ("Spread lines", model.go): its record's set, or its first sighting's.
+-- one of campaign ck's in the window ("Spread lines", model.go): its
+-- record's set, or its first sighting's.
 local function camp_sender(ck, snd)
   local m = redis.call('HMGET', ck.x, '#', 'h', 's')
   if m[1] or m[2] then
     local set, f = m[3] or '', u16(snd)
     for i = 1, #set - 1, 2 do
-      if string.sub(set, i, i + 1) == f then return set == f, true end
+      if string.sub(set, i, i + 1) == f then return true end
     end
-    return false, false
+    return false
   end
   fs_mget(ck.f)
   for i = ck.nb, 1, -1 do
     local s = fs_get(ck.f[i])
     local p = fs_find(s, ck.field, CREC)
-    if p then
-      local same = num(s, p + 14, 2) == snd
-      return same, same
-    end
+    if p then return num(s, p + 14, 2) == snd end
   end
-  return false, false
+  return false
 end
 
 -- Votes of one key on an observation: the tally and the recipients' own.
@@ -1074,19 +1071,14 @@ if mode == 'c' or mode == 'r' then
       end
     end
   end
-  -- the campaign's senders, asked once a campaign (camp_sender)
-  local asked = {}
-  local function sender_of(r)
-    if asked[r] == nil then asked[r] = {camp_sender(camp_keys(prefix, split, r, nb, cb), snd)} end
-    return asked[r][1], asked[r][2]
-  end
   local spread = {}
   for f, refs in pairs(sup) do
     local alone, share, sp, adds = support(f)
     local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
       local ok = (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
-      if not ok and sp > 0 and snd > 0 and k >= alone and 100 * k >= sp * nfam[f] and not select(2, sender_of(r)) then
+      if not ok and sp > 0 and snd > 0 and k >= alone and 100 * k >= sp * nfam[f]
+        and not camp_sender(camp_keys(prefix, split, r, nb, cb), snd) then
         ok, spread[r] = true, true
       end
       if ok then
@@ -1282,13 +1274,12 @@ end
 
 if mode == 's' then
   -- KEYS: the campaign's exact set, then its nb first-sighting strings.
-  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is the
-  -- campaign's only one, plus 2 when it is one of them (camp_sender).
+  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is one of
+  -- the campaign's (camp_sender), else 0.
   local nb = tonumber(ARGV[2])
   local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
   for j = 1, nb do ck.f[j] = KEYS[1 + j] end
-  local only, among = camp_sender(ck, tonumber(ARGV[4]))
-  return (only and 1 or 0) + (among and 2 or 0)
+  return camp_sender(ck, tonumber(ARGV[4])) and 1 or 0
 end
 
 if mode == 'w' then
