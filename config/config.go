@@ -247,6 +247,10 @@ type Policy struct {
 	// with this id below the verifier's are removed as forged. Empty:
 	// nothing is trusted, every mass mailing is undeclared.
 	AuthservID string `yaml:"authserv_id"`
+	// Relays are the site's own relays (a front MX, a forwarder, a
+	// department's gateway), addresses or CIDRs: mail from one counts the
+	// client the relay wrote in its Received field as its network.
+	Relays []string `yaml:"relays"`
 	// Adaptive lets the thresholds follow the site's size; Threshold and
 	// Thresholds are then the ceiling.
 	Adaptive Adaptive `yaml:"adaptive"`

@@ -249,6 +249,9 @@ refile:
 		{"authserv-id with a blank", "policy:\n  authserv_id: mx example.com\n", []string{
 			`b.yml:2: policy.authserv_id: invalid authserv-id "mx example.com" (use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com)`,
 		}},
+		{"relay not a network", "policy:\n  relays: [192.0.2.0/24, mx.example.com]\n", []string{
+			`b.yml:2: policy.relays[1]: invalid network "mx.example.com" (use an address or CIDR such as 192.0.2.0/24)`,
+		}},
 		{"level header named like the verdict header", "actions:\n  level_header: x-bulk\n", []string{
 			`b.yml:2: actions.level_header: same as the verdict header (use a different name than actions.header)`,
 		}},

@@ -164,6 +164,7 @@ func (c *Config) validate(lines lineIndex) Problems {
 	v.oneOf("policy.on_store_error", p.OnStoreError, "accept", "tempfail")
 	v.positive("policy.adaptive.floor", p.Adaptive.Floor)
 	v.positive("policy.adaptive.recipients_per_step", p.Adaptive.RecipientsPerStep)
+	v.networks("policy.relays", p.Relays)
 	if id := p.AuthservID; id != "" && (strings.ContainsAny(id, " \t\r\n;()\"=") || !utf8.ValidString(id)) {
 		v.add("policy.authserv_id", "use the host name your DKIM verifier writes first in Authentication-Results, e.g. mx.example.com", "invalid authserv-id %q", id)
 	}
@@ -199,11 +200,7 @@ func (c *Config) validate(lines lineIndex) Problems {
 		if d := f.LoginDomain; d != "" && (strings.ContainsAny(d, "@ \t\r\n") || strings.HasPrefix(d, ".")) {
 			v.add("feedback.login_domain", "use a domain such as example.com", "invalid domain %q", d)
 		}
-		for i, n := range f.TrustedNetworks {
-			if _, err := ParseNetwork(n); err != nil {
-				v.add(fmt.Sprintf("feedback.trusted_networks[%d]", i), "use an address or CIDR such as 192.0.2.0/24", "%v", err)
-			}
-		}
+		v.networks("feedback.trusted_networks", f.TrustedNetworks)
 		v.positive("feedback.global_voters", f.GlobalVoters)
 		v.oneOf("feedback.keep", f.Keep, "discard", "deliver")
 		if f.VoteTTL.D() <= 0 {
@@ -352,6 +349,29 @@ func ParseListen(s string) (network, addr string, err error) {
 		return "unix", rest, nil
 	}
 	return "", "", fmt.Errorf("invalid socket %q: unknown type %q", s, kind)
+}
+
+// ParseNetworks parses a list of networks (ParseNetwork), its key naming
+// the element that fails.
+func ParseNetworks(key string, ns []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for i, n := range ns {
+		p, err := ParseNetwork(n)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", key, i, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// networks checks a list of networks.
+func (v *validator) networks(key string, ns []string) {
+	for i, n := range ns {
+		if _, err := ParseNetwork(n); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", key, i), "use an address or CIDR such as 192.0.2.0/24", "%v", err)
+		}
+	}
 }
 
 // ParseNetwork parses an address or CIDR prefix.

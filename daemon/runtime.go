@@ -106,6 +106,11 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		thresholds[s.Family()] = cfg.ThresholdFor(s.Family().String())
 	}
 	lim := LimitsOf(cfg)
+	relays, err := config.ParseNetworks("policy.relays", cfg.Policy.Relays)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
 	rt.engine, err = detect.New(detect.Options{
 		Limits:         lim,
 		Set:            set,
@@ -116,6 +121,7 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		SlowAnalysis:   cfg.Limits.MaxAnalysisTime.D(),
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,
+		Relays:         relays,
 		Observer:       met, // nil-safe
 	})
 	if err != nil {
@@ -242,12 +248,9 @@ func newFeedback(cfg *config.Config, lim detect.Limits, rt *Runtime, met *metric
 		Limiter:            rt.limiter,
 		Observer:           met, // nil-safe
 	}
-	for i, n := range f.TrustedNetworks {
-		p, err := config.ParseNetwork(n)
-		if err != nil {
-			return nil, fmt.Errorf("feedback.trusted_networks[%d]: %w", i, err)
-		}
-		o.TrustedNetworks = append(o.TrustedNetworks, p)
+	var err error
+	if o.TrustedNetworks, err = config.ParseNetworks("feedback.trusted_networks", f.TrustedNetworks); err != nil {
+		return nil, err
 	}
 	return feedback.New(o)
 }

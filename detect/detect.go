@@ -77,6 +77,11 @@ type Options struct {
 	// sets (tens of MiB for the largest message) to the daemon's memory.
 	// Further messages wait for a turn: back pressure, not a verdict.
 	Analyses int
+	// Relays are the site's own relays: a message whose SMTP client is
+	// one counts, as its network, the client the relay wrote in its
+	// Received field (RelayedClient), not the relay, which every message
+	// it forwards would share.
+	Relays   []netip.Prefix
 	Observer Observer // nil observes nothing
 }
 
@@ -314,11 +319,17 @@ func (e *Engine) check(ctx context.Context, msg *Message) Verdict {
 	decl := declared.Judge(&msg.Header, msg.AuthResults)
 	rcpts := normaliseAll(msg.Recipients)
 	v := e.decide(ctx, a, store.Observation{Recipients: rcpts, Time: msg.Time,
-		Network: Network(msg.Client), Sender: senderDomain(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
+		Network: Network(e.Client(msg)), Sender: senderDomain(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
 	v.Declared = decl
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
+}
+
+// Client is the client msg's network is counted by: its SMTP client, or
+// the one a relay of the site wrote (Options.Relays).
+func (e *Engine) Client(msg *Message) netip.Addr {
+	return RelayedClient(msg.Header, msg.Client, e.opt.Relays)
 }
 
 // ErrNoPeek is the verdict's error when the store cannot be read without

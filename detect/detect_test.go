@@ -649,3 +649,46 @@ func TestGlobalVotesSixFamilies(t *testing.T) {
 		})
 	}
 }
+
+// A small site's forwarder: ten copies of a mailing reach one user through
+// the site's relay, each from a network of its own. With the relay
+// configured (Options.Relays) the campaign counts the ten networks the
+// relay wrote and the tenth copy is bulk; without it every copy comes from
+// the relay, one network, and none is.
+func TestRelayedNetworks(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		relays []netip.Prefix
+		nets   int64
+		bulk   bool
+	}{
+		{"relay configured", []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, 10, true},
+		{"no relay", nil, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opt := newFixture(t).e.opt
+			opt.Relays = c.relays
+			e, err := New(opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v Verdict
+			for i := range 10 {
+				msg := newsletter("garden", "u@example.test")
+				msg.Header = built(fmt.Sprintf("Received: from relay (relay [192.0.2.25]) by mx.example.test for <u@example.test>\n"+
+					"Received: from bot (bot [198.51.%d.7]) by relay for <u@relay.example>\n"+
+					"Received: from evil (evil [203.0.113.66]) by forged.example\n"+
+					"Subject: Your weekly garden digest\nContent-Type: text/plain; charset=utf-8\n", i))
+				msg.Client = netip.MustParseAddr("192.0.2.25")
+				msg.Time = time.Date(2026, 11, 28, 3, i, 0, 0, time.UTC)
+				v = e.Check(context.Background(), msg)
+				if v.Err != nil {
+					t.Fatal(v.Err)
+				}
+			}
+			if v.Campaign.Networks != c.nets || v.Campaign.Recipients != 1 || v.Bulk != c.bulk {
+				t.Errorf("tenth copy: networks %d, recipients %d, bulk %v; want %d, 1, %v", v.Campaign.Networks, v.Campaign.Recipients, v.Bulk, c.nets, c.bulk)
+			}
+		})
+	}
+}

@@ -146,6 +146,44 @@ func ReceivedClient(h textproto.Header) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// maxRelayHops bounds the Received fields RelayedClient reads: a site's
+// own relays are a hop or two.
+const maxRelayHops = 8
+
+// RelayedClient returns the client a message came from when client, the
+// SMTP client, is one of the site's own relays (a front MX, a forwarder,
+// a department's gateway): the first address, top down, of the Received
+// fields that is neither a relay nor loopback. Every field above it was
+// written by the site's MTA or a relay, so it names the host that
+// connected to the relay; fields further down are the sender's to write
+// and are never read. client itself when it is no relay or the fields name
+// no outside client.
+func RelayedClient(h textproto.Header, client netip.Addr, relays []netip.Prefix) netip.Addr {
+	if !inPrefixes(client, relays) {
+		return client
+	}
+	for i, v := range topDown(h, "Received") {
+		if i == maxRelayHops {
+			break
+		}
+		a := ParseReceived(v).Client
+		if !a.IsValid() || a.IsLoopback() || a.IsUnspecified() || inPrefixes(a, relays) {
+			continue
+		}
+		return a
+	}
+	return client
+}
+
+func inPrefixes(a netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // ReceivedTime returns the date of the topmost Received field, when the
 // receiving MTA took the message in; zero when it has none.
 func ReceivedTime(h textproto.Header) time.Time {

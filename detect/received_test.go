@@ -3,6 +3,7 @@ package detect
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,65 @@ func FuzzParseReceived(f *testing.F) {
 			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
 				t.Fatalf("recipient %q", r.For)
 			}
+		}
+	})
+}
+
+// TestRelayedClient: from a site's relay, the client is the first outside
+// one the Received fields name top down, fields further down never read;
+// from any other client, or when no field names an outside client, the
+// SMTP client.
+func TestRelayedClient(t *testing.T) {
+	relays := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:25::/48")}
+	const (
+		mine   = "Received: from relay.example (relay.example [192.0.2.25]) by mx.example.net for <u@example.net>\n"
+		relay  = "Received: from bot.example (bot.example [198.51.100.7]) by relay.example for <old@relay.example>\n"
+		forged = "Received: from evil (evil [203.0.113.66]) by forged.example\n"
+	)
+	for _, c := range []struct {
+		name, header, client string
+		want                 string
+	}{
+		{"the relay's field under the site's own", mine + relay + forged, "192.0.2.25", "198.51.100.7"},
+		{"the relay's field on top (the MTA shows its own to no milter)", relay + forged, "192.0.2.25", "198.51.100.7"},
+		{"two relays, a loopback hop", mine + "Received: from localhost (localhost [127.0.0.1]) by relay.example\n" +
+			"Received: from gw (gw [192.0.2.80]) by relay.example\n" + relay + forged, "192.0.2.25", "198.51.100.7"},
+		{"IPv6 relay", "Received: from r (r [IPv6:2001:db8:25::1]) by mx\n" + relay, "2001:db8:25::1", "198.51.100.7"},
+		{"no relay: the header is not read", relay + forged, "198.51.100.9", "198.51.100.9"},
+		{"no outside client named", mine + "Received: by relay.example (Postfix, from userid 1)\n", "192.0.2.25", "192.0.2.25"},
+		{"no Received field", "", "192.0.2.25", "192.0.2.25"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := RelayedClient(built(c.header+"Subject: x\n"), netip.MustParseAddr(c.client), relays)
+			if want := netip.MustParseAddr(c.want); got != want {
+				t.Errorf("got %v, want %v", got, want)
+			}
+		})
+	}
+	h := built(relay + "Subject: x\n")
+	if got := RelayedClient(h, netip.MustParseAddr("192.0.2.25"), nil); got != netip.MustParseAddr("192.0.2.25") {
+		t.Errorf("no relays configured: got %v, want the SMTP client", got)
+	}
+	var b strings.Builder
+	for range maxRelayHops {
+		b.WriteString("Received: from gw (gw [192.0.2.80]) by relay.example\n")
+	}
+	if got := RelayedClient(built(b.String()+relay+"Subject: x\n"), netip.MustParseAddr("192.0.2.25"), relays); got != netip.MustParseAddr("192.0.2.25") {
+		t.Errorf("past %d relay hops: got %v, want the SMTP client", maxRelayHops, got)
+	}
+}
+
+// FuzzRelayedClient: any header gives the SMTP client or an outside
+// client one of its Received fields names, never a relay, never a panic.
+func FuzzRelayedClient(f *testing.F) {
+	f.Add("Received: from relay (relay [192.0.2.25]) by mx\nReceived: from b (b [198.51.100.7]) by relay\n")
+	f.Add("Received: from ((([\nReceived: from [192.0.2.1]\n")
+	relays := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	client := netip.MustParseAddr("192.0.2.25")
+	f.Fuzz(func(t *testing.T, header string) {
+		got := RelayedClient(built(header+"\nSubject: x\n"), client, relays)
+		if got != client && (!got.IsValid() || got.IsLoopback() || relays[0].Contains(got)) {
+			t.Fatalf("client %v", got)
 		}
 	})
 }

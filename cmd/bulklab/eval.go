@@ -106,6 +106,12 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 		ec.Workers = 1 // one store: worlds one after the other
 	}
 	ec.NewPipeline = func() (eval.Pipeline, error) { return newEvalPipeline(cfg, secret) }
+	// The stream is one site's mail: its relays apply unless -config names some.
+	site := *cfg
+	if len(site.Policy.Relays) == 0 {
+		site.Policy.Relays = eval.StreamRelays
+	}
+	ec.NewStreamPipeline = func() (eval.Pipeline, error) { return newEvalPipeline(&site, secret) }
 	probe, err := newEvalPipeline(cfg, secret)
 	if err != nil {
 		return err

@@ -233,8 +233,8 @@ func (s *scanner) scan(ctx context.Context, m *mailbox.Message) error {
 	v := s.rt.Engine().Check(ctx, msg)
 	rec := scanRecord{N: s.n, Name: m.Name, Recipients: len(rcpts), Bulk: v.Bulk, Verdict: v.Header(false), Volume: v.Volume}
 	rec.MessageID = strings.TrimSpace(msg.Header.Get("Message-Id"))
-	if msg.Client.IsValid() {
-		rec.Client = msg.Client.String()
+	if c := s.rt.Engine().Client(msg); c.IsValid() { // the counted one: behind a relay, the relay's client
+		rec.Client = c.String()
 	}
 	rec.Sender = msg.Sender
 	if !at.IsZero() {

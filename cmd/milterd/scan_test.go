@@ -155,6 +155,16 @@ func TestScanEnvelopeFromHeaders(t *testing.T) {
 	if r.Client != "198.51.4.7" || r.Sender != "bounce-4@shop.example" || r.Time != "2024-04-01T10:04:00Z" || r.Recipients != 1 {
 		t.Errorf("fifth record: client %q sender %q time %q recipients %d", r.Client, r.Sender, r.Time, r.Recipients)
 	}
+	// Behind relays the configuration lists (here every mx of the shop),
+	// the client counted is the one the relay wrote.
+	cfg := filepath.Join(t.TempDir(), "relays.yml")
+	if err := os.WriteFile(cfg, []byte("policy:\n  relays: [198.51.0.0/16]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = runScan(t, "-q", "-config", cfg, "-rcpt-from", "headers", "-client-from", "received", path)
+	if r := out.records[4]; r.Client != "203.0.113.1" {
+		t.Errorf("behind a relay: client %q, want 203.0.113.1", r.Client)
+	}
 	// Without them: no client nor sender, and the Date's time.
 	out = runScan(t, "-q", "-rcpt-from", "headers", path)
 	if r := out.records[4]; r.Client != "" || r.Sender != "" || r.Time != "2019-04-01T10:00:00Z" {

@@ -68,6 +68,9 @@ type Config struct {
 	// attack is evaluated in a world of its own so that campaigns built
 	// from one base under different attacks never add up.
 	NewPipeline func() (Pipeline, error)
+	// NewStreamPipeline returns the real stream's pipeline: the site's own
+	// configuration, its relays (StreamRelays) included. Nil: NewPipeline.
+	NewStreamPipeline func() (Pipeline, error)
 	// Window is the store's window (the stream's campaign groups count
 	// recipients within it; 0: 24 hours).
 	Window time.Duration
