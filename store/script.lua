@@ -966,7 +966,7 @@ if mode == 'c' or mode == 'r' then
         -- ok: nothing (more) to read
         local ok = total == 0 or (total > OLDWHOLE and len == 0)
         if total > OLDWHOLE and len > 0 then
-          local v = redis.call('GETRANGE', KEYS[nsig + s], off, off + len - 1)
+          local v = redis.call('GETRANGE', KEYS[nsig + s], itoa(off), itoa(off + len - 1))
           if #v == len then
             local bk
             ptrs[s], bk, ok = old_read(v, 1, len, ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
