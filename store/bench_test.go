@@ -302,16 +302,23 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 					lens = binary.BigEndian.AppendUint16(lens, uint16(len(old)-n0))
 				}
 			}
-			// the current string: its bucket, the length of its main
-			// records, the older string's lanes' lengths, its records
+			// the current string: its bucket, the older string's lanes'
+			// lengths, its records (a support family's with the top bit
+			// of its check set)
 			cs := sup * inCur / records
 			cur := binary.BigEndian.AppendUint32(nil, uint32(cb))
-			cur = binary.BigEndian.AppendUint16(cur, uint16(9*(inCur-cs)))
 			cur = append(cur, lens...)
-			cur = append(cur, recs(inCur, 9)...)
+			rs := recs(inCur, 9)
+			for i := 0; i < len(rs); i += 9 {
+				rs[i] &^= 0x80
+				if i < 9*cs {
+					rs[i] |= 0x80
+				}
+			}
+			cur = append(cur, rs...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"pn:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"ps:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"rc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"ro:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

@@ -137,31 +137,33 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:pn:<s>            string: the newest key pointers of the current
+//	bm2:{tttt}:rc:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
-//	                             length of the main records (2 bytes), the
-//	                             lengths of the ps: string's 8 lanes (2 bytes
+//	                             lengths of the ro: string's 8 lanes (2 bytes
 //	                             each, so that a key reads only its lane of
-//	                             ps:), the main records, then the support
-//	                             families' (terms, contain, lines): 9-byte
-//	                             records, 4 bytes of the key's hash (low 32
-//	                             bits), 4 of the pointer (ref << 3 | the key's
+//	                             ro:), then 9-byte records in the order
+//	                             written: 4 bytes of check (the low 31 bits
+//	                             of the key's hash, the top bit set for a
+//	                             support family's key: terms, contain, lines),
+//	                             4 of the pointer (ref << 3 | the key's
 //	                             campaign switches, saturating at 7) and 1 of
 //	                             the class of the campaign's only sender
-//	                             (model.go; 0 in a support record). At most 48 records:
-//	                             the next key's write, or the first write of a
-//	                             later bucket, moves them to ps: (a new key
-//	                             rewrites this string, which thus stays small
-//	                             whatever the traffic). A key rewritten here
-//	                             shadows its record in ps:.
-//	bm2:{tttt}:ps:<s>            string: the same split's older pointers: the
-//	                             current bucket's moved from pn: and the
+//	                             (model.go; 0 in a support record). A new
+//	                             key's record is appended (APPEND: nothing is
+//	                             rebuilt), a known key's rewritten in place
+//	                             (SETRANGE). At most 48 records: the next
+//	                             key's write, or the first write of a later
+//	                             bucket, moves them to ro:, so that the
+//	                             string stays small whatever the traffic. A
+//	                             key rewritten here shadows its record in ro:.
+//	bm2:{tttt}:ro:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from rc: and the
 //	                             window's earlier buckets', in 8 lanes: 4 of
 //	                             the main records, then 4 of the support
 //	                             records; a key's lane is the last byte of its
 //	                             check mod 4. A lane is the window's buckets
-//	                             newest first from pn:'s bucket up to its
+//	                             newest first from rc:'s bucket up to its
 //	                             oldest with records, each a count byte and
 //	                             the records, newest first: main 9
 //	                             bytes, support 6 (the low 2 bytes of the
@@ -171,19 +173,20 @@
 //	                             At most FirstSightCap records a bucket and 255
 //	                             a lane and bucket (past them a key is not
 //	                             remembered in that bucket). A key reads only
-//	                             its lane (GETRANGE, where pn: says it lies,
+//	                             its lane (GETRANGE, where rc: says it lies,
 //	                             checked: the lane's buckets must fill it
 //	                             exactly); strings of at most 512 bytes, and
 //	                             lanes that fail the check, are read whole, in
-//	                             one MGET (an older string that pn:'s lengths
+//	                             one MGET (an older string that rc:'s lengths
 //	                             do not fit is damaged: nothing is found in
 //	                             it). A lookup reads two strings, not one
 //	                             a bucket (until 2026-11 the pointers were in
 //	                             p:<s>:<bucket>, one string a bucket, then in
 //	                             pc:/po:, qc:/qo: and qn:/qs:, whose older
 //	                             string had no lanes, then in ln:/ls:, whose
-//	                             main records had no class; those expire with
-//	                             their window). A current string a window or more
+//	                             main records had no class, then in pn:/ps:,
+//	                             whose current string was rebuilt for every
+//	                             new key; those expire with their window). A current string a window or more
 //	                             ahead of the clock (a clock stepped back)
 //	                             gives its place, and its older records, to
 //	                             the present.
@@ -217,7 +220,7 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the pn: strings of every key first, the lanes of the ps:
+// pointers (the rc: strings of every key first, the lanes of the ro:
 // strings only of the keys not found there), decides the campaign (the
 // same integer arithmetic as model.go's decide), writes the pointers and
 // counts the campaign, naming the campaign's keys itself, and those of the

@@ -376,7 +376,7 @@ func (r *Redis) limits(ctx context.Context) (Limits, error) {
 type sigKeys struct {
 	tag   string
 	slot  int
-	field string // pointer field: low 32 bits of the hash
+	field string // pointer field: low 32 bits of the hash, the top one set for a support family's
 	keys  [3]string
 	sup   bool // a support family's key (its older records keep 2 bytes of check)
 }
@@ -409,7 +409,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	var b strings.Builder
 	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
 	var ends [3]int
-	for i, kind := range [2]string{"pn:", "ps:"} {
+	for i, kind := range [2]string{"rc:", "ro:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
@@ -419,13 +419,20 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	b.WriteString("v:")
 	b.WriteString(id)
 	ends[2] = b.Len()
+	// The top bit of the check tells the script a support family's
+	// record from the others in a current string, whose records are in
+	// the order written (script.lua's cur_split).
+	sup := supportFamily(familyOf(id))
 	var f [4]byte
-	binary.BigEndian.PutUint32(f[:], uint32(h))
+	binary.BigEndian.PutUint32(f[:], uint32(h)&0x7fffffff)
+	if sup {
+		f[0] |= 0x80
+	}
 	b.Write(f[:])
 	all := b.String()
 	keys := [3]string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
-	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys}
+	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys, sup: sup}
 }
 
 // campTag is a campaign's hash tag: the top 14 of its ref's 29 bits.
@@ -556,7 +563,6 @@ func (ob *redisObs) prepare() {
 	for _, id := range ob.ids {
 		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
 		f := familyOf(id)
-		sk.sup = supportFamily(f)
 		ob.sks = append(ob.sks, sk)
 		n, ok := names[f]
 		if !ok {

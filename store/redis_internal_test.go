@@ -122,11 +122,14 @@ func testDamagedStrings(t *testing.T, s *Redis, id string, sk sigKeys, fs, field
 		{"", u32(9000) + sk.field + chk + u32(9000)},
 		{"", u32(4) + u16(cb-1) + u16(8) + sk.field + "1234" + u32(0)},
 		{"", sk.field + "12" + u32(0xffffffff)},
-		{u32(cb) + u16(0) + lens, lanes[:len(lanes)/2]},
-		{u32(cb) + u16(0) + wrong, lanes},
-		{u32(cb) + u16(0) + lens, lanes + "x"},
-		{u32(cb) + u16(8) + lens + sk.field, lanes},
-		{u32(cb+9) + u16(0) + lens, lanes},
+		{u32(cb) + lens, lanes[:len(lanes)/2]},
+		{u32(cb) + wrong, lanes},
+		{u32(cb) + lens, lanes + "x"},
+		{u32(cb) + lens + sk.field, lanes},
+		{u32(cb+9) + lens, lanes},
+		// the layout before 2026-11-28: the main records' length after
+		// the bucket
+		{u32(cb) + u16(8) + lens + sk.field + "1234", lanes},
 	} {
 		s.client.Set(ctx, sk.keys[0], v.cur, time.Hour)
 		s.client.Set(ctx, sk.keys[1], v.old, time.Hour)
@@ -234,7 +237,7 @@ func TestRedisOlderPartRead(t *testing.T) {
 					}
 					return r
 				}, 0)
-				s.client.Set(ctx, sk.keys[0], u32(cb)+u16(9*10)+lens+filler(20, 9, "m"), time.Hour)
+				s.client.Set(ctx, sk.keys[0], u32(cb)+lens+filler(20, 9, "m"), time.Hour)
 				s.client.Set(ctx, sk.keys[1], old, time.Hour)
 			}
 			second, err := s.Observe(ctx, Observation{Keys: ids, Recipients: []string{"b@x"}, Time: at})
@@ -290,7 +293,7 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		if older == 0 {
 			old, lens = "", strings.Repeat("\x00", 16)
 		}
-		s.client.Set(ctx, sk.keys[0], u32(cb)+u16(9*48)+lens+filler(24, 9, "m")+rec+filler(23, 9, "n"), time.Hour)
+		s.client.Set(ctx, sk.keys[0], u32(cb)+lens+filler(24, 9, "m")+rec+filler(23, 9, "n"), time.Hour)
 		s.client.Set(ctx, sk.keys[1], old, time.Hour)
 		if _, err := s.Observe(ctx, Observation{Keys: []string{k2}, Recipients: []string{"z@x"}, Time: at}); err != nil {
 			t.Fatal(err)
@@ -319,9 +322,9 @@ func TestRedisCurrentStringFull(t *testing.T) {
 	}
 }
 
-// curHdr is a current pointer string's header: its bucket, the length of
-// its main records, the older string's 8 lanes' lengths.
-const curHdr = 4 + 2 + 2*8
+// curHdr is a current pointer string's header: its bucket and the older
+// string's 8 lanes' lengths.
+const curHdr = 4 + 2*8
 
 // olderLanes returns an older pointer string of 8 lanes (4 main, 4
 // support) of nb buckets each, the records of lane l and bucket j back
@@ -399,5 +402,64 @@ func TestWithin(t *testing.T) {
 		cancel()
 	}); n != 0 {
 		t.Errorf("a nearer deadline kept: %.0f objects, want 0", n)
+	}
+}
+
+// A new key's record is appended to its current string, in the order
+// written (9 bytes: check, pointer, class), a support family's with the
+// top bit of its check set and class 0; the
+// second key of a message in one string appends after the first (read
+// again, not taken from the first read); a move to the older string puts
+// each record in its part, and every key is found again.
+func TestRedisAppendOrder(t *testing.T) {
+	_, s := countingRedis(t)
+	ctx := context.Background()
+	lim, _ := s.limits(ctx)
+	split := uint64(lim.FirstSightSplit)
+	// two keys of families that name campaigns and two support keys, all
+	// of one current string
+	var ids []string
+	str := s.sigKeys("v1:imatch.0:0000000000000000", split).keys[0]
+	for i, fam := 0, 0; len(ids) < 4; i++ {
+		id := fmt.Sprintf("v1:%s.0:%016x", []string{"imatch", "contain"}[fam], i)
+		if s.sigKeys(id, split).keys[0] == str {
+			ids = append(ids, id)
+			fam = 1 - fam
+		}
+	}
+	at := time.Now()
+	first, err := s.Observe(ctx, Observation{Keys: ids[:2], Recipients: []string{"a@x"}, Time: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Observe(ctx, Observation{Keys: ids[2:], Recipients: []string{"a@x"}, Time: at})
+	if err != nil || second.Campaign.ID == first.Campaign.ID {
+		t.Fatalf("second message: %+v, %v; want a campaign of its own", second.Campaign, err)
+	}
+	cur := s.client.Get(ctx, str).Val()
+	if len(cur) != curHdr+4*9 {
+		t.Fatalf("current string of %d bytes, want %d", len(cur), curHdr+4*9)
+	}
+	for i, id := range ids {
+		sk := s.sigKeys(id, split)
+		rec := cur[curHdr+9*i : curHdr+9*i+9]
+		if rec[:4] != sk.field || (rec[0] >= 0x80) != sk.sup || (sk.sup && rec[8] != 0) {
+			t.Errorf("record %d %x: want %s's check %x (support %v)", i, rec, id, sk.field, sk.sup)
+		}
+	}
+	// a bucket later a key of the string moves the four to the older
+	// string; each message's keys still find their campaign
+	later := at.Add(s.c.bucketLen)
+	if _, err := s.Observe(ctx, Observation{Keys: ids[:1], Recipients: []string{"b@x"}, Time: later}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		keys []string
+		want Result
+	}{{ids[:2], first}, {ids[2:], second}} {
+		res, err := s.Observe(ctx, Observation{Keys: m.keys, Recipients: []string{"c@x"}, Time: later})
+		if err != nil || res.Campaign.ID != m.want.Campaign.ID || len(res.Campaign.Joined) != 2 {
+			t.Errorf("%v again: campaign %+v, %v; want campaign %d joined by both keys", m.keys, res.Campaign, err, m.want.Campaign.ID)
+		}
 	}
 }

@@ -16,6 +16,12 @@
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
 
+-- itoa formats an integer for a command or a key name: a Lua number
+-- handed to redis.call is formatted with "%.17g" and one concatenated
+-- with "%.14g", each a multi-precision printf_fp in glibc (~4 % of
+-- redis-server's instructions an observation); "%d" is not.
+local function itoa(n) return string.format('%d', n) end
+
 local function chunks(cmd, key, list, from, to)
   local out = {}
   for i = from, to, CHUNK do
@@ -62,8 +68,8 @@ local function vote_store(k, n, b, oldest, ttlms)
     redis.call('DEL', k)
     return
   end
-  redis.call('HSET', k, '#', n .. ',' .. b .. ',' .. oldest)
-  if ttlms then redis.call('PEXPIRE', k, ttlms) end
+  redis.call('HSET', k, '#', itoa(n) .. ',' .. itoa(b) .. ',' .. itoa(oldest))
+  if ttlms then redis.call('PEXPIRE', k, itoa(ttlms)) end
 end
 
 if ARGV[1] == 'v' then
@@ -137,7 +143,7 @@ local function fs_put(k, rec, cap, rlen, ttlms)
   if #s >= cap * rlen then return false end
   local ns = s .. rec
   if s == '' then
-    redis.call('SET', k, ns, 'PX', ttlms)
+    redis.call('SET', k, ns, 'PX', itoa(ttlms))
   else
     redis.call('SET', k, ns, 'KEEPTTL')
   end
@@ -196,7 +202,7 @@ local function counts_format(t)
   for bk, c in pairs(t) do if c > 0 then bks[#bks + 1] = bk end end
   table.sort(bks)
   local parts = {}
-  for i, bk in ipairs(bks) do parts[i] = bk .. ':' .. t[bk] end
+  for i, bk in ipairs(bks) do parts[i] = itoa(bk) .. ':' .. itoa(t[bk]) end
   return table.concat(parts, ' ')
 end
 
@@ -252,14 +258,14 @@ local function camp_count(ck, rs, write, net, snd)
       end
       if old == nil and pv ~= nil then
         redis.call('HDEL', x, ph)
-        redis.call('HSET', x, r, pv)
+        redis.call('HSET', x, r, itoa(pv))
         old = pv
       end
       if old == nil then
-        redis.call('HSET', x, r, bk)
+        redis.call('HSET', x, r, itoa(bk))
         t[bk] = (t[bk] or 0) + 1
       elseif old < bk then
-        redis.call('HSET', x, r, bk)
+        redis.call('HSET', x, r, itoa(bk))
         t[old] = (t[old] or 1) - 1
         t[bk] = (t[bk] or 0) + 1
       end
@@ -285,7 +291,7 @@ local function camp_count(ck, rs, write, net, snd)
       for bk, list in pairs(per) do
         local hk = ck.c[bk - oldest + 1]
         chunks('PFADD', hk, list, 1, #list)
-        redis.call('PEXPIRE', hk, ttlof(bk))
+        redis.call('PEXPIRE', hk, itoa(ttlof(bk)))
       end
       return nil
     end
@@ -367,7 +373,7 @@ local function camp_count(ck, rs, write, net, snd)
       if rec then
         local hk = ck.c[fbk - oldest + 1]
         redis.call('PFADD', hk, entries[1][1])
-        redis.call('PEXPIRE', hk, ttlof(fbk))
+        redis.call('PEXPIRE', hk, itoa(ttlof(fbk)))
       end
       hll = true
     end
@@ -376,19 +382,19 @@ local function camp_count(ck, rs, write, net, snd)
     first = math.min(first, ck.now)
     nets = fpset_add(nets, net)
     snds = fpset_add(snds, snd)
-    redis.call('HSET', x, 't', first, 'n', nets, 's', snds)
+    redis.call('HSET', x, 't', itoa(first), 'n', nets, 's', snds)
   end
   if hll then
     if write and nr > 0 then
       chunks('PFADD', ck.c[nb], rs, 1, nr)
-      redis.call('PEXPIRE', ck.c[nb], ck.ttl)
+      redis.call('PEXPIRE', ck.c[nb], itoa(ck.ttl))
       redis.call('HSET', x, 'h', '1')
     end
     count = redis.call('PFCOUNT', unpack(hll_keys()))
   end
   if write then
     -- The record lives as long as the newest bucket it counts.
-    redis.call('PEXPIRE', x, ck.ttl)
+    redis.call('PEXPIRE', x, itoa(ck.ttl))
   end
   return count, #nets / 2, #snds / 2, first
 end
@@ -492,11 +498,11 @@ end
 
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
--- the records of the families that name campaigns (9 bytes: 4 of the
--- key's hash, 4 of the pointer, 1 of the class of the campaign's only
--- sender, model.go), then the support families' (9 bytes too, class 0:
--- a record of the current bucket is rewritten in place, which needs the
--- whole check). The older string holds the window's earlier buckets
+-- 9-byte records (4 of the key's hash, the top bit set for a support
+-- family's key, 4 of the pointer, 1 of the class of the campaign's only
+-- sender, model.go; 0 for a support family's) in the order written: a
+-- record of the current bucket is rewritten in place, which needs the
+-- whole check. The older string holds the window's earlier buckets
 -- in lanes (below), the support records there in 6 bytes (2 bytes of the
 -- check; a false match there only names a campaign no other family
 -- names, which a support key alone never joins). Two strings a key to
@@ -528,38 +534,34 @@ local function rec_find(s, field, from, to, rec)
   end
 end
 
--- The current string (store/doc.go): the bucket (4 bytes), the length of
--- its main records (2 bytes), the lengths of the older string's 2 * LANES
--- lanes (2 bytes each, so that a key reads only its lane of it), the
--- main records, then the support records, at most QCAP in all: past it
--- they move to the older string's section of the bucket (old_put), so
--- that the string read and rewritten by every new key stays small
--- whatever the traffic.
+-- The current string (store/doc.go): the bucket (4 bytes), the lengths
+-- of the older string's 2 * LANES lanes (2 bytes each, so that a key
+-- reads only its lane of it), then the records in the order written, at
+-- most QCAP: past it they move to the older string's section of the
+-- bucket (old_put), so that the string read by every new key stays
+-- small whatever the traffic. A new record is appended (APPEND), not
+-- the string rebuilt and rewritten: that was half of a new key's cost
+-- in the script. A support family's key has the top bit of its check
+-- set (the client sets it), so that a move tells its records apart.
 local LANES, QCAP = 4, 48
-local HDR = 6 + 4 * LANES
+local HDR = 4 + 4 * LANES
 local NOLANES = string.rep('\0', 4 * LANES) -- the lengths of no older string
 
--- cur_main returns the length of current string s's main records, or
--- nil when s holds no header (or a damaged one).
-local function cur_main(s)
-  if #s < HDR then return nil end
-  local a, b = string.byte(s, 5, 6)
-  local ml = a * 256 + b
-  if ml > #s - HDR then return nil end
-  return ml
+-- cur_ok tells whether current string s holds a header and whole
+-- records (a damaged one is replaced by the next write).
+local function cur_ok(s)
+  return #s >= HDR and (#s - HDR) % REC == 0
 end
 
--- cur_read looks for field in current string s (sup: among the support
--- records); it returns the pointer and the bucket, or nil.
-local function cur_read(s, field, sup, cb, oldest)
-  local ml = cur_main(s)
-  if not ml then return nil, nil end
+-- cur_read looks for field in current string s; it returns the pointer
+-- and the bucket, or nil and whether s is of bucket cb (without field).
+local function cur_read(s, field, cb, oldest)
+  if not cur_ok(s) then return nil, nil, false end
   local bk = u32at(s, 1)
-  if bk > cb or bk < oldest then return nil, nil end
-  local p
-  if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
+  if bk > cb or bk < oldest then return nil, nil, false end
+  local p = rec_find(s, field, HDR + 1, #s, REC)
   if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk end
-  return nil, nil
+  return nil, nil, bk == cb
 end
 
 -- The older string (store/doc.go): 2 * LANES lanes, the main part's
@@ -628,11 +630,19 @@ end
 -- not one a key).
 local OLDWHOLE = 512
 
--- short turns 9-byte support records into the older string's 6-byte ones.
-local function short(recs)
-  local out = {}
-  for p = 1, #recs - REC + 1, REC do out[#out + 1] = string.sub(recs, p + 2, p + 7) end
-  return table.concat(out)
+-- cur_split returns current string s's main records and its support
+-- records in the older string's 6 bytes (the class, 0, dropped), each in
+-- the order written.
+local function cur_split(s)
+  local m, u = {}, {}
+  for p = HDR + 1, #s - REC + 1, REC do
+    if string.byte(s, p) < 128 then
+      m[#m + 1] = string.sub(s, p, p + REC - 1)
+    else
+      u[#u + 1] = string.sub(s, p + 2, p + 7)
+    end
+  end
+  return table.concat(m), table.concat(u)
 end
 
 -- old_secs returns the records of older string s (lanes' lengths lens)
@@ -730,17 +740,19 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
   end
   local ns = table.concat(out)
   fscache[k] = ns
-  redis.call('SET', k, ns, 'PX', ttl - (cb - newest) * blen)
+  redis.call('SET', k, ns, 'PX', itoa(ttl - (cb - newest) * blen))
   return table.concat(nlens)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
--- when the key is there already, else added to its part: sup, a
--- support family's key); the first write of a new bucket moves the
--- current records to older string pok.
+-- when the key is there already, else appended; sup: a support family's
+-- key); the first write of a new bucket moves the current records to
+-- older string pok. without: the string as read when cur_read found it
+-- of bucket cb without the key (or nil); while it is unchanged the
+-- record is appended without looking again.
 local u32c = {} -- u32 of the pointers written: most keys of a message take the same
 
-local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ahead)
+local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ahead, without)
   local e = u32c[v]
   if not e then
     e = u32(v % P32) .. string.char(pcls(v))
@@ -748,33 +760,31 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
   end
   local rec = field .. e
   local s = fs_get(pck)
-  local ml = cur_main(s)
-  local bk = ml and u32at(s, 1) or -1
+  if s == without and #s - HDR < QCAP * REC then
+    redis.call('APPEND', pck, rec)
+    fscache[pck] = nil
+    return
+  end
+  local ok = cur_ok(s)
+  local bk = ok and u32at(s, 1) or -1
   if bk == cb then
-    local p
-    if sup then p = rec_find(s, field, HDR + 1 + ml, #s, REC) else p = rec_find(s, field, HDR + 1, HDR + ml, REC) end
+    local p = rec_find(s, field, HDR + 1, #s, REC)
     if p then
       if string.sub(s, p, p + REC - 1) ~= rec then
-        redis.call('SETRANGE', pck, p - 1, rec)
+        redis.call('SETRANGE', pck, itoa(p - 1), rec)
         fscache[pck] = string.sub(s, 1, p - 1) .. rec .. string.sub(s, p + REC)
       end
       return
     end
     if #s - HDR < QCAP * REC then
-      local ns
-      if sup then
-        ns = s .. rec
-      else
-        -- the lanes' lengths and the main records in one piece: each
-        -- string the script makes is interned, a cost per byte and call
-        ns = string.sub(s, 1, 4) .. u16(ml + REC) .. string.sub(s, 7, HDR + ml) .. rec .. string.sub(s, HDR + 1 + ml)
-      end
-      redis.call('SET', pck, ns, 'KEEPTTL')
-      fscache[pck] = ns
+      redis.call('APPEND', pck, rec)
+      -- read again if another key of the message writes here: building
+      -- the string in Lua would cost what APPEND saves
+      fscache[pck] = nil
       return
     end
   end
-  local olen = ml and string.sub(s, 7, HDR) or ''
+  local olen = ok and string.sub(s, 5, HDR) or ''
   if bk > cb and bk - cb <= cb - oldest then
     -- a message of an earlier bucket than the current string's
     -- (clock skew between hosts): its section of the older string (a
@@ -785,8 +795,8 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
     else
       olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
-    redis.call('SETRANGE', pck, 6, olen)
-    fscache[pck] = string.sub(s, 1, 6) .. olen .. string.sub(s, HDR + 1)
+    redis.call('SETRANGE', pck, '4', olen)
+    fscache[pck] = string.sub(s, 1, 4) .. olen .. string.sub(s, HDR + 1)
     return
   end
   if bk > cb and bk <= ahead then
@@ -800,15 +810,15 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
   -- move to the older string, anchored at this bucket (records of
   -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
-    olen = old_put(pok, olen, bk, string.sub(s, HDR + 1, HDR + ml), short(string.sub(s, HDR + 1 + ml)), nil, bk, cb, cb, oldest, cap, ttl, blen)
-  elseif ml and olen ~= NOLANES then
+    local m, u = cur_split(s)
+    olen = old_put(pok, olen, bk, m, u, nil, bk, cb, cb, oldest, cap, ttl, blen)
+  elseif ok and olen ~= NOLANES then
     -- an older string anchored at an earlier bucket: re-anchored
     olen = old_put(pok, olen, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
-  local ns
-  if sup then ns = u32(cb) .. '\0\0' .. olen .. rec else ns = u32(cb) .. u16(REC) .. olen .. rec end
-  redis.call('SET', pck, ns, 'PX', ttl)
+  local ns = u32(cb) .. olen .. rec
+  redis.call('SET', pck, ns, 'PX', itoa(ttl))
   fscache[pck] = ns
 end
 
@@ -888,13 +898,13 @@ local function camp_keys(prefix, split, ref, nb, cb)
   local h = string.format('%x', ref)
   local oldest = cb - nb + 1
   local c = setmetatable({}, {__index = function(t, i)
-    local k = base .. 'c:' .. h .. ':' .. (oldest + i - 1)
+    local k = base .. 'c:' .. h .. ':' .. itoa(oldest + i - 1)
     rawset(t, i, k)
     return k
   end})
   local ck = {f = {}, c = c, x = base .. 'x:' .. h, field = u32(ref), nb = nb}
-  local fs = base .. 'f:' .. (ref % split) .. ':'
-  for i = 1, nb do ck.f[i] = fs .. (oldest + i - 1) end
+  local fs = base .. 'f:' .. itoa(ref % split) .. ':'
+  for i = 1, nb do ck.f[i] = fs .. itoa(oldest + i - 1) end
   return ck
 end
 
@@ -924,14 +934,15 @@ if mode == 'c' or mode == 'r' then
   -- nsig vote hashes (ranges unpacked as they are, no list built). The
   -- current strings first (one MGET), then the older strings of the keys
   -- not found there (a second).
-  local ptrs, at = {}, {}
+  local ptrs, at, without = {}, {}, {}
   local vals = redis.call('MGET', unpack(KEYS, 1, nsig))
   local miss = 0
   for s = 1, nsig do
     local v = vals[s] or ''
     fscache[KEYS[s]] = v
-    local bk
-    ptrs[s], bk = cur_read(v, ARGV[f0 + s], issup[s], cb, oldest)
+    local bk, here
+    ptrs[s], bk, here = cur_read(v, ARGV[f0 + s], cb, oldest)
+    if here then without[s] = v end
     if bk then at[s] = bk - oldest + 1 else miss = miss + 1 end
   end
   if miss > 0 and nb > 1 then
@@ -942,11 +953,11 @@ if mode == 'c' or mode == 'r' then
     local whole, anchor = {}, {}
     for s = 1, nsig do
       local cur = fscache[KEYS[s]]
-      if not at[s] and cur_main(cur) and string.sub(cur, 7, HDR) ~= NOLANES then
+      if not at[s] and cur_ok(cur) and string.sub(cur, 5, HDR) ~= NOLANES then
         anchor[s] = u32at(cur, 1)
         local l = lane(ARGV[f0 + s], issup[s])
         local total, off, len = 0, 0, 0
-        local h = {string.byte(cur, 7, HDR)}
+        local h = {string.byte(cur, 5, HDR)}
         for i = 0, 2 * LANES - 1 do
           local n = h[2 * i + 1] * 256 + h[2 * i + 2]
           if i < l then off = off + n elseif i == l then len = n end
@@ -955,7 +966,7 @@ if mode == 'c' or mode == 'r' then
         -- ok: nothing (more) to read
         local ok = total == 0 or (total > OLDWHOLE and len == 0)
         if total > OLDWHOLE and len > 0 then
-          local v = redis.call('GETRANGE', KEYS[nsig + s], off, off + len - 1)
+          local v = redis.call('GETRANGE', KEYS[nsig + s], itoa(off), itoa(off + len - 1))
           if #v == len then
             local bk
             ptrs[s], bk, ok = old_read(v, 1, len, ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
@@ -972,7 +983,7 @@ if mode == 'c' or mode == 'r' then
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
-        local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 7, HDR))
+        local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 5, HDR))
         if lanes then
           local ln = lanes[lane(ARGV[f0 + s], issup[s])]
           local bk
@@ -1152,7 +1163,7 @@ if mode == 'c' or mode == 'r' then
     for s = 1, nsig do
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
-        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead)
+        ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead, without[s])
       end
     end
   end

@@ -14,10 +14,15 @@ func (r *Redis) sigKeysSimple(id string, split uint64) sigKeys {
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
 	sub := strconv.FormatUint((h>>32)%split, 10)
-	keys := [3]string{base + "pn:" + sub, base + "ps:" + sub, base + "v:" + id}
+	keys := [3]string{base + "rc:" + sub, base + "ro:" + sub, base + "v:" + id}
+	sup := supportFamily(familyOf(id))
+	c := uint32(h) &^ (1 << 31)
+	if sup {
+		c |= 1 << 31
+	}
 	var f [4]byte
-	binary.BigEndian.PutUint32(f[:], uint32(h))
-	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys}
+	binary.BigEndian.PutUint32(f[:], c)
+	return sigKeys{tag: tag, slot: slotOf(tag), field: string(f[:]), keys: keys, sup: sup}
 }
 
 func TestSigKeysUnchanged(t *testing.T) {
@@ -29,10 +34,11 @@ func TestSigKeysUnchanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 3000 {
-				id := fmt.Sprintf("s%x:imatch.%d:%016x", i%5, i%22, uint64(i)*0x9e3779b97f4a7c15)
+				fam := []string{"imatch", "contain", "terms", "lines", "sift"}[i%5]
+				id := fmt.Sprintf("s%x:%s.%d:%016x", i%5, fam, i%22, uint64(i)*0x9e3779b97f4a7c15)
 				split := uint64(1 + i%4)
 				got, want := r.sigKeys(id, split), r.sigKeysSimple(id, split)
-				if got.tag != want.tag || got.slot != want.slot || got.field != want.field || got.keys != want.keys {
+				if got != want {
 					t.Fatalf("sigKeys(%q, %d) = %+v\nwant %+v", id, split, got, want)
 				}
 				if r.tagOf(sigHash(id)) != want.tag {
