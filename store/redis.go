@@ -378,7 +378,7 @@ type sigKeys struct {
 	slot  int
 	field string // pointer field: low 32 bits of the hash, the top one set for a support family's
 	keys  [3]string
-	sup   bool // a support family's key (its older records keep 2 bytes of check)
+	sup   bool // a key of a support family but the line family (its records keep no class, and its older ones 2 bytes of check)
 }
 
 func (r *Redis) tagOf(h uint64) string {
@@ -421,8 +421,9 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	ends[2] = b.Len()
 	// The top bit of the check tells the script a support family's
 	// record from the others in a current string, whose records are in
-	// the order written (script.lua's cur_split).
-	sup := supportFamily(familyOf(id))
+	// the order written (script.lua's cur_split); a line key's record is
+	// as the others, whole with its class (model.go's keepsClass).
+	sup := !keepsClass(familyOf(id))
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h)&0x7fffffff)
 	if sup {
@@ -815,29 +816,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	// Spread lines (model.go): the campaign's senders are on its own slot,
-	// read by a call of their own, made only for line keys that spread
-	// lines might count, from a known sender.
-	var among func(uint32) bool
-	if snd := fp16(ob.o.Sender); snd != 0 {
-		among = func(ref uint32) bool {
-			ks, field := r.campKeys(ref, ob.cb, split)
-			keys := append([]string{ks[nb]}, ks[:nb]...)
-			var cmd *redis.Cmd
-			err = r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
-				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
-				return cmd
-			})
-			if err != nil {
-				return false
-			}
-			return asInt(cmd.Val()) != 0
-		}
-	}
-	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender), among)
-	if err != nil {
-		return campaignOutcome{}, err
-	}
+	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))
 	if !m.d.join && !write {
 		return m, nil
 	}

@@ -446,27 +446,6 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
--- camp_sender tells whether envelope sender snd (a 2-byte fingerprint) is
--- one of campaign ck's in the window ("Spread lines", model.go): its
--- record's set, or its first sighting's.
-local function camp_sender(ck, snd)
-  local m = redis.call('HMGET', ck.x, '#', 'h', 's')
-  if m[1] or m[2] then
-    local set, f = m[3] or '', u16(snd)
-    for i = 1, #set - 1, 2 do
-      if string.sub(set, i, i + 1) == f then return true end
-    end
-    return false
-  end
-  fs_mget(ck.f)
-  for i = ck.nb, 1, -1 do
-    local s = fs_get(ck.f[i])
-    local p = fs_find(s, ck.field, CREC)
-    if p then return num(s, p + 14, 2) == snd end
-  end
-  return false
-end
-
 -- Votes of one key on an observation: the tally and the recipients' own.
 local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
@@ -499,8 +478,9 @@ end
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
 -- 9-byte records (4 of the key's hash, the top bit set for a support
--- family's key, 4 of the pointer, 1 of the class of the campaign's only
--- sender, model.go; 0 for a support family's) in the order written: a
+-- family's key but the line family's, 4 of the pointer, 1 of the class
+-- of the campaign's only sender, or a line key's writer's sender's,
+-- model.go; 0 for a support family's) in the order written: a
 -- record of the current bucket is rewritten in place, which needs the
 -- whole check. The older string holds the window's earlier buckets
 -- in lanes (below), the support records there in 6 bytes (2 bytes of the
@@ -823,7 +803,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
 end
 
 -- repoint is model.go's: cls is the class the key keeps (0: a support
--- family's).
+-- family's but the line family's).
 local function repoint(found, v, ref, cls, weak)
   if not found then return ref * 8 + cls * P32, true end
   local nv = v % P32
@@ -911,7 +891,7 @@ end
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
-  -- support family's); 'c' also nsig family numbers, fresh ref, network,
+  -- support family's but the line family's); 'c' also nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
   -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
   -- bucket not ahead of the clock.
@@ -1050,7 +1030,19 @@ if mode == 'c' or mode == 'r' then
   -- - 65536 * (the share of its keys they must be, in percent)
   -- - 16777216 * (that share for a campaign of other senders, supportSpread,
   --   plus 128 when it adds up with the others that do, supportAdds)
+  local function support(f)
+    local c = -1 - f
+    local x = math.floor(c / 16777216)
+    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
+  end
+  -- the class of the message's sender (model.go's senderClass), which
+  -- its line keys get, and the one its main families' pointers get
+  -- (decision.cls)
+  local sc = 0
+  if snd > 0 then sc = 1 + snd % 254 end
+  local cls = sc
   local ev, nk, sup = {}, {}, {}
+  local mine = {} -- campaigns a spread family's key names that the sender wrote
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = pref(ptrs[s])
@@ -1058,6 +1050,8 @@ if mode == 'c' or mode == 'r' then
       if f < 0 then
         sup[f] = sup[f] or {}
         sup[f][r] = (sup[f][r] or 0) + 1
+        local _, _, sp = support(f)
+        if sp > 0 and sc > 0 and pcls(ptrs[s]) == sc then mine[r] = true end
       else
         ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[f])
         nk[r] = (nk[r] or 0) + 1
@@ -1066,11 +1060,6 @@ if mode == 'c' or mode == 'r' then
   end
   local named = {}
   for r in pairs(ev) do named[r] = true end
-  local function support(f)
-    local c = -1 - f
-    local x = math.floor(c / 16777216)
-    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
-  end
   -- the support families that add up count together (model.go's
   -- supportWhole)
   local salone = {}
@@ -1088,8 +1077,7 @@ if mode == 'c' or mode == 'r' then
     local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
       local ok = (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
-      if not ok and sp > 0 and snd > 0 and k >= alone and 100 * k >= sp * nfam[f]
-        and not camp_sender(camp_keys(prefix, split, r, nb, cb), snd) then
+      if not ok and sp > 0 and sc > 0 and not mine[r] and k >= alone and 100 * k >= sp * nfam[f] then
         ok, spread[r] = true, true
       end
       if ok then
@@ -1104,11 +1092,6 @@ if mode == 'c' or mode == 'r' then
   end
   local ref, join, weak = fresh, false, false
   local voters = {}
-  -- the class of the message's sender (model.go's senderClass) and the
-  -- one its main families' pointers get (decision.cls)
-  local sc = 0
-  if snd > 0 then sc = 1 + snd % 254 end
-  local cls = sc
   -- the campaigns counted with the joined one (model.go's unionOf)
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
@@ -1161,7 +1144,14 @@ if mode == 'c' or mode == 'r' then
   end
   if write then
     for s = 1, nsig do
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
+      local kc = 0 -- the key's class (model.go's repoint)
+      if fams[s] >= 0 then
+        kc = cls
+      else
+        local _, _, sp = support(fams[s])
+        if sp > 0 then kc = sc end
+      end
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, kc, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead, without[s])
       end
@@ -1283,20 +1273,10 @@ if mode == 'q' then
   return n
 end
 
-if mode == 's' then
-  -- KEYS: the campaign's exact set, then its nb first-sighting strings.
-  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is one of
-  -- the campaign's (camp_sender), else 0.
-  local nb = tonumber(ARGV[2])
-  local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
-  for j = 1, nb do ck.f[j] = KEYS[1 + j] end
-  return camp_sender(ck, tonumber(ARGV[4])) and 1 or 0
-end
-
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
   -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
-  -- support family's), the last bucket not ahead of the clock.
+  -- support family's but the line family's), the last bucket not ahead of the clock.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local cur = {}
