@@ -522,9 +522,14 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
+	// A message dated before the window of the store's present (a wrong
+	// Date replayed, a late retry) is counted and keeps nothing, as on the
+	// embedded store, whose rings hold the present's buckets: it reads no
+	// pointer and writes none, and its campaign is its own (runCluster).
+	ob.old = ob.cb <= r.c.bucket(r.present.now(r.c.Now()))-int64(r.c.nb)
 	ob.prepare()
 	var m campaignOutcome
-	if r.cluster {
+	if r.cluster || ob.old {
 		m, err = ob.runCluster(ctx)
 	} else {
 		m, err = ob.runOne(ctx)
@@ -548,6 +553,7 @@ type redisObs struct {
 	t    time.Time
 	cb   int64
 	ids  []string // distinct keys
+	old  bool     // dated before the window of the store's present
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
@@ -814,6 +820,16 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		} else if fresh < refMask {
 			fresh++ // every candidate live: the next, as the single server
 		}
+	}
+	if ob.old {
+		// counted, nothing kept (observeAs): its own campaign, of its own
+		// recipients
+		m.d = decision{ref: fresh, voters: make([]bool, len(ob.ids))}
+		if write {
+			m.known, m.count, m.first = true, int64(len(ob.rc.ids)), ob.t.Unix()
+			m.nets, m.snds = min(int64(fp16(ob.o.Network)), 1), min(int64(fp16(ob.o.Sender)), 1)
+		}
+		return m, nil
 	}
 	names := ob.names()
 	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))

@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"TimesAhead", s.timesAhead},
 		{"ClockSteppedBack", s.clockSteppedBack},
 		{"OldMessage", s.oldMessage},
+		{"OldCopies", s.oldCopies},
 		{"CampaignAfterWindow", s.campaignAfterWindow},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
