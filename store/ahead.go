@@ -106,3 +106,32 @@ func noteAhead(o Observer, what string, n int, given, counted time.Time) {
 		ao.ObserveAhead(what, n, given, counted)
 	}
 }
+
+// written is the Redis store's image of the embedded store's rings (one
+// slot a bucket, Buckets+1 of them): the newest bucket this store wrote in
+// each slot. A message of a bucket whose slot holds a newer one that is
+// not ahead of the clock (dated a window or more before what was written
+// since: a wrong Date replayed, a late retry) is counted and keeps
+// nothing, as the embedded store's rings refuse it. Kept per process, as
+// the embedded store's rings are; a Redis string holds one key's buckets
+// and would take such a write.
+type written []atomic.Int64
+
+// newer reports whether the slot of bucket cb holds a newer bucket that
+// is not after ahead (aheadBucket).
+func (w written) newer(cb, ahead int64) bool {
+	b := w[mod(cb, int64(len(w)))].Load()
+	return b > cb && b <= ahead
+}
+
+// note records a write in bucket cb: its slot takes it unless it holds a
+// newer bucket not after ahead.
+func (w written) note(cb, ahead int64) {
+	s := &w[mod(cb, int64(len(w)))]
+	for {
+		b := s.Load()
+		if (b >= cb && b <= ahead) || s.CompareAndSwap(b, cb) {
+			return
+		}
+	}
+}

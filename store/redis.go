@@ -158,6 +158,7 @@ type Redis struct {
 	timeout  time.Duration
 	observer Observer
 	present  present // the latest time counted (ahead.go)
+	written  written // the newest bucket written in each ring slot (ahead.go)
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
@@ -254,6 +255,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		split:    uint64(o.FirstSightSplit),
 		timeout:  o.Timeout,
 		observer: o.Observer,
+		written:  make(written, c.nb),
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -522,11 +524,12 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
-	// A message dated before the window of the store's present (a wrong
-	// Date replayed, a late retry) is counted and keeps nothing, as on the
-	// embedded store, whose rings hold the present's buckets: it reads no
-	// pointer and writes none, and its campaign is its own (runCluster).
-	ob.old = ob.cb <= r.c.bucket(r.present.now(r.c.Now()))-int64(r.c.nb)
+	// A message dated a window or more before what this store wrote since
+	// (a wrong Date replayed, a late retry) is counted and keeps nothing,
+	// as on the embedded store (ahead.go's written): it reads no pointer
+	// and writes none, and its campaign is its own (runCluster).
+	last := r.c.aheadBucket()
+	ob.old = r.written.newer(ob.cb, last)
 	ob.prepare()
 	var m campaignOutcome
 	if r.cluster || ob.old {
@@ -536,6 +539,9 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("observe %d keys: %w", len(ob.ids), err)
+	}
+	if len(rc.ids) > 0 && !ob.old {
+		r.written.note(ob.cb, last)
 	}
 	res.Campaign = m.assemble(o.Keys, ob.ids, int64(len(rc.ids)), res.Volumes)
 	if err := ob.votes(m.votes, m.cvotes, &res); err != nil {
@@ -553,7 +559,7 @@ type redisObs struct {
 	t    time.Time
 	cb   int64
 	ids  []string // distinct keys
-	old  bool     // dated before the window of the store's present
+	old  bool     // dated a window or more before what the store wrote since
 	sks  []sigKeys
 	fams []int // family number of each distinct key
 	nfam int
