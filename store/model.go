@@ -57,8 +57,7 @@ import (
 // campaign: a main family's pointer keeps the class of the campaign's only
 // known sender (senderClass) as the message that wrote it knew it, or
 // classMany, so that the pointers' read tells it and a Redis Cluster
-// decides between its two round trips with no call to the campaign's slot
-// (but for spread lines, below, which ask the campaign's senders). A
+// decides between its two round trips with no call to the campaign's slot. A
 // message passes the class on (nextClass): a new campaign takes its
 // sender's, a join keeps the campaign's while the sender is that one or
 // unknown, and another sender makes it classMany. A key the message does
@@ -67,14 +66,18 @@ import (
 // pointer").
 //
 // Spread lines: line keys under LinesShare of the message's count all the
-// same, from LinesAlone keys and LinesSpread of them, for a campaign whose
-// envelope senders (their domains: detect) do not include the message's,
-// and make a strong join; on a Redis Cluster that question is a third
-// round trip, made only for such line keys. A mass mailing that hides a
-// short offer inside text of its own per copy (a news salad) comes from a
-// new sender each copy; a newsletter's template lines, the minority that
-// LinesShare keeps out, come issue after issue from the one publisher. No
-// sender known: no spread join.
+// same, from LinesAlone keys and LinesSpread of them, when none of them
+// was last written by a message of the message's envelope sender (its
+// domain: detect), and make a strong join. A line key's pointer keeps the
+// class of the sender of the message that wrote it (senderClass), so that
+// the pointers' read answers (no call to the campaign's slot on a Redis
+// Cluster). A mass mailing that hides a short offer inside text of its own
+// per copy (a news salad) comes from a new sender each copy; a newsletter's
+// template lines, the minority that LinesShare keeps out, come issue after
+// issue from the one publisher, which wrote them last. No sender known: no
+// spread join. (Until 2026-11 the rule asked whether the sender was among
+// the campaign's senders, which a Cluster read in a third round trip:
+// docs/evaluation.md, "Spread lines' sender in the line pointers".)
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
