@@ -525,14 +525,14 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
 	// A message dated a window or more before what this store wrote since
-	// (a wrong Date replayed, a late retry) is counted and keeps nothing,
-	// as on the embedded store (ahead.go's written): it reads no pointer
-	// and writes none, and its campaign is its own (runCluster).
+	// (a wrong Date replayed, a late retry) reads no pointer, writes none
+	// and keeps no first sighting, as on the embedded store (ahead.go's
+	// written); its campaign is counted as any other.
 	last := r.c.aheadBucket()
 	ob.old = r.written.newer(ob.cb, last)
 	ob.prepare()
 	var m campaignOutcome
-	if r.cluster || ob.old {
+	if r.cluster {
 		m, err = ob.runCluster(ctx)
 	} else {
 		m, err = ob.runOne(ctx)
@@ -710,7 +710,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket(), flag(ob.old))
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
@@ -828,14 +828,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	if ob.old {
-		// counted, nothing kept (observeAs): its own campaign, of its own
-		// recipients
-		m.d = decision{ref: fresh, voters: make([]bool, len(ob.ids))}
-		if write {
-			m.known, m.count, m.first = true, int64(len(ob.rc.ids)), ob.t.Unix()
-			m.nets, m.snds = min(int64(fp16(ob.o.Network)), 1), min(int64(fp16(ob.o.Sender)), 1)
-		}
-		return m, nil
+		clear(kps) // observeAs: it reads no pointer
 	}
 	names := ob.names()
 	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))
@@ -851,7 +844,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	}
 	var wgs []*wgroup
 	wBySlot := map[int]*wgroup{}
-	if write {
+	if write && !ob.old {
 		for i, sk := range ob.sks {
 			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
@@ -938,6 +931,14 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	return m, nil
 }
 
+// flag is a script's '0' or '1'.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // campCall names the values of one campaign count call (mode 'k').
 type campCall struct {
 	ref     uint32
@@ -959,15 +960,8 @@ func (ob *redisObs) countCall(c campCall) ([]string, []any) {
 	for _, p := range ob.rc.ids {
 		args = append(args, p.bytes())
 	}
-	w, mem := 0, 0
-	if c.write {
-		w = 1
-	}
-	if c.members {
-		mem = 1
-	}
-	args = append(args, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, c.origin, c.votes,
-		int64(r.c.VoteHorizon.Seconds()), mem)
+	args = append(args, field, fp16(ob.o.Network), fp16(ob.o.Sender), flag(c.write), c.origin, c.votes,
+		int64(r.c.VoteHorizon.Seconds()), flag(c.members), flag(ob.old))
 	return keys, args
 }
 

@@ -344,7 +344,8 @@ local function camp_count(ck, rs, write, net, snd)
     if rec == nil and not write then return nil end
     if rec == nil and nr == 1 then
       local r = ck.field .. string.sub(rs[1], 3, 6) .. u32(ck.now) .. u16(net) .. u16(snd) .. ck.origin
-      if fs_put(ck.f[nb], r, ck.cap, CREC, ck.ttl) then
+      -- an old message (ck.old) is counted and keeps nothing
+      if ck.old or fs_put(ck.f[nb], r, ck.cap, CREC, ck.ttl) then
         return 1, (net > 0) and 1 or 0, (snd > 0) and 1 or 0, ck.now
       end
     end
@@ -894,7 +895,8 @@ if mode == 'c' or mode == 'r' then
   -- support family's but the line family's); 'c' also nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
   -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
-  -- bucket not ahead of the clock.
+  -- bucket not ahead of the clock, old ('1': a message of store/ahead.go's
+  -- written).
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -1006,6 +1008,11 @@ if mode == 'c' or mode == 'r' then
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
   local ahead = tonumber(ARGV[a0 + nsig + 8]) -- the last bucket not ahead of the clock
+  -- a message dated a window or more before what the store wrote since
+  -- (store/ahead.go's written): it reads no pointer and writes none, and
+  -- its first sighting is not kept
+  local old = ARGV[a0 + nsig + 9] == '1'
+  if old then ptrs = {} end
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -1142,7 +1149,7 @@ if mode == 'c' or mode == 'r' then
     -- after 8 live refs, the ninth (as the embedded store)
     out[1] = ref
   end
-  if write then
+  if write and not old then
     for s = 1, nsig do
       local kc = 0 -- the key's class (model.go's repoint)
       if fams[s] >= 0 then
@@ -1159,7 +1166,7 @@ if mode == 'c' or mode == 'r' then
   end
   ck = ck or camp_keys(prefix, split, ref, nb, cb)
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
-  ck.origin = origin
+  ck.origin, ck.old = origin, old
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
   -- the root's live parts (model.go's stored merge); a weak join counts
   -- the campaign alone
@@ -1295,7 +1302,8 @@ if mode == 'k' then
   -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
   -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
   -- campaign), horizon, members ('1': a union, the reply adds
-  -- camp_members' HyperLogLog count and fingerprints).
+  -- camp_members' HyperLogLog count and fingerprints), old ('1': keep no
+  -- first sighting, store/ahead.go's written).
   -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
   local nb = tonumber(ARGV[2])
   local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
@@ -1310,7 +1318,7 @@ if mode == 'k' then
     ck.c[i] = KEYS[nb + 1 + i]
   end
   ck.x = KEYS[nb + 1]
-  ck.origin = u32(tonumber(ARGV[a + 5]))
+  ck.origin, ck.old = u32(tonumber(ARGV[a + 5])), ARGV[a + 9] == '1'
   local write = ARGV[a + 4] == '1'
   local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
   local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
