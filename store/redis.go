@@ -524,12 +524,15 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
-	// A message dated a window or more before what this store wrote since
-	// (a wrong Date replayed, a late retry) reads no pointer, writes none
-	// and keeps no first sighting, as on the embedded store (ahead.go's
-	// written); its campaign is counted as any other.
+	// A message reads no pointer of a bucket of its window that this
+	// store's ring of buckets no longer holds, and one of such a bucket
+	// (dated a window or more before what the store wrote since: a wrong
+	// Date replayed, a late retry) writes none and keeps no first
+	// sighting, as on the embedded store (ahead.go's written); its
+	// campaign is counted as any other.
 	last := r.c.aheadBucket()
-	ob.old = r.written.newer(ob.cb, last)
+	ob.hidden = r.written.hidden(ob.cb, r.c.nb, last)
+	ob.old = ob.hidden[len(ob.hidden)-1] == '1'
 	ob.prepare()
 	var m campaignOutcome
 	if r.cluster {
@@ -552,17 +555,20 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 
 // redisObs is one observation on its way through Redis.
 type redisObs struct {
-	r    *Redis
-	lim  Limits
-	o    Observation
-	rc   rcptSet
-	t    time.Time
-	cb   int64
-	ids  []string // distinct keys
-	old  bool     // dated a window or more before what the store wrote since
-	sks  []sigKeys
-	fams []int // family number of each distinct key
-	nfam int
+	r   *Redis
+	lim Limits
+	o   Observation
+	rc  rcptSet
+	t   time.Time
+	cb  int64
+	ids []string // distinct keys
+	old bool     // of a hidden bucket (ahead.go's written): writes no pointer
+	// hidden is a '0' or '1' per bucket of the window, oldest first: 1
+	// for one whose pointers the store's ring no longer holds
+	hidden string
+	sks    []sigKeys
+	fams   []int // family number of each distinct key
+	nfam   int
 	// aguard is the merge guard's class of each family (aliasGuard), by
 	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
 	// "" when no key is of either
@@ -633,7 +639,7 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for i := range sks {
 		args = append(args, &sks[i].field) // callScript: a pointer is not copied
 	}
-	return keys, append(args, supFlags(sks))
+	return keys, append(args, supFlags(sks), ob.hidden)
 }
 
 // supFlags is a '0' or '1' per key, 1 for a support family's key: the
@@ -710,7 +716,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket(), flag(ob.old))
+	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
@@ -826,9 +832,6 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		} else if fresh < refMask {
 			fresh++ // every candidate live: the next, as the single server
 		}
-	}
-	if ob.old {
-		clear(kps) // observeAs: it reads no pointer
 	}
 	names := ob.names()
 	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))

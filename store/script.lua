@@ -536,10 +536,15 @@ end
 
 -- cur_read looks for field in current string s; it returns the pointer
 -- and the bucket, or nil and whether s is of bucket cb (without field).
+-- hidden: the buckets of the message's window whose pointers this
+-- daemon's ring of buckets no longer holds (store/ahead.go's written),
+-- which a read takes as empty, as the embedded store does.
+local hidden = {}
+
 local function cur_read(s, field, cb, oldest)
   if not cur_ok(s) then return nil, nil, false end
   local bk = u32at(s, 1)
-  if bk > cb or bk < oldest then return nil, nil, false end
+  if bk > cb or bk < oldest or hidden[bk] then return nil, nil, false end
   local p = rec_find(s, field, HDR + 1, #s, REC)
   if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk end
   return nil, nil, bk == cb
@@ -582,7 +587,7 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
     local z = a + string.byte(s, pos) * rec - 1
     if z > to then return nil, nil, false end
     local bk = anchor - i
-    if bk <= cb and bk >= oldest and z >= a then
+    if bk <= cb and bk >= oldest and z >= a and not hidden[bk] then
       local p = rec_find(s, chk, a, z, rec)
       if p and sup then return u32at(s, p + 2), bk, true end
       if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
@@ -892,11 +897,12 @@ end
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
-  -- support family's but the line family's); 'c' also nsig family numbers, fresh ref, network,
+  -- support family's but the line family's), a '0'/'1' per bucket of the
+  -- window, oldest first (1: hidden, store/ahead.go's written); 'c' also
+  -- nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
   -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
-  -- bucket not ahead of the clock, old ('1': a message of store/ahead.go's
-  -- written).
+  -- bucket not ahead of the clock.
   -- Returns 'r': per key {pointer or -1, bucket (1-based, 0: none),
   -- notbulk, bulk, votes}; 'c':
   -- {ref, join, count or -1, networks, senders, first, voters (a '0'/'1'
@@ -912,6 +918,8 @@ if mode == 'c' or mode == 'r' then
   local issup = {}
   for s = 1, nsig do issup[s] = string.byte(sf, s) == 49 end
   local oldest = cb - nb + 1
+  local hid = ARGV[f0 + nsig + 2]
+  for i = 1, nb do hidden[oldest + i - 1] = string.byte(hid, i) == 49 end
   -- KEYS: the nsig current pointer strings, the nsig older ones, the
   -- nsig vote hashes (ranges unpacked as they are, no list built). The
   -- current strings first (one MGET), then the older strings of the keys
@@ -996,7 +1004,7 @@ if mode == 'c' or mode == 'r' then
     end
     return out
   end
-  local a0 = f0 + nsig + 1
+  local a0 = f0 + nsig + 2
   local fams, nfam, nf = {}, {}, 0
   for s = 1, nsig do
     fams[s] = tonumber(ARGV[a0 + s])
@@ -1008,11 +1016,9 @@ if mode == 'c' or mode == 'r' then
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
   local ahead = tonumber(ARGV[a0 + nsig + 8]) -- the last bucket not ahead of the clock
-  -- a message dated a window or more before what the store wrote since
-  -- (store/ahead.go's written): it reads no pointer and writes none, and
-  -- its first sighting is not kept
-  local old = ARGV[a0 + nsig + 9] == '1'
-  if old then ptrs = {} end
+  -- a message of a hidden bucket (store/ahead.go's written) writes no
+  -- pointer, and its first sighting is not kept
+  local old = hidden[cb]
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
