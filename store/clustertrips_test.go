@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/store"
+	"github.com/bulkmilter/bulkmilter/store/storetest"
 )
 
 // TestRedisClusterRoundTrips counts the round trips of every message on a
@@ -63,18 +64,10 @@ func TestRedisClusterRoundTrips(t *testing.T) {
 	salad := len(obs)
 	for _, one := range []bool{false, true} {
 		for j := range copies {
-			var keys []string
-			for i := range 16 {
-				v := j<<8 | 0x20 + i // the copy's own lines
-				if i < store.LinesAlone {
-					v = 0xa0 + i // the offer's
-				}
-				keys = append(keys, fmt.Sprintf("o1:lines.%d:%016x", i, v))
-			}
-			keys = append(keys, fmt.Sprintf("o1:imatch.0:%016x", j<<8|0xff))
-			if one {
+			keys := append(storetest.SaladLines(j), fmt.Sprintf("v1:imatch.0:%016x", j<<8|0xff))
+			if one { // another signature set's keys: nothing in common
 				for i := range keys {
-					keys[i] = strings.Replace(keys[i], "o1:", "o2:", 1)
+					keys[i] = strings.Replace(keys[i], "v1:", "v2:", 1)
 				}
 			}
 			snd := fmt.Sprintf("d%d.example", j)
