@@ -106,3 +106,42 @@ func noteAhead(o Observer, what string, n int, given, counted time.Time) {
 		ao.ObserveAhead(what, n, given, counted)
 	}
 }
+
+// written is the Redis store's image of the embedded store's rings (one
+// slot a bucket, Buckets+1 of them; the message slots' ring, slots.go, is
+// store-wide too): the newest bucket this store wrote in each slot. A
+// bucket whose slot holds a newer one that is not ahead of the clock is
+// hidden: the embedded store no longer holds its pointers, so a read
+// finds none there, and a message of such a bucket (dated a window or
+// more before what was written since: a wrong Date replayed, a late
+// retry) writes none and keeps no first sighting, as the embedded store's
+// rings refuse it. Kept per process, as the embedded store's rings are; a
+// Redis string holds one key's buckets and would keep and take them.
+type written []atomic.Int64
+
+// hidden returns a '0' or '1' per bucket of the window of bucket cb (nb
+// buckets, oldest first): 1 for a bucket whose slot holds a newer one that
+// is not after ahead (aheadBucket).
+func (w written) hidden(cb int64, nb int, ahead int64) string {
+	out := make([]byte, nb)
+	for i := range out {
+		b := cb - int64(nb) + 1 + int64(i)
+		out[i] = '0'
+		if s := w[mod(b, int64(len(w)))].Load(); s > b && s <= ahead {
+			out[i] = '1'
+		}
+	}
+	return string(out)
+}
+
+// note records a write in bucket cb: its slot takes it unless it holds a
+// newer bucket not after ahead.
+func (w written) note(cb, ahead int64) {
+	s := &w[mod(cb, int64(len(w)))]
+	for {
+		b := s.Load()
+		if (b >= cb && b <= ahead) || s.CompareAndSwap(b, cb) {
+			return
+		}
+	}
+}

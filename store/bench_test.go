@@ -142,27 +142,13 @@ func nestedPerMsg(b *testing.B, stats map[string]string, n float64) float64 {
 
 // countingHook counts round trips (a pipeline or a lone command) and the
 // commands the client sends.
-// countingHook counts round trips, commands, and the script calls that
-// ask a campaign's senders (mode 's').
-type countingHook struct{ trips, cmds, asks atomic.Int64 }
-
-// countAsks counts cmd when it is a script call in mode 's'.
-func (h *countingHook) countAsks(cmd redis.Cmder) {
-	a := cmd.Args()
-	if len(a) < 3 || (a[0] != "evalsha" && a[0] != "eval") {
-		return
-	}
-	if nk, ok := a[2].(int); ok && len(a) > 3+nk && a[3+nk] == "s" {
-		h.asks.Add(1)
-	}
-}
+type countingHook struct{ trips, cmds atomic.Int64 }
 
 func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.trips.Add(1)
 		h.cmds.Add(1)
-		h.countAsks(cmd)
 		return next(ctx, cmd)
 	}
 }
@@ -170,9 +156,6 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.trips.Add(1)
 		h.cmds.Add(int64(len(cmds)))
-		for _, c := range cmds {
-			h.countAsks(c)
-		}
 		return next(ctx, cmds)
 	}
 }

@@ -28,6 +28,6 @@ func BenchmarkDecide(b *testing.B) {
 	fc := familyCounts(fams)
 	b.ReportAllocs()
 	for b.Loop() {
-		decide(fams, fc, ptrs, 99, 0, nil)
+		decide(fams, fc, ptrs, 99, 0)
 	}
 }

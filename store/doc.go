@@ -23,9 +23,9 @@
 // campaign whose only envelope sender is the message's: a sender's
 // template) or moved between campaigns counts a weak event, and stops
 // voting after WeakCap. A few line keys (under LinesShare of the
-// message's) name a campaign only when its senders do not include the
-// message's, a strong join (spread lines: a short offer inside changing
-// text, from a new sender each copy). A sender is the envelope sender's
+// message's) name a campaign only when none of them was last written by
+// the message's sender, a strong join (spread lines: a short offer inside
+// changing text, from a new sender each copy). A sender is the envelope sender's
 // domain (Observation.Sender). The campaign's volume is
 // its distinct recipients in the window. A campaign can split: its first
 // copies share too little to find each other and start campaigns of their
@@ -145,11 +145,12 @@
 //	                             ro:), then 9-byte records in the order
 //	                             written: 4 bytes of check (the low 31 bits
 //	                             of the key's hash, the top bit set for a
-//	                             support family's key: terms, contain, lines),
-//	                             4 of the pointer (ref << 3 | the key's
-//	                             campaign switches, saturating at 7) and 1 of
-//	                             the class of the campaign's only sender
-//	                             (model.go; 0 in a support record). A new
+//	                             support family's key: terms, contain; not
+//	                             lines), 4 of the pointer (ref << 3 | the
+//	                             key's campaign switches, saturating at 7)
+//	                             and 1 of the class of the campaign's only
+//	                             sender (model.go; a line key's: its writer's
+//	                             sender's; 0 in a support record). A new
 //	                             key's record is appended (APPEND: nothing is
 //	                             rebuilt), a known key's rewritten in place
 //	                             (SETRANGE). At most 48 records: the next
@@ -228,12 +229,14 @@
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
 // per slot) and probes the new ref; Go decides (the pointers carry what
-// "One sender's template" asks; spread lines alone may ask the campaign's
-// slot for its senders, a third round trip, when the answer changes the
-// decision: model.go); a second pipeline writes
+// "One sender's template" and spread lines ask: model.go); a second
+// pipeline writes
 // the pointers that change (one call per slot) and counts the campaign,
 // and the campaigns counted with it (a union, model.go), whose members it
-// returns, in the same pipeline. Two copies with different keys arriving
+// returns, in the same pipeline. A message dated a window or more before
+// what the daemon wrote since in its slot of the ring of buckets (ahead.go's
+// written) is counted and keeps nothing, as on the embedded store: one
+// pipeline reads its votes and probes its ref, and nothing is written. Two copies with different keys arriving
 // at the same moment on two daemons may then start two campaigns. Scripts
 // are plain Lua, declare every key on a cluster, and are re-sent with EVAL
 // when a server answers NOSCRIPT (script cache flushed, restart, failover,

@@ -577,7 +577,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			if !ok {
 				continue
 			}
-			if supportFamily(fams[i]) {
+			if !keepsClass(fams[i]) {
 				cls = 0 // a support key keeps no class (model.go)
 			}
 			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&(1<<switchBits-1))).withClass(cls)}, h.b, h.v
@@ -603,11 +603,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		e.aliases.resolve(kps, oldest)
 	}
 	fc := familyCounts(fams)
-	var among func(uint32) bool
-	if snd := fp16(o.Sender); snd != 0 {
-		among = func(ref uint32) bool { return e.campaignSender(ref, snd, cb) }
-	}
-	d := decide(fams, fc, kps, 0, fp16(o.Sender), among)
+	d := decide(fams, fc, kps, 0, fp16(o.Sender))
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {
@@ -624,7 +620,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
 				here := kps[i].found && at[i] == cb && !moved
-				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p, gen, here, supportFamily(fams[i])); ok {
+				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p, gen, here, !keepsClass(fams[i])); ok {
 					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, g, here, t)
 				}
 			}
@@ -812,21 +808,6 @@ func (e *Embedded) count(sh *eshard, ref, origin uint32, o Observation, rs []pse
 	e.evictIfNeeded(sh, cb)
 	nets, snds := sh.setCounts(ref, m)
 	return campaignOutcome{known: true, count: n, nets: nets, snds: snds, first: m.first}, true
-}
-
-// campaignSender reports whether envelope sender snd (fp16) is one of
-// campaign ref's in the window ("Spread lines", model.go).
-func (e *Embedded) campaignSender(ref uint32, snd uint16, cb int64) bool {
-	sh := e.shard(campaignSig(ref))
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	oldest := cb - int64(e.c.nb) + 1
-	if m, ok := sh.camps[ref]; ok && m.last >= oldest {
-		_, snds := sh.setsOf(ref, m)
-		return fpSetHas(snds, snd)
-	}
-	rec, _, ok := sh.firstSighting(ref, cb, oldest)
-	return ok && rec.snd == snd
 }
 
 // firstSighting returns campaign ref's first sighting and its bucket, the

@@ -24,7 +24,7 @@ func guardMessage() ([]string, []keyPtr) {
 // once.
 func guardAll(fams []string, kps []keyPtr) (union, merged int) {
 	fc := familyCounts(fams)
-	d := decide(fams, fc, kps, 0, 0, nil)
+	d := decide(fams, fc, kps, 0, 0)
 	for _, r := range d.union {
 		if aliasGuard(fams, fc, kps, r) {
 			merged++

@@ -798,7 +798,7 @@ func TestDecideSupportFamily(t *testing.T) {
 		{"contain keys do not add to a term-set key", append(contain(ContainAlone-1), "terms", "terms", "terms"), append(repeat(at(6), ContainAlone-1, ContainAlone-1), at(6), none, none), false, 99},
 		{"two terms keys do not lend contain keys their count", append([]string{"terms", "terms"}, contain(ContainAlone)...), append([]keyPtr{at(8), at(8)}, repeat(at(8), ContainAlone-1, ContainAlone)...), true, 8},
 	} {
-		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, 0, nil)
+		d := decide(c.fams, familyCounts(c.fams), c.ptrs, 99, 0)
 		if d.join != c.join || d.ref != c.ref {
 			t.Errorf("%s: join %v ref %d, want %v %d", c.name, d.join, d.ref, c.join, c.ref)
 		}
@@ -807,49 +807,65 @@ func TestDecideSupportFamily(t *testing.T) {
 
 // TestDecideSpreadLines: line keys under LinesShare of the message's name
 // a campaign, strongly, only from LinesAlone keys and LinesSpread of the
-// message's, for a campaign whose senders do not include the message's.
+// message's, when none of them was written by the message's sender (the
+// class a line key keeps).
 func TestDecideSpreadLines(t *testing.T) {
-	at := func(ref uint32) keyPtr { return keyPtr{found: true, p: makePtr(ref, 0)} }
+	const snd = 1
+	mine, other := senderClass(snd), senderClass(2)
 	// offer returns the families and pointers of a message with n line
-	// keys, k of them naming campaign 7, and four other families' keys
-	// that name nothing.
-	offer := func(k, n int) ([]string, []keyPtr) {
+	// keys, k of them naming campaign 7 (the first of them written by
+	// sender class first, the others by class rest), and four other
+	// families' keys that name nothing.
+	offer := func(k, n int, first, rest uint8) ([]string, []keyPtr) {
 		fams := []string{"imatch", "shingle", "charshingle", "sift"}
 		ptrs := make([]keyPtr, len(fams), len(fams)+n)
 		for i := range n {
 			fams = append(fams, "lines")
 			p := keyPtr{}
 			if i < k {
-				p = at(7)
+				c := rest
+				if i == 0 {
+					c = first
+				}
+				p = keyPtr{found: true, p: makePtr(7, 0).withClass(c)}
 			}
 			ptrs = append(ptrs, p)
 		}
 		return fams, ptrs
 	}
-	other := func(uint32) bool { return false }
-	among := func(uint32) bool { return true }
 	spreadK := (LinesSpread*16 + 99) / 100 // the fewest of 16 at LinesSpread
 	for _, c := range []struct {
-		name  string
-		k, n  int
-		among func(uint32) bool
-		join  bool
+		name        string
+		k, n        int
+		first, rest uint8
+		snd         uint16
+		join        bool
 	}{
-		{"other senders", LinesAlone, 16, other, true},
-		{"other senders, the fewest at LinesSpread", max(LinesAlone, spreadK), 16, other, true},
-		{"other senders, under LinesSpread", LinesAlone, 100 * LinesAlone / LinesSpread * 2, other, false},
-		{"other senders, one short of LinesAlone", LinesAlone - 1, LinesAlone + 1, other, false},
-		{"the message's sender among them", LinesAlone, 16, among, false},
-		{"no sender known", LinesAlone, 16, nil, false},
+		{"other senders", LinesAlone, 16, other, other, snd, true},
+		{"lines of no known sender", LinesAlone, 16, 0, 0, snd, true},
+		{"other senders, the fewest at LinesSpread", max(LinesAlone, spreadK), 16, other, other, snd, true},
+		{"other senders, under LinesSpread", LinesAlone, 100 * LinesAlone / LinesSpread * 2, other, other, snd, false},
+		{"other senders, one short of LinesAlone", LinesAlone - 1, LinesAlone + 1, other, other, snd, false},
+		{"the message's sender wrote them", LinesAlone, 16, mine, mine, snd, false},
+		{"the message's sender wrote one of them", LinesAlone, 16, mine, other, snd, false},
+		{"no sender known", LinesAlone, 16, other, other, 0, false},
 	} {
-		fams, ptrs := offer(c.k, c.n)
-		snd := uint16(0)
-		if c.among != nil {
-			snd = 1
-		}
-		d := decide(fams, familyCounts(fams), ptrs, 99, snd, c.among)
+		fams, ptrs := offer(c.k, c.n, c.first, c.rest)
+		d := decide(fams, familyCounts(fams), ptrs, 99, c.snd)
 		if d.join != c.join || (c.join && (d.ref != 7 || d.weak)) {
 			t.Errorf("%s: join %v ref %d weak %v, want join %v", c.name, d.join, d.ref, d.weak, c.join)
+		}
+		// the message's line keys then keep its sender's class, its
+		// other keys the campaign's
+		for i, f := range fams {
+			np, _ := repoint(ptrs[i], d, f, false)
+			want := d.cls
+			if f == "lines" {
+				want = senderClass(c.snd)
+			}
+			if np.class() != want {
+				t.Errorf("%s: key %d (%s) class %d, want %d", c.name, i, f, np.class(), want)
+			}
 		}
 	}
 }
@@ -1014,7 +1030,7 @@ func TestDecideUnion(t *testing.T) {
 		for len(ptrs) < len(c.fams) {
 			ptrs = append(ptrs, none)
 		}
-		d := decide(c.fams, familyCounts(c.fams), ptrs, 99, 0, nil)
+		d := decide(c.fams, familyCounts(c.fams), ptrs, 99, 0)
 		if got := fmt.Sprint(d.union); !d.join || got != c.union {
 			t.Errorf("%s: join %v, union %s; want a join, union %s", c.name, d.join, got, c.union)
 		}
@@ -1179,7 +1195,7 @@ func TestSenderClass(t *testing.T) {
 		{"main keys disagree: many", []keyPtr{at(7, sx), at(7, sy), {}, {}, {}}, x, false, classMany},
 		{"a support key's class is not read", []keyPtr{at(7, sx), at(7, 0), at(7, sy), at(7, sy), at(7, sy)}, x, false, sx},
 	} {
-		d := decide(fams, familyCounts(fams), c.ptrs, 99, c.snd, nil)
+		d := decide(fams, familyCounts(fams), c.ptrs, 99, c.snd)
 		if d.weak != c.weak || d.cls != c.cls {
 			t.Errorf("%s: weak %v class %d, want %v %d", c.name, d.weak, d.cls, c.weak, c.cls)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,8 +57,7 @@ import (
 // campaign: a main family's pointer keeps the class of the campaign's only
 // known sender (senderClass) as the message that wrote it knew it, or
 // classMany, so that the pointers' read tells it and a Redis Cluster
-// decides between its two round trips with no call to the campaign's slot
-// (but for spread lines, below, which ask the campaign's senders). A
+// decides between its two round trips with no call to the campaign's slot. A
 // message passes the class on (nextClass): a new campaign takes its
 // sender's, a join keeps the campaign's while the sender is that one or
 // unknown, and another sender makes it classMany. A key the message does
@@ -68,14 +66,18 @@ import (
 // pointer").
 //
 // Spread lines: line keys under LinesShare of the message's count all the
-// same, from LinesAlone keys and LinesSpread of them, for a campaign whose
-// envelope senders (their domains: detect) do not include the message's,
-// and make a strong join; on a Redis Cluster that question is a third
-// round trip, made only for such line keys. A mass mailing that hides a
-// short offer inside text of its own per copy (a news salad) comes from a
-// new sender each copy; a newsletter's template lines, the minority that
-// LinesShare keeps out, come issue after issue from the one publisher. No
-// sender known: no spread join.
+// same, from LinesAlone keys and LinesSpread of them, when none of them
+// was last written by a message of the message's envelope sender (its
+// domain: detect), and make a strong join. A line key's pointer keeps the
+// class of the sender of the message that wrote it (senderClass), so that
+// the pointers' read answers (no call to the campaign's slot on a Redis
+// Cluster). A mass mailing that hides a short offer inside text of its own
+// per copy (a news salad) comes from a new sender each copy; a newsletter's
+// template lines, the minority that LinesShare keeps out, come issue after
+// issue from the one publisher, which wrote them last. No sender known: no
+// spread join. (Until 2026-11 the rule asked whether the sender was among
+// the campaign's senders, which a Cluster read in a third round trip:
+// docs/evaluation.md, "Spread lines' sender in the line pointers".)
 //
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
@@ -168,7 +170,8 @@ const (
 // ptr is a key's pointer: the campaign ref and the key's weak events
 // (saturating at 7) in the low 32 bits, the class of the campaign's only
 // sender (senderClass, classMany; 0: none known) in the 8 above. A
-// support family's pointer keeps no class (0).
+// support family's pointer keeps no class (0), but the line family's keeps
+// the class of the sender of the message that wrote it ("Spread lines").
 type ptr uint64
 
 func makePtr(ref uint32, switches int) ptr { return ptr(ref&refMask)<<3 | ptr(min(switches, 7)) }
@@ -273,6 +276,7 @@ type keyPtr struct {
 type decision struct {
 	ref    uint32
 	cls    uint8 // the class its main families' pointers get (nextClass)
+	sc     uint8 // the message's sender's class, which its line keys get
 	join   bool
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
@@ -330,6 +334,10 @@ func supportSpread(f string) int {
 	return 0
 }
 
+// keepsClass reports a family whose pointers keep a class (ptr): the
+// main families and the line family.
+func keepsClass(f string) bool { return !supportFamily(f) || supportSpread(f) > 0 }
+
 // supportFamily reports a family whose keys only support a join.
 func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
@@ -355,23 +363,27 @@ func familyCounts(fams []string) famCounts {
 // decide chooses the campaign of a message from its distinct keys'
 // families (fams, counted in fc) and pointers. fresh is the ref a new
 // campaign takes; snd is the message's envelope sender (fp16, 0:
-// unknown), whose class the pointers compare ("One sender's template").
-// among, when not nil, tells whether the message's envelope sender is one
-// of campaign ref's (asked of spread lines); nil when the sender is unknown.
-func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16, among func(ref uint32) bool) decision {
+// unknown), whose class the pointers compare ("One sender's template",
+// "Spread lines").
+func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16) decision {
 	n, whole := fc.n, fc.whole
+	sc := senderClass(snd)
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
 	type famRef struct {
 		f   string
 		ref uint32
 	}
-	sup := map[famRef]int{} // a support family's keys naming each campaign
+	sup := map[famRef]int{}   // a support family's keys naming each campaign
+	mine := map[uint32]bool{} // campaigns a spread family's key names that the message's sender wrote
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
 			continue
 		}
 		if supportFamily(fams[i]) {
 			sup[famRef{fams[i], kp.p.ref()}]++
+			if supportSpread(fams[i]) > 0 && sc != 0 && kp.p.class() == sc {
+				mine[kp.p.ref()] = true
+			}
 			continue
 		}
 		ev[kp.p.ref()] += evidenceUnit / n[fams[i]]
@@ -391,77 +403,41 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
-	// Spread lines' candidates: whether the message's sender is among a
-	// campaign's senders is a call of its own on a Redis Cluster, so it is
-	// not asked of a lone candidate whose answer leaves the decision as it
-	// is (with more, a mix of answers could differ from both extremes).
-	type candidate struct {
-		ref     uint32
-		k, unit int
-	}
-	var cands []candidate // one a campaign: only the line family spreads
+	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
 		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
-		if !ok && supportSpread(fr.f) > 0 && among != nil && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
-			cands = append(cands, candidate{fr.ref, k, evidenceUnit / n[fr.f]})
+		if !ok && supportSpread(fr.f) > 0 && sc != 0 && !mine[fr.ref] && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
+			if spread == nil {
+				spread = map[uint32]bool{}
+			}
+			ok, spread[fr.ref] = true, true
 		}
 		if ok {
 			ev[fr.ref] += k * (evidenceUnit / n[fr.f])
 			keys[fr.ref] += k
 		}
 	}
-	sc := senderClass(snd)
-	finish := func(grant func(ref uint32) bool) decision {
-		ev, keys := ev, keys
-		var spread map[uint32]bool // campaigns spread lines name
-		if len(cands) > 0 {
-			ev, keys, spread = maps.Clone(ev), maps.Clone(keys), map[uint32]bool{}
-			for _, c := range cands {
-				if grant(c.ref) {
-					ev[c.ref] += c.k * c.unit
-					keys[c.ref] += c.k
-					spread[c.ref] = true
-				}
-			}
-		}
-		best, bestEv := uint32(0), -1
-		for ref, e := range ev {
-			if e > bestEv || (e == bestEv && ref < best) {
-				best, bestEv = ref, e
-			}
-		}
-		d := decision{ref: fresh, cls: sc, voters: make([]bool, len(ptrs))}
-		if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
-			c := campaignClass(fams, ptrs, best)
-			d.ref, d.join, d.cls = best, true, nextClass(c, sc)
-			d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
-				(keys[best] < UnionKeys && sc != 0 && c == sc)
-			if !d.weak {
-				d.union = unionOf(ev, keys, best, whole)
-			}
-			for i, kp := range ptrs {
-				d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
-			}
-		}
-		return d
-	}
-	if len(cands) == 0 {
-		return finish(nil)
-	}
-	if len(cands) == 1 {
-		denied := finish(func(uint32) bool { return false })
-		if denied.same(finish(func(uint32) bool { return true })) {
-			return denied
+	best, bestEv := uint32(0), -1
+	for ref, e := range ev {
+		if e > bestEv || (e == bestEv && ref < best) {
+			best, bestEv = ref, e
 		}
 	}
-	return finish(func(ref uint32) bool { return !among(ref) })
-}
-
-// same reports whether two decisions are one.
-func (d decision) same(e decision) bool {
-	return d.ref == e.ref && d.cls == e.cls && d.join == e.join && d.weak == e.weak &&
-		slices.Equal(d.union, e.union) && slices.Equal(d.voters, e.voters)
+	d := decision{ref: fresh, cls: sc, sc: sc, voters: make([]bool, len(ptrs))}
+	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
+		c := campaignClass(fams, ptrs, best)
+		d.ref, d.join, d.cls = best, true, nextClass(c, sc)
+		d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
+			(keys[best] < UnionKeys && sc != 0 && c == sc)
+		if !d.weak {
+			d.union = unionOf(ev, keys, best, whole)
+		}
+		for i, kp := range ptrs {
+			d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
+		}
+	}
+	return d
 }
 
 // unionOf returns the campaigns besides best that a message's evidence
@@ -517,11 +493,15 @@ func (u *union) count() int64 {
 
 // repoint returns the pointer a key of family f gets once its message
 // went to d.ref (weak: the key voted in a weak join), and whether it
-// changed.
+// changed: a line key's class is its writer's sender's (d.sc), so that a
+// line rewritten by another sender is rewritten.
 func repoint(kp keyPtr, d decision, f string, weak bool) (ptr, bool) {
 	var c uint8
-	if !supportFamily(f) {
+	switch {
+	case !supportFamily(f):
 		c = d.cls
+	case supportSpread(f) > 0:
+		c = d.sc
 	}
 	np := makePtr(d.ref, 0)
 	switch {

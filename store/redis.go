@@ -158,6 +158,7 @@ type Redis struct {
 	timeout  time.Duration
 	observer Observer
 	present  present // the latest time counted (ahead.go)
+	written  written // the newest bucket written in each ring slot (ahead.go)
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
@@ -254,6 +255,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		split:    uint64(o.FirstSightSplit),
 		timeout:  o.Timeout,
 		observer: o.Observer,
+		written:  make(written, c.nb),
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -378,7 +380,7 @@ type sigKeys struct {
 	slot  int
 	field string // pointer field: low 32 bits of the hash, the top one set for a support family's
 	keys  [3]string
-	sup   bool // a support family's key (its older records keep 2 bytes of check)
+	sup   bool // a key of a support family but the line family (its records keep no class, and its older ones 2 bytes of check)
 }
 
 func (r *Redis) tagOf(h uint64) string {
@@ -421,8 +423,9 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	ends[2] = b.Len()
 	// The top bit of the check tells the script a support family's
 	// record from the others in a current string, whose records are in
-	// the order written (script.lua's cur_split).
-	sup := supportFamily(familyOf(id))
+	// the order written (script.lua's cur_split); a line key's record is
+	// as the others, whole with its class (model.go's keepsClass).
+	sup := !keepsClass(familyOf(id))
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h)&0x7fffffff)
 	if sup {
@@ -521,6 +524,15 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 		noteAhead(r.observer, "observation", 1, o.Time, t)
 	}
 	ob := &redisObs{r: r, lim: lim, o: o, rc: rc, t: t, cb: r.c.bucket(t), ids: uniq(o.Keys)}
+	// A message reads no pointer of a bucket of its window that this
+	// store's ring of buckets no longer holds, and one of such a bucket
+	// (dated a window or more before what the store wrote since: a wrong
+	// Date replayed, a late retry) writes none and keeps no first
+	// sighting, as on the embedded store (ahead.go's written); its
+	// campaign is counted as any other.
+	last := r.c.aheadBucket()
+	ob.hidden = r.written.hidden(ob.cb, r.c.nb, last)
+	ob.old = ob.hidden[len(ob.hidden)-1] == '1'
 	ob.prepare()
 	var m campaignOutcome
 	if r.cluster {
@@ -531,6 +543,9 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 	if err != nil {
 		return Result{}, fmt.Errorf("observe %d keys: %w", len(ob.ids), err)
 	}
+	if len(rc.ids) > 0 && !ob.old {
+		r.written.note(ob.cb, last)
+	}
 	res.Campaign = m.assemble(o.Keys, ob.ids, int64(len(rc.ids)), res.Volumes)
 	if err := ob.votes(m.votes, m.cvotes, &res); err != nil {
 		return Result{}, fmt.Errorf("observe: %w", err)
@@ -540,16 +555,20 @@ func (r *Redis) observeAs(ctx context.Context, op string, o Observation) (res Re
 
 // redisObs is one observation on its way through Redis.
 type redisObs struct {
-	r    *Redis
-	lim  Limits
-	o    Observation
-	rc   rcptSet
-	t    time.Time
-	cb   int64
-	ids  []string // distinct keys
-	sks  []sigKeys
-	fams []int // family number of each distinct key
-	nfam int
+	r   *Redis
+	lim Limits
+	o   Observation
+	rc  rcptSet
+	t   time.Time
+	cb  int64
+	ids []string // distinct keys
+	old bool     // of a hidden bucket (ahead.go's written): writes no pointer
+	// hidden is a '0' or '1' per bucket of the window, oldest first: 1
+	// for one whose pointers the store's ring no longer holds
+	hidden string
+	sks    []sigKeys
+	fams   []int // family number of each distinct key
+	nfam   int
 	// aguard is the merge guard's class of each family (aliasGuard), by
 	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
 	// "" when no key is of either
@@ -620,7 +639,7 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for i := range sks {
 		args = append(args, &sks[i].field) // callScript: a pointer is not copied
 	}
-	return keys, append(args, supFlags(sks))
+	return keys, append(args, supFlags(sks), ob.hidden)
 }
 
 // supFlags is a '0' or '1' per key, 1 for a support family's key: the
@@ -815,29 +834,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	names := ob.names()
-	// Spread lines (model.go): the campaign's senders are on its own slot,
-	// read by a call of their own, made only for line keys that spread
-	// lines might count, from a known sender.
-	var among func(uint32) bool
-	if snd := fp16(ob.o.Sender); snd != 0 {
-		among = func(ref uint32) bool {
-			ks, field := r.campKeys(ref, ob.cb, split)
-			keys := append([]string{ks[nb]}, ks[:nb]...)
-			var cmd *redis.Cmd
-			err = r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
-				cmd = callScript(ctx, p, eval, keys, []any{"s", nb, field, snd})
-				return cmd
-			})
-			if err != nil {
-				return false
-			}
-			return asInt(cmd.Val()) != 0
-		}
-	}
-	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender), among)
-	if err != nil {
-		return campaignOutcome{}, err
-	}
+	m.d = decide(names, familyCounts(names), kps, fresh, fp16(ob.o.Sender))
 	if !m.d.join && !write {
 		return m, nil
 	}
@@ -850,7 +847,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	}
 	var wgs []*wgroup
 	wBySlot := map[int]*wgroup{}
-	if write {
+	if write && !ob.old {
 		for i, sk := range ob.sks {
 			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
@@ -937,6 +934,14 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	return m, nil
 }
 
+// flag is a script's '0' or '1'.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // campCall names the values of one campaign count call (mode 'k').
 type campCall struct {
 	ref     uint32
@@ -958,15 +963,8 @@ func (ob *redisObs) countCall(c campCall) ([]string, []any) {
 	for _, p := range ob.rc.ids {
 		args = append(args, p.bytes())
 	}
-	w, mem := 0, 0
-	if c.write {
-		w = 1
-	}
-	if c.members {
-		mem = 1
-	}
-	args = append(args, field, fp16(ob.o.Network), fp16(ob.o.Sender), w, c.origin, c.votes,
-		int64(r.c.VoteHorizon.Seconds()), mem)
+	args = append(args, field, fp16(ob.o.Network), fp16(ob.o.Sender), flag(c.write), c.origin, c.votes,
+		int64(r.c.VoteHorizon.Seconds()), flag(c.members), flag(ob.old))
 	return keys, args
 }
 

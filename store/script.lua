@@ -344,7 +344,8 @@ local function camp_count(ck, rs, write, net, snd)
     if rec == nil and not write then return nil end
     if rec == nil and nr == 1 then
       local r = ck.field .. string.sub(rs[1], 3, 6) .. u32(ck.now) .. u16(net) .. u16(snd) .. ck.origin
-      if fs_put(ck.f[nb], r, ck.cap, CREC, ck.ttl) then
+      -- an old message (ck.old) is counted and keeps nothing
+      if ck.old or fs_put(ck.f[nb], r, ck.cap, CREC, ck.ttl) then
         return 1, (net > 0) and 1 or 0, (snd > 0) and 1 or 0, ck.now
       end
     end
@@ -446,27 +447,6 @@ local function camp_live(ck, origin, oldest)
   return false
 end
 
--- camp_sender tells whether envelope sender snd (a 2-byte fingerprint) is
--- one of campaign ck's in the window ("Spread lines", model.go): its
--- record's set, or its first sighting's.
-local function camp_sender(ck, snd)
-  local m = redis.call('HMGET', ck.x, '#', 'h', 's')
-  if m[1] or m[2] then
-    local set, f = m[3] or '', u16(snd)
-    for i = 1, #set - 1, 2 do
-      if string.sub(set, i, i + 1) == f then return true end
-    end
-    return false
-  end
-  fs_mget(ck.f)
-  for i = ck.nb, 1, -1 do
-    local s = fs_get(ck.f[i])
-    local p = fs_find(s, ck.field, CREC)
-    if p then return num(s, p + 14, 2) == snd end
-  end
-  return false
-end
-
 -- Votes of one key on an observation: the tally and the recipients' own.
 local function key_votes(vk, rs, now, hz)
   local n, b, uv = 0, 0, {}
@@ -499,8 +479,9 @@ end
 -- Pointers (store/doc.go): KEYS per key are its current pointer string,
 -- its older pointer string and its vote hash. The current string holds
 -- 9-byte records (4 of the key's hash, the top bit set for a support
--- family's key, 4 of the pointer, 1 of the class of the campaign's only
--- sender, model.go; 0 for a support family's) in the order written: a
+-- family's key but the line family's, 4 of the pointer, 1 of the class
+-- of the campaign's only sender, or a line key's writer's sender's,
+-- model.go; 0 for a support family's) in the order written: a
 -- record of the current bucket is rewritten in place, which needs the
 -- whole check. The older string holds the window's earlier buckets
 -- in lanes (below), the support records there in 6 bytes (2 bytes of the
@@ -555,10 +536,15 @@ end
 
 -- cur_read looks for field in current string s; it returns the pointer
 -- and the bucket, or nil and whether s is of bucket cb (without field).
+-- hidden: the buckets of the message's window whose pointers this
+-- daemon's ring of buckets no longer holds (store/ahead.go's written),
+-- which a read takes as empty, as the embedded store does.
+local hidden = {}
+
 local function cur_read(s, field, cb, oldest)
   if not cur_ok(s) then return nil, nil, false end
   local bk = u32at(s, 1)
-  if bk > cb or bk < oldest then return nil, nil, false end
+  if bk > cb or bk < oldest or hidden[bk] then return nil, nil, false end
   local p = rec_find(s, field, HDR + 1, #s, REC)
   if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk end
   return nil, nil, bk == cb
@@ -601,7 +587,7 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
     local z = a + string.byte(s, pos) * rec - 1
     if z > to then return nil, nil, false end
     local bk = anchor - i
-    if bk <= cb and bk >= oldest and z >= a then
+    if bk <= cb and bk >= oldest and z >= a and not hidden[bk] then
       local p = rec_find(s, chk, a, z, rec)
       if p and sup then return u32at(s, p + 2), bk, true end
       if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
@@ -823,7 +809,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
 end
 
 -- repoint is model.go's: cls is the class the key keeps (0: a support
--- family's).
+-- family's but the line family's).
 local function repoint(found, v, ref, cls, weak)
   if not found then return ref * 8 + cls * P32, true end
   local nv = v % P32
@@ -911,7 +897,9 @@ end
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
-  -- support family's); 'c' also nsig family numbers, fresh ref, network,
+  -- support family's but the line family's), a '0'/'1' per bucket of the
+  -- window, oldest first (1: hidden, store/ahead.go's written); 'c' also
+  -- nsig family numbers, fresh ref, network,
   -- sender, prefix, split, the merge guard's class of each family by its
   -- place (model.go's aliasGuard: 'a', 'p' or '-'; '': none), the last
   -- bucket not ahead of the clock.
@@ -930,6 +918,8 @@ if mode == 'c' or mode == 'r' then
   local issup = {}
   for s = 1, nsig do issup[s] = string.byte(sf, s) == 49 end
   local oldest = cb - nb + 1
+  local hid = ARGV[f0 + nsig + 2]
+  for i = 1, nb do hidden[oldest + i - 1] = string.byte(hid, i) == 49 end
   -- KEYS: the nsig current pointer strings, the nsig older ones, the
   -- nsig vote hashes (ranges unpacked as they are, no list built). The
   -- current strings first (one MGET), then the older strings of the keys
@@ -1014,7 +1004,7 @@ if mode == 'c' or mode == 'r' then
     end
     return out
   end
-  local a0 = f0 + nsig + 1
+  local a0 = f0 + nsig + 2
   local fams, nfam, nf = {}, {}, 0
   for s = 1, nsig do
     fams[s] = tonumber(ARGV[a0 + s])
@@ -1026,6 +1016,9 @@ if mode == 'c' or mode == 'r' then
   local prefix, split = ARGV[a0 + nsig + 5], tonumber(ARGV[a0 + nsig + 6])
   local aguard = ARGV[a0 + nsig + 7] -- the guard's family classes, or ''
   local ahead = tonumber(ARGV[a0 + nsig + 8]) -- the last bucket not ahead of the clock
+  -- a message of a hidden bucket (store/ahead.go's written) writes no
+  -- pointer, and its first sighting is not kept
+  local old = hidden[cb]
   -- The stored merge (model.go): a pointer naming a merged campaign (its
   -- record's field 'a', the root) is read as the root; raw keeps what is
   -- stored, so that such a key is rewritten to the root.
@@ -1050,7 +1043,19 @@ if mode == 'c' or mode == 'r' then
   -- - 65536 * (the share of its keys they must be, in percent)
   -- - 16777216 * (that share for a campaign of other senders, supportSpread,
   --   plus 128 when it adds up with the others that do, supportAdds)
+  local function support(f)
+    local c = -1 - f
+    local x = math.floor(c / 16777216)
+    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
+  end
+  -- the class of the message's sender (model.go's senderClass), which
+  -- its line keys get, and the one its main families' pointers get
+  -- (decision.cls)
+  local sc = 0
+  if snd > 0 then sc = 1 + snd % 254 end
+  local cls = sc
   local ev, nk, sup = {}, {}, {}
+  local mine = {} -- campaigns a spread family's key names that the sender wrote
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = pref(ptrs[s])
@@ -1058,6 +1063,8 @@ if mode == 'c' or mode == 'r' then
       if f < 0 then
         sup[f] = sup[f] or {}
         sup[f][r] = (sup[f][r] or 0) + 1
+        local _, _, sp = support(f)
+        if sp > 0 and sc > 0 and pcls(ptrs[s]) == sc then mine[r] = true end
       else
         ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[f])
         nk[r] = (nk[r] or 0) + 1
@@ -1066,11 +1073,6 @@ if mode == 'c' or mode == 'r' then
   end
   local named = {}
   for r in pairs(ev) do named[r] = true end
-  local function support(f)
-    local c = -1 - f
-    local x = math.floor(c / 16777216)
-    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
-  end
   -- the support families that add up count together (model.go's
   -- supportWhole)
   local salone = {}
@@ -1088,8 +1090,7 @@ if mode == 'c' or mode == 'r' then
     local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
       local ok = (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
-      if not ok and sp > 0 and snd > 0 and k >= alone and 100 * k >= sp * nfam[f]
-        and not camp_sender(camp_keys(prefix, split, r, nb, cb), snd) then
+      if not ok and sp > 0 and sc > 0 and not mine[r] and k >= alone and 100 * k >= sp * nfam[f] then
         ok, spread[r] = true, true
       end
       if ok then
@@ -1104,11 +1105,6 @@ if mode == 'c' or mode == 'r' then
   end
   local ref, join, weak = fresh, false, false
   local voters = {}
-  -- the class of the message's sender (model.go's senderClass) and the
-  -- one its main families' pointers get (decision.cls)
-  local sc = 0
-  if snd > 0 then sc = 1 + snd % 254 end
-  local cls = sc
   -- the campaigns counted with the joined one (model.go's unionOf)
   local union, inu = {}, {}
   if bestEv >= JOINEV and 100 * bestEv >= SHARE * UNIT * nf then
@@ -1159,9 +1155,16 @@ if mode == 'c' or mode == 'r' then
     -- after 8 live refs, the ninth (as the embedded store)
     out[1] = ref
   end
-  if write then
+  if write and not old then
     for s = 1, nsig do
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, fams[s] >= 0 and cls or 0, weak and voters[s] == 1)
+      local kc = 0 -- the key's class (model.go's repoint)
+      if fams[s] >= 0 then
+        kc = cls
+      else
+        local _, _, sp = support(fams[s])
+        if sp > 0 then kc = sc end
+      end
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, kc, weak and voters[s] == 1)
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead, without[s])
       end
@@ -1169,7 +1172,7 @@ if mode == 'c' or mode == 'r' then
   end
   ck = ck or camp_keys(prefix, split, ref, nb, cb)
   ck.nb, ck.cb, ck.ttl, ck.blen, ck.cap, ck.elim, ck.now = nb, cb, ttl, blen, cap, elim, now
-  ck.origin = origin
+  ck.origin, ck.old = origin, old
   local count, nets, snds, first = camp_count(ck, rs, write, net, snd)
   -- the root's live parts (model.go's stored merge); a weak join counts
   -- the campaign alone
@@ -1283,20 +1286,10 @@ if mode == 'q' then
   return n
 end
 
-if mode == 's' then
-  -- KEYS: the campaign's exact set, then its nb first-sighting strings.
-  -- ARGV: 's', nb, field, sender. Returns 1 when the sender is one of
-  -- the campaign's (camp_sender), else 0.
-  local nb = tonumber(ARGV[2])
-  local ck = {x = KEYS[1], f = {}, nb = nb, field = ARGV[3]}
-  for j = 1, nb do ck.f[j] = KEYS[1 + j] end
-  return camp_sender(ck, tonumber(ARGV[4])) and 1 or 0
-end
-
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
   -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
-  -- support family's), the last bucket not ahead of the clock.
+  -- support family's but the line family's), the last bucket not ahead of the clock.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local cur = {}
@@ -1315,7 +1308,8 @@ if mode == 'k' then
   -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
   -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
   -- campaign), horizon, members ('1': a union, the reply adds
-  -- camp_members' HyperLogLog count and fingerprints).
+  -- camp_members' HyperLogLog count and fingerprints), old ('1': keep no
+  -- first sighting, store/ahead.go's written).
   -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
   local nb = tonumber(ARGV[2])
   local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
@@ -1330,7 +1324,7 @@ if mode == 'k' then
     ck.c[i] = KEYS[nb + 1 + i]
   end
   ck.x = KEYS[nb + 1]
-  ck.origin = u32(tonumber(ARGV[a + 5]))
+  ck.origin, ck.old = u32(tonumber(ARGV[a + 5])), ARGV[a + 9] == '1'
   local write = ARGV[a + 4] == '1'
   local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
   local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))

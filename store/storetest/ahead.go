@@ -162,6 +162,39 @@ func (s *suite) oldMessage(t *testing.T) {
 	}
 }
 
+// oldCopies: two copies dated before the window of the store's present
+// (a wrong Date replayed, a late retry) are counted and keep nothing: the
+// second does not join the first, whatever keys they share, and the
+// present is untouched. (The embedded store's rings hold the present's
+// buckets and refuse the old writes; Redis wrote them to strings of the
+// old bucket, and the second copy joined the first, 25 messages of the
+// real stream on the Date clock.)
+func (s *suite) oldCopies(t *testing.T) {
+	w := 24 * time.Hour
+	l := w / 4
+	base := aligned(t0, w, 4).Add(time.Minute)
+	var clock testClock
+	clock.set(base.Add(time.Hour))
+	st := s.open(t, store.Params{Window: w, Buckets: 4, Now: clock.now})
+	// The present's traffic: pointers and first sightings in every shard
+	// in each of the window's five buckets.
+	for b := range 5 {
+		for i := range 100 {
+			observe(t, st, base.Add(time.Duration(b-4)*l), spreadKeys("shingle", (b*100+i)*8, 8), fmt.Sprintf("now%d-%d@x", b, i))
+		}
+	}
+	keys := spreadKeys("imatch", 1<<24, 3)
+	old := base.Add(-2 * w)
+	for i, r := range []string{"old-a@x", "old-b@x"} {
+		if c := observe(t, st, old.Add(time.Duration(i)*time.Minute), keys, r).Campaign; c.Recipients != 1 || len(c.Joined) != 0 {
+			t.Errorf("old copy %d: campaign %+v, want its own of 1 recipient, joined by no key", i, c)
+		}
+	}
+	if c := observe(t, st, base, keys, "now@x").Campaign; c.Recipients != 1 || len(c.Joined) != 0 {
+		t.Errorf("the present's copy: campaign %+v, want its own of 1 recipient", c)
+	}
+}
+
 // campaignAfterWindow: a campaign whose copies all left the window is
 // gone, whatever its record's time to live: a copy of the same keys a
 // window later (same ref) starts it afresh, its volume, networks and

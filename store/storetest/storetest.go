@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"TimesAhead", s.timesAhead},
 		{"ClockSteppedBack", s.clockSteppedBack},
 		{"OldMessage", s.oldMessage},
+		{"OldCopies", s.oldCopies},
 		{"CampaignAfterWindow", s.campaignAfterWindow},
 		{"ConcurrentWriters", s.concurrent},
 		{"TwoStoresShareCounts", s.twoStores},
@@ -389,6 +390,20 @@ func (s *suite) campaignSenderTemplate(t *testing.T) {
 	}
 }
 
+// SaladLines returns the 16 line keys of copy j of a news salad: the
+// offer's LinesAlone lines, shared by every copy, and the copy's own.
+func SaladLines(j int) []string {
+	keys := make([]string, 16)
+	for i := range keys {
+		v := j<<8 | 0x20 + i // the copy's own lines
+		if i < store.LinesAlone {
+			v = 0xa0 + i // the offer's
+		}
+		keys[i] = familyKey("lines", 0, v)
+	}
+	return keys
+}
+
 // campaignSpreadLines: a short offer inside changing text of its own (a
 // news salad): every copy keeps the offer's LinesAlone lines among 16 line
 // keys (under LinesShare) and shares nothing else. From a sender new to the
@@ -410,14 +425,7 @@ func (s *suite) campaignSpreadLines(t *testing.T) {
 			st := s.open(t, store.Params{})
 			var most int64
 			for j := range n {
-				var keys []string
-				for i := range 16 {
-					v := j<<8 | 0x20 + i // the copy's own lines
-					if i < store.LinesAlone {
-						v = 0xa0 + i // the offer's
-					}
-					keys = append(keys, familyKey("lines", 0, v))
-				}
+				keys := SaladLines(j)
 				for f, c := range map[string]int{"imatch": 3, "shingle": 6, "charshingle": 6, "sift": 4} {
 					for i := range c {
 						keys = append(keys, familyKey(f, i, j<<8|0x10+i))
