@@ -394,10 +394,30 @@ func appendTag(b []byte, h uint64) []byte {
 	return append(b, hex[t>>12&0xf], hex[t>>8&0xf], hex[t>>4&0xf], hex[t&0xf])
 }
 
-// sigKeys names one signature's keys (its current and older pointer
-// strings and its vote hash), built in one allocation (a message has
-// some forty signatures). The names hold no bucket: the strings do.
-func (r *Redis) sigKeys(id string, split uint64) sigKeys {
+// sigKeysOf names the keys of a message's signatures (each one's current
+// and older pointer strings and its vote hash) in one allocation: a
+// message has some forty signatures, and a string each was a quarter of
+// the Redis milter's objects. The names hold no bucket: the strings do.
+func (r *Redis) sigKeysOf(ids []string, split uint64) []sigKeys {
+	var numArr [20]byte
+	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("pn:ps:v:") + 4)
+	for _, id := range ids {
+		n += len(id)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	sks := make([]sigKeys, len(ids))
+	for i, id := range ids {
+		sks[i] = r.appendSigKeys(&b, id, split)
+	}
+	return sks
+}
+
+// appendSigKeys writes one signature's key names to b and returns them.
+// A Builder's string shares its buffer and appending never changes the
+// bytes already written, so each signature's names are sliced from it as
+// soon as they are written.
+func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKeys {
 	h := sigHash(id)
 	var preArr [64]byte
 	pre := append(preArr[:0], r.prefix...)
@@ -406,23 +426,22 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	pre = append(pre, '}', ':')
 	var numArr [20]byte
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
-	var b strings.Builder
-	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
+	start := b.Len()
 	var ends [3]int
 	for i, kind := range [2]string{"pn:", "ps:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
-		ends[i] = b.Len()
+		ends[i] = b.Len() - start
 	}
 	b.Write(pre)
 	b.WriteString("v:")
 	b.WriteString(id)
-	ends[2] = b.Len()
+	ends[2] = b.Len() - start
 	var f [4]byte
 	binary.BigEndian.PutUint32(f[:], uint32(h))
 	b.Write(f[:])
-	all := b.String()
+	all := b.String()[start:]
 	keys := [3]string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
 	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys}
@@ -551,13 +570,11 @@ type redisObs struct {
 
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
-	ob.sks = make([]sigKeys, 0, len(ob.ids))
+	ob.sks = ob.r.sigKeysOf(ob.ids, uint64(ob.lim.FirstSightSplit))
 	ob.fams = make([]int, 0, len(ob.ids))
-	for _, id := range ob.ids {
-		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
+	for i, id := range ob.ids {
 		f := familyOf(id)
-		sk.sup = supportFamily(f)
-		ob.sks = append(ob.sks, sk)
+		ob.sks[i].sup = supportFamily(f)
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
