@@ -566,6 +566,32 @@ type redisObs struct {
 	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
 	// "" when no key is of either
 	aguard string
+	// nums are the script's numbers, passed by pointer (callScript): an
+	// int64 in an interface is a heap object (~10 a message).
+	nums [obsNums]int64
+}
+
+// Places in redisObs.nums.
+const (
+	numBucketMs = iota
+	numTTLMs
+	numBucket
+	numCap
+	numExact
+	numUnix
+	numHorizon
+	numFresh
+	numOrigin
+	numNet
+	numSender
+	numAhead
+	obsNums
+)
+
+// num returns a pointer to nums[i], set to v.
+func (ob *redisObs) num(i int, v int64) *int64 {
+	ob.nums[i] = v
+	return &ob.nums[i]
 }
 
 func (ob *redisObs) prepare() {
@@ -616,8 +642,9 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	r, rc := ob.r, ob.rc
 	keys := make([]string, 0, 3*len(sks))
 	args := make([]any, 0, 16+len(rc.ids)+3*len(sks))
-	args = append(args, mode, r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
-		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), int64(r.c.VoteHorizon.Seconds()), len(sks), len(rc.ids))
+	args = append(args, mode, r.c.nb, ob.num(numBucketMs, r.c.bucketLen.Milliseconds()), ob.num(numTTLMs, r.c.ttl(ob.t, ob.cb).Milliseconds()),
+		ob.num(numBucket, ob.cb), ob.num(numCap, int64(ob.lim.FirstSightCap)), ob.num(numExact, int64(ob.lim.ExactLimit)),
+		ob.num(numUnix, ob.t.Unix()), ob.num(numHorizon, int64(r.c.VoteHorizon.Seconds())), len(sks), len(rc.ids))
 	for _, p := range rc.ids {
 		args = append(args, p.bytes())
 	}
@@ -708,7 +735,8 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
+	args = append(args, ob.num(numFresh, int64(fresh)), ob.num(numOrigin, int64(origin)), ob.num(numNet, int64(fp16(ob.o.Network))),
+		ob.num(numSender, int64(fp16(ob.o.Sender))), &r.prefix, ob.lim.FirstSightSplit, &ob.aguard, ob.num(numAhead, r.c.aheadBucket()))
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
