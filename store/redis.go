@@ -396,10 +396,30 @@ func appendTag(b []byte, h uint64) []byte {
 	return append(b, hex[t>>12&0xf], hex[t>>8&0xf], hex[t>>4&0xf], hex[t&0xf])
 }
 
-// sigKeys names one signature's keys (its current and older pointer
-// strings and its vote hash), built in one allocation (a message has
-// some forty signatures). The names hold no bucket: the strings do.
-func (r *Redis) sigKeys(id string, split uint64) sigKeys {
+// sigKeysOf names the keys of a message's signatures (each one's current
+// and older pointer strings and its vote hash) in one allocation: a
+// message has some forty signatures, and a string each was a quarter of
+// the Redis milter's objects. The names hold no bucket: the strings do.
+func (r *Redis) sigKeysOf(ids []string, split uint64) []sigKeys {
+	var numArr [20]byte
+	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("rc:ro:v:") + 4)
+	for _, id := range ids {
+		n += len(id)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	sks := make([]sigKeys, len(ids))
+	for i, id := range ids {
+		sks[i] = r.appendSigKeys(&b, id, split)
+	}
+	return sks
+}
+
+// appendSigKeys writes one signature's key names to b and returns them.
+// A Builder's string shares its buffer and appending never changes the
+// bytes already written, so each signature's names are sliced from it as
+// soon as they are written.
+func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKeys {
 	h := sigHash(id)
 	var preArr [64]byte
 	pre := append(preArr[:0], r.prefix...)
@@ -408,19 +428,18 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 	pre = append(pre, '}', ':')
 	var numArr [20]byte
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
-	var b strings.Builder
-	b.Grow(3*len(pre) + 2*len(sub) + len(id) + 12)
+	start := b.Len()
 	var ends [3]int
 	for i, kind := range [2]string{"rc:", "ro:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
-		ends[i] = b.Len()
+		ends[i] = b.Len() - start
 	}
 	b.Write(pre)
 	b.WriteString("v:")
 	b.WriteString(id)
-	ends[2] = b.Len()
+	ends[2] = b.Len() - start
 	// The top bit of the check tells the script a support family's
 	// record from the others in a current string, whose records are in
 	// the order written (script.lua's cur_split); a line key's record is
@@ -432,7 +451,7 @@ func (r *Redis) sigKeys(id string, split uint64) sigKeys {
 		f[0] |= 0x80
 	}
 	b.Write(f[:])
-	all := b.String()
+	all := b.String()[start:]
 	keys := [3]string{all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]}
 	tag := all[len(r.prefix)+1 : len(r.prefix)+5]
 	return sigKeys{tag: tag, slot: slotOf(tag), field: all[ends[2]:], keys: keys, sup: sup}
@@ -573,16 +592,40 @@ type redisObs struct {
 	// the family's place: 'a' AliasFamily, 'p' aliasPair, '-' neither;
 	// "" when no key is of either
 	aguard string
+	// nums are the script's numbers, passed by pointer (callScript): an
+	// int64 in an interface is a heap object (~10 a message).
+	nums [obsNums]int64
+}
+
+// Places in redisObs.nums.
+const (
+	numBucketMs = iota
+	numTTLMs
+	numBucket
+	numCap
+	numExact
+	numUnix
+	numHorizon
+	numFresh
+	numOrigin
+	numNet
+	numSender
+	numAhead
+	obsNums
+)
+
+// num returns a pointer to nums[i], set to v.
+func (ob *redisObs) num(i int, v int64) *int64 {
+	ob.nums[i] = v
+	return &ob.nums[i]
 }
 
 func (ob *redisObs) prepare() {
 	names := map[string]int{}
-	ob.sks = make([]sigKeys, 0, len(ob.ids))
+	ob.sks = ob.r.sigKeysOf(ob.ids, uint64(ob.lim.FirstSightSplit))
 	ob.fams = make([]int, 0, len(ob.ids))
 	for _, id := range ob.ids {
-		sk := ob.r.sigKeys(id, uint64(ob.lim.FirstSightSplit))
 		f := familyOf(id)
-		ob.sks = append(ob.sks, sk)
 		n, ok := names[f]
 		if !ok {
 			n = len(names)
@@ -624,8 +667,9 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	r, rc := ob.r, ob.rc
 	keys := make([]string, 0, 3*len(sks))
 	args := make([]any, 0, 16+len(rc.ids)+3*len(sks))
-	args = append(args, mode, r.c.nb, r.c.bucketLen.Milliseconds(), r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.cb,
-		ob.lim.FirstSightCap, ob.lim.ExactLimit, ob.t.Unix(), int64(r.c.VoteHorizon.Seconds()), len(sks), len(rc.ids))
+	args = append(args, mode, r.c.nb, ob.num(numBucketMs, r.c.bucketLen.Milliseconds()), ob.num(numTTLMs, r.c.ttl(ob.t, ob.cb).Milliseconds()),
+		ob.num(numBucket, ob.cb), ob.num(numCap, int64(ob.lim.FirstSightCap)), ob.num(numExact, int64(ob.lim.ExactLimit)),
+		ob.num(numUnix, ob.t.Unix()), ob.num(numHorizon, int64(r.c.VoteHorizon.Seconds())), len(sks), len(rc.ids))
 	for _, p := range rc.ids {
 		args = append(args, p.bytes())
 	}
@@ -716,7 +760,8 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 		args = append(args, &ob.fams[i]) // a negative int would be copied
 	}
 	fresh, origin := newRef(ob.ids)
-	args = append(args, fresh, origin, fp16(ob.o.Network), fp16(ob.o.Sender), r.prefix, ob.lim.FirstSightSplit, ob.aguard, r.c.aheadBucket())
+	args = append(args, ob.num(numFresh, int64(fresh)), ob.num(numOrigin, int64(origin)), ob.num(numNet, int64(fp16(ob.o.Network))),
+		ob.num(numSender, int64(fp16(ob.o.Sender))), &r.prefix, ob.lim.FirstSightSplit, &ob.aguard, ob.num(numAhead, r.c.aheadBucket()))
 	var cmd *redis.Cmd
 	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		cmd = callScript(ctx, p, eval, keys, args)
