@@ -307,8 +307,9 @@ func (r *Redis) prepare(ctx context.Context) error {
 	// HSETNX per field then read back: the first daemon writes, the others
 	// compare, in one round trip.
 	pipe := r.client.Pipeline()
-	for f, v := range want {
-		pipe.HSetNX(ctx, meta, f, v)
+	fields := []string{"schema", "bucket_ms", "buckets", "key_id"}
+	for _, f := range fields {
+		pipe.HSetNX(ctx, meta, f, want[f])
 	}
 	pipe.HSetNX(ctx, meta, "fs_split", strconv.FormatUint(r.split, 10))
 	got := pipe.HGetAll(ctx, meta)
@@ -316,7 +317,7 @@ func (r *Redis) prepare(ctx context.Context) error {
 		return fmt.Errorf("redis store: read %s: %w", meta, classify(err))
 	}
 	var diffs []string
-	for _, f := range []string{"schema", "bucket_ms", "buckets", "key_id"} {
+	for _, f := range fields {
 		if g := got.Val()[f]; g != want[f] {
 			diffs = append(diffs, fmt.Sprintf("%s is %q in Redis, %q here", f, g, want[f]))
 		}
