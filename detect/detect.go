@@ -7,12 +7,14 @@
 // It owns how a message is taken in (Split, Builder, within Limits), the
 // stripping of the recipient's name, and the policy that turns volumes
 // and feedback votes into a verdict: a message is bulk when any enabled
-// family's volume (the highest volume over its keys) reaches that
-// family's threshold, unless feedback overrides it; the bulk level 0–9
+// family's volume (the highest over its keys; a key that joined the
+// message's campaign carries the campaign's volume) or the campaign's
+// distinct sending networks reach that family's threshold, unless
+// feedback overrides it; the bulk level 0–9
 // grades it (level.go, docs/levels.md).
 //
-// It may import mailtext, signature, store and declared; it reports through its
-// own Observer and never imports metrics or config.
+// It may import mailtext, signature, store, declared and internal/gopool; it
+// reports through its own Observer and never imports metrics or config.
 package detect
 
 import (

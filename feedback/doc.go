@@ -33,4 +33,5 @@
 //
 // The milter hands reports to Handler.Handle; this package defines Report
 // and Outcome and imports neither milter nor config (Options are typed).
+// It may import detect, mailtext, signature, store and internal/ratelog.
 package feedback

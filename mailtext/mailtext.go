@@ -62,6 +62,8 @@
 // boundary is missing), bounds every line and header, and keeps going past
 // malformed part headers.
 //
+// It imports nothing of bulkmilter.
+//
 // [textproto.Header]: https://pkg.go.dev/github.com/emersion/go-message/textproto#Header
 package mailtext
 

@@ -1,9 +1,10 @@
 // Package metrics defines every Prometheus metric bulkmilter exports, on a
 // registry passed in by main, with one typed helper per metric so label
-// values cannot be passed in the wrong order. No other package imports it:
-// store, detect, milter and feedback each define the small Observer
-// interface of the events they report, *Metrics implements them all, and
-// the daemon plugs it in. The label values are those packages' constants
+// values cannot be passed in the wrong order. Only the daemon and the
+// commands import it: store, detect, milter and feedback each define the
+// small Observer interface of the events they report, *Metrics implements
+// them all, and the daemon plugs it in. It imports internal/gopool only
+// to read its goroutine count. The label values are those packages' constants
 // (detect.OutcomeBulk, milter.StageAction, …).
 //
 // Label values are bounded: never a signature, an address, a message id or

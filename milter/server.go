@@ -6,8 +6,9 @@
 // turns the verdict into actions: the verdict header, and for bulk mail an
 // optional Subject tag, recipient detail or quarantine. Each message gets
 // one info log line. It is configured by typed fields (State, Actions),
-// imports detect and feedback for their types (never config), and
-// reports through its Observer.
+// imports detect and feedback for their types, internal/gopool and
+// internal/ratelog (never config or metrics), and reports through its
+// Observer.
 //
 // It owns the failure policy: a store failure gives the configured safe
 // verdict, a panic in any callback is recovered into a safe reply and a
@@ -25,11 +26,14 @@
 // clears HELO-stage macros on ABORT (connection facts are kept in session
 // state), and when a milter requests any macro list Postfix sends only the
 // macros listed (every macro used is requested, for every stage). It is
-// built from third_party/go-milter, a copy of v0.10.2 with four small
+// built from third_party/go-milter, a copy of v0.10.2 with seven small
 // patches (its README): header values with nothing to convert are not
 // converted, packets are read in place from the guard (NextPacket), a
-// session's modifier is made once per state, and sessions run on the
-// goroutines the server is given (WithSpawn).
+// session's modifier is made once per state, sessions run on the
+// goroutines the server is given (WithSpawn), header fields are handed
+// over as the packet's bytes (HeaderBytesMilter), a stage's macros are
+// kept as one string, and the negotiation reply and header modifications
+// are built in one buffer.
 package milter
 
 import (

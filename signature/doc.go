@@ -29,4 +29,5 @@
 // a sender cannot predict which parts of a message matter.
 //
 // The package is pure and deterministic: no I/O, no logging, no metrics.
+// It imports internal/gopool alone (the long-lived goroutines that sift a long message beside the other families).
 package signature

@@ -273,4 +273,6 @@
 // atomically (see persist.go for the format). A damaged file is moved
 // aside and reported with a *CorruptFileError; the votes are written
 // first and come back whenever their part of the file is intact.
+//
+// It imports nothing of bulkmilter: it reports through its own Observer.
 package store

@@ -7,6 +7,8 @@
 // opens a connection a message or a few, so most analyses paid for that
 // growth (4–5 % of the milter process's CPU in its profile). The pool's
 // goroutines keep their grown stacks from one message to the next.
+//
+// It imports nothing of bulkmilter.
 package gopool
 
 import (

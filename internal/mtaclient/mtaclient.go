@@ -4,7 +4,7 @@
 // A raw message is cut into fields and body by detect.Split, the split
 // the daemon's offline commands use and that TestSplitAsPostfix holds to
 // a real Postfix's. Tests, the benchmark command and the soak command use
-// it.
+// it; the daemon never does. It imports detect alone (Split).
 package mtaclient
 
 import (

@@ -1,6 +1,8 @@
 // Package ratelog keeps repeated log lines from flooding the log: during a
 // Redis outage or under a stream of forged headers, one line per period
 // says what happens and how often.
+//
+// It imports nothing of bulkmilter.
 package ratelog
 
 import (

@@ -17,4 +17,8 @@
 // Helpers that take a testing.TB call t.Fatal on failure, so they must be
 // called from the test goroutine. Methods that return an error do not touch
 // the test and are safe from any goroutine.
+//
+// It may import lab/corpus (the shared corpora's directory) and no other
+// bulkmilter package: tests and the lab import it, the daemon never
+// (cmd/milterd's TestDaemonLinksNoLabOrTestCode).
 package testenv

@@ -13,6 +13,7 @@
 // within a round (Summarize). The command wires the parts (it builds the
 // daemon's runtime); this package only measures.
 //
-// It may import milter, store, internal/mtaclient and the other lab packages (load,
-// sample, redisinfo); never daemon: the command passes the runtime in.
+// It may import milter, store, internal/mtaclient, internal/testenv (for
+// ReservePort alone) and the other lab packages (load, sample, redisinfo);
+// never daemon: the command passes the runtime in.
 package bench

@@ -11,5 +11,6 @@
 // daemon's own runtime, so what is measured is what runs. It may import detect,
 // mailtext, signature (the papers' protocols sign with variants of the configured
 // families), refile (refiling simulated with the daemon's refiler, refile.go), lab/corpus
-// and mailbox (the stream's archive and its index); never daemon, milter or store.
+// and mailbox (the stream's archive and its index), and store for a constant alone
+// (WeakCap, in the trace of a miss); never daemon or milter.
 package eval

@@ -6,6 +6,8 @@
 // The suite drives time through Observation.Time and Vote.Time (bucket
 // selection follows them), so windows are tested without waiting; one
 // short test uses the real clock for real expiry.
+//
+// It imports store alone; only tests import it.
 package storetest
 
 import (

@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
+)
+
+// BenchmarkRedisClusterCPU: the Redis CPU a message takes on one server
+// and on Clusters of 3 and 6 primaries, summed over the primaries, and the
+// busiest primary's share of it, less what the nodes spend idle (cron,
+// the Cluster's bus), for the capacity lines of docs/performance.md
+// ("Capacity on paper"). Keys and density as BenchmarkRedisObserve
+// (BULKMILTER_BENCH_KEYS, BULKMILTER_BENCH_FILL: pointer strings filled
+// as at a million messages a day; lab/bench's earlier version only spread
+// its messages over a span, which left the strings near-empty).
+func BenchmarkRedisClusterCPU(b *testing.B) {
+	for _, primaries := range []int{1, 3, 6} {
+		b.Run(fmt.Sprintf("primaries=%d", primaries), func(b *testing.B) {
+			var addrs []string
+			if primaries == 1 {
+				addrs = []string{startRedis(b).Addr()}
+			} else {
+				addrs = testenv.StartRedisCluster(b, primaries).Addrs()
+			}
+			s, c := benchRedis(b, addrs)
+			hook := &countingHook{}
+			c.AddHook(hook)
+			w := newWorkload(0)
+			fillPointers(b, c, w.Base, envInt("BULKMILTER_BENCH_FILL", 0))
+			warm(b, s, w)
+			hook.trips.Store(0)
+			nodes := make([]*redis.Client, len(addrs))
+			for i, a := range addrs {
+				nodes[i] = redis.NewClient(&redis.Options{Addr: a})
+				defer nodes[i].Close()
+			}
+			cpu := func() []float64 {
+				out := make([]float64, len(nodes))
+				for i, n := range nodes {
+					m := info(b, n, "cpu")
+					out[i] = infoFloat(m, "used_cpu_user") + infoFloat(m, "used_cpu_sys")
+				}
+				return out
+			}
+			// The nodes' own CPU while idle (cron, the Cluster's gossip),
+			// to tell it from the messages' cost.
+			idle0, t0 := cpu(), time.Now()
+			time.Sleep(2 * time.Second)
+			idle1, idleFor := cpu(), time.Since(t0)
+			cpu0 := idle1
+			b.ResetTimer()
+			load(b, s, w, b.N, 8)
+			b.StopTimer()
+			cpu1 := cpu()
+			var sum, busiest float64
+			for i := range cpu1 {
+				d := cpu1[i] - cpu0[i]
+				sum += d
+				busiest = max(busiest, d)
+			}
+			var idle float64
+			for i := range idle1 {
+				idle += idle1[i] - idle0[i]
+			}
+			idle *= b.Elapsed().Seconds() / idleFor.Seconds()
+			n := float64(b.N)
+			b.ReportMetric((sum-idle)*1e6/n, "redis-cpu-µs/msg")
+			b.ReportMetric(idle*1e6/n, "idle-cpu-µs/msg")
+			b.ReportMetric(busiest/sum, "busiest-share")
+			b.ReportMetric(float64(hook.trips.Load())/n, "roundtrips/msg")
+		})
+	}
+}
