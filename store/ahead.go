@@ -127,7 +127,7 @@ func (w written) hidden(cb int64, nb int, ahead int64) string {
 	for i := range out {
 		b := cb - int64(nb) + 1 + int64(i)
 		out[i] = '0'
-		if s := w[mod(b, int64(len(w)))].Load(); s > b && s <= ahead {
+		if supersedes(w[mod(b, int64(len(w)))].Load(), b, ahead) {
 			out[i] = '1'
 		}
 	}
@@ -140,8 +140,14 @@ func (w written) note(cb, ahead int64) {
 	s := &w[mod(cb, int64(len(w)))]
 	for {
 		b := s.Load()
-		if (b >= cb && b <= ahead) || s.CompareAndSwap(b, cb) {
+		if b == cb || supersedes(b, cb, ahead) || s.CompareAndSwap(b, cb) {
 			return
 		}
 	}
 }
+
+// supersedes reports whether a ring slot holding bucket held has let bucket
+// b go: held is newer and not ahead of the clock (ahead is the last bucket
+// that is not). The one rule of the embedded store's rings
+// (slotRing.take) and of the Redis store's image of them (written).
+func supersedes(held, b, ahead int64) bool { return held > b && held <= ahead }

@@ -88,7 +88,7 @@ func (r *slotRing) ref(b int64, gen uint64, s uint32) (uint32, uint8, bool) {
 func (r *slotRing) take(cb, aheadOf int64, ref uint32, c uint8) (uint32, uint64, bool) {
 	sb := &r.b[mod(cb, int64(len(r.b)))]
 	if sb.id != cb || sb.gen == 0 {
-		if sb.gen != 0 && sb.id > cb && sb.id <= aheadOf {
+		if sb.gen != 0 && supersedes(sb.id, cb, aheadOf) {
 			return 0, 0, false
 		}
 		r.fresh(sb, cb)
