@@ -67,7 +67,6 @@ func Run(t *testing.T, h Harness) {
 		{"CampaignNoChaining", s.campaignNoChaining},
 		{"CampaignSenderTemplate", s.campaignSenderTemplate},
 		{"CampaignSpreadLines", s.campaignSpreadLines},
-		{"CampaignJoinedMark", s.campaignJoinedMark},
 		{"CampaignUnion", s.campaignUnion},
 		{"CampaignAlias", s.campaignAlias},
 		{"CampaignAliasPair", s.campaignAliasPair},
@@ -1426,75 +1425,3 @@ func (s *suite) campaignAliasExpires(t *testing.T) {
 // form the signature set writes, for cases that choose which keys two
 // messages share.
 func familyKey(f string, i, v int) string { return fmt.Sprintf("v1:%s.%d:%016x", f, i, v) }
-
-// campaignJoinedMark: copies that join a campaign through an I-Match key,
-// from no single sender, mark their containment keys; a split copy (new
-// I-Match and shingle keys) then joins it through ContainMarked of them,
-// and a message that joins nothing leaves a marked key in place (model.go,
-// "Split copies"). The copies of one sender mark nothing: the split copy
-// starts its own campaign.
-func (s *suite) campaignJoinedMark(t *testing.T) {
-	// msg: campaign c's I-Match key (or a new one: split), a new shingle,
-	// and 16 containment keys: those of the campaign at the places in
-	// shared, new ones at the others.
-	msg := func(c, j int, split bool, shared ...int) []string {
-		im := familyKey("imatch", 0, c<<16)
-		if split {
-			im = familyKey("imatch", 0, c<<16|j)
-		}
-		keys := []string{im, familyKey("shingle", 0, c<<16|j)}
-		for i := range 16 {
-			v := c<<16 | i
-			if split && !slices.Contains(shared, i) {
-				v |= 1<<30 | j<<8
-			}
-			keys = append(keys, familyKey("contain", i, v))
-		}
-		return keys
-	}
-	for _, tc := range []struct {
-		name   string
-		sender func(j int) string
-		joins  bool
-	}{
-		{"no sender known", func(int) string { return "" }, true},
-		{"many senders", func(j int) string { return fmt.Sprintf("s%d@x%d.example", j, j) }, true},
-		{"one sender", func(int) string { return "list@one.example" }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := s.open(t, store.Params{})
-			obs := func(j int, keys []string) store.Campaign {
-				t.Helper()
-				res, err := st.Observe(context.Background(), store.Observation{Keys: keys, Recipients: []string{fmt.Sprintf("u%d@x", j)},
-					Time: t0.Add(time.Duration(j) * time.Minute), Sender: tc.sender(j)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return res.Campaign
-			}
-			var id uint32
-			for j := range 3 {
-				c := obs(j, msg(1, j, false))
-				if j == 0 {
-					id = c.ID
-				}
-				if c.ID != id || c.Recipients != int64(j+1) {
-					t.Fatalf("copy %d: campaign %+v, want %08x with %d", j, c, id, j+1)
-				}
-			}
-			// One shared containment key: no join; the key stays (if
-			// marked) or moves.
-			if c := obs(3, msg(1, 3, true, 5)); c.ID == id {
-				t.Fatalf("one containment key joined %08x: %+v", id, c)
-			}
-			// Key 5 and key 6: ContainMarked keys where both stayed.
-			c := obs(4, msg(1, 4, true, 5, 6))
-			if got := c.ID == id; got != tc.joins {
-				t.Errorf("a split copy sharing 2 containment keys: campaign %+v, joined %08x %v, want %v", c, id, got, tc.joins)
-			}
-			if tc.joins && c.Recipients != 4 {
-				t.Errorf("a split copy joined with %d recipients, want 4", c.Recipients)
-			}
-		})
-	}
-}
