@@ -301,7 +301,7 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			cur = append(cur, rs...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
 			p.Set(ctx, base+"rc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"rm:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"ro:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

@@ -140,9 +140,9 @@
 //	bm2:{tttt}:rc:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
-//	                             lengths of the rm: string's 8 lanes (2 bytes
+//	                             lengths of the ro: string's 8 lanes (2 bytes
 //	                             each, so that a key reads only its lane of
-//	                             rm:), then 9-byte records in the order
+//	                             ro:), then 9-byte records in the order
 //	                             written: 4 bytes of check (the low 31 bits
 //	                             of the key's hash, the top bit set for a
 //	                             support family's key: terms, contain; not
@@ -150,16 +150,15 @@
 //	                             key's campaign switches, saturating at 7)
 //	                             and 1 of the class of the campaign's only
 //	                             sender (model.go; a line key's: its writer's
-//	                             sender's; a containment key's: the joined
-//	                             mark, 0 or 1; 0 in a term-set record). A new
+//	                             sender's; 0 in a support record). A new
 //	                             key's record is appended (APPEND: nothing is
 //	                             rebuilt), a known key's rewritten in place
 //	                             (SETRANGE). At most 48 records: the next
 //	                             key's write, or the first write of a later
-//	                             bucket, moves them to rm:, so that the
+//	                             bucket, moves them to ro:, so that the
 //	                             string stays small whatever the traffic. A
-//	                             key rewritten here shadows its record in rm:.
-//	bm2:{tttt}:rm:<s>            string: the same split's older pointers: the
+//	                             key rewritten here shadows its record in ro:.
+//	bm2:{tttt}:ro:<s>            string: the same split's older pointers: the
 //	                             current bucket's moved from rc: and the
 //	                             window's earlier buckets', in 8 lanes: 4 of
 //	                             the main records, then 4 of the support
@@ -169,12 +168,9 @@
 //	                             oldest with records, each a count byte and
 //	                             the records, newest first: main 9
 //	                             bytes, support 6 (the low 2 bytes of the
-//	                             check, whose top bit is a containment key's
-//	                             joined mark and is not compared: a false
-//	                             match names a campaign that a support key
-//	                             alone never joins; 15 bits compared, twice
-//	                             the ~1 % of support lookups that 16 matched
-//	                             falsely at a million messages a day).
+//	                             check; a false match names a campaign that a
+//	                             support key alone never joins, ~1 % of
+//	                             support lookups at a million messages a day).
 //	                             At most FirstSightCap records a bucket and 255
 //	                             a lane and bucket (past them a key is not
 //	                             remembered in that bucket). A key reads only
@@ -225,7 +221,7 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the rc: strings of every key first, the lanes of the rm:
+// pointers (the rc: strings of every key first, the lanes of the ro:
 // strings only of the keys not found there), decides the campaign (the
 // same integer arithmetic as model.go's decide), writes the pointers and
 // counts the campaign, naming the campaign's keys itself, and those of the

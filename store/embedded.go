@@ -577,7 +577,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 			if !ok {
 				continue
 			}
-			if !keepsMark(fams[i]) {
+			if !keepsClass(fams[i]) {
 				cls = 0 // a support key keeps no class (model.go)
 			}
 			kps[i], at[i], vals[i] = keyPtr{found: true, p: makePtr(ref, int(h.v&(1<<switchBits-1))).withClass(cls)}, h.b, h.v
@@ -615,15 +615,12 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if write {
 		var ms msgSlots
 		for i, sig := range sigs {
-			if d.keep != nil && d.keep[i] {
-				continue // left where it is (model.go, "Split copies")
-			}
 			np, changed := repoint(kps[i], d, fams[i], d.weak && d.voters[i])
 			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
 			if changed || at[i] != cb || moved {
 				here := kps[i].found && at[i] == cb && !moved
-				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p, gen, here, !keepsMark(fams[i])); ok {
+				if v, g, ok := e.valueOf(&ms, cb, np, vals[i], raw[i].p, gen, here, !keepsClass(fams[i])); ok {
 					e.ptrPut(&e.ptrs[e.ptrShardOf(sig)], ringOf(fams[i]), cb, sig, v, g, here, t)
 				}
 			}

@@ -56,14 +56,14 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 2)
-	want := []string{":rc:", ":rm:", ":v:v1:imatch.0:00ab"}
+	want := []string{":rc:", ":ro:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	// The pointer strings are named without a bucket: they hold it.
-	if strings.Replace(sk.keys[0], ":rc:", ":rm:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+	if strings.Replace(sk.keys[0], ":rc:", ":ro:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
 		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.
@@ -745,9 +745,6 @@ func TestScriptConstants(t *testing.T) {
 	if w := fmt.Sprintf("local SWHOLE = %d", supportWhole); !strings.Contains(scriptSrc, w) {
 		t.Errorf("script.lua does not hold %q", w)
 	}
-	if m := fmt.Sprintf("local MARK, CMARKED = %d, %d", markJoined, ContainMarked); !strings.Contains(scriptSrc, m) {
-		t.Errorf("script.lua does not hold %q", m)
-	}
 	if !strings.Contains(scriptSrc, fmt.Sprintf("local REFMASK = %d", refMask)) ||
 		!strings.Contains(scriptSrc, fmt.Sprintf("local SETCAP = %d", CampaignSetCap)) {
 		t.Error("script.lua's REFMASK or SETCAP differ from model.go's")
@@ -1250,88 +1247,5 @@ func TestEmbeddedClassSaved(t *testing.T) {
 	}
 	if most != WeakCap+1 {
 		t.Errorf("largest campaign %d, want %d: the frame's class was lost in the restart", most, WeakCap+1)
-	}
-}
-
-// TestDecideJoinedMark: a strong join that an I-Match key voted for, of a
-// campaign of no single sender, marks the message's containment keys; a
-// message that joins nothing leaves the marked keys where they are (no
-// move, no weak event) and moves the others; ContainMarked marked keys
-// name a campaign alone, as ContainAlone unmarked ones do.
-func TestDecideJoinedMark(t *testing.T) {
-	const camp = 7
-	x, y := fp16("a@one.example"), fp16("b@two.example")
-	sx := senderClass(x)
-	at := func(c uint8) keyPtr { return keyPtr{found: true, p: makePtr(camp, 0).withClass(c)} }
-	// msg: two I-Match keys and a shingle, naming nothing, and 16
-	// containment keys, the first k naming camp with class c.
-	msg := func(k int, c uint8) ([]string, []keyPtr) {
-		fams := []string{"imatch", "imatch", "shingle"}
-		ptrs := []keyPtr{{}, {}, {}}
-		for i := range 16 {
-			fams = append(fams, "contain")
-			p := keyPtr{}
-			if i < k {
-				p = at(c)
-			}
-			ptrs = append(ptrs, p)
-		}
-		return fams, ptrs
-	}
-	for _, c := range []struct {
-		name string
-		snd  uint16
-		mark bool
-	}{
-		{"I-Match, no sender known", 0, true},
-		{"I-Match, another sender: many", y, true},
-		{"I-Match, the campaign's only sender", x, false},
-	} {
-		fams, ptrs := msg(0, 0)
-		ptrs[0], ptrs[1] = at(sx), at(sx) // two keys: a sender's template joins weakly on one
-		if c.snd == 0 {
-			ptrs[0], ptrs[1] = at(0), at(0)
-		}
-		d := decide(fams, familyCounts(fams), ptrs, 99, c.snd)
-		if !d.join || d.weak || d.mark != c.mark {
-			t.Errorf("%s: join %v weak %v mark %v, want a strong join, mark %v", c.name, d.join, d.weak, d.mark, c.mark)
-		}
-		for i, f := range fams {
-			np, _ := repoint(ptrs[i], d, f, false)
-			if want := c.mark && f == "contain"; (np.class() == markJoined) != want && f == "contain" {
-				t.Errorf("%s: containment key %d class %d, marked %v", c.name, i, np.class(), want)
-			}
-		}
-	}
-	// A strong join by the shingle alone marks nothing.
-	fams, ptrs := msg(0, 0)
-	ptrs[2] = at(0)
-	if d := decide(fams, familyCounts(fams), ptrs, 99, 0); !d.join || d.mark {
-		t.Errorf("a join no I-Match key voted for: join %v mark %v, want a join, no mark", d.join, d.mark)
-	}
-	for _, c := range []struct {
-		name string
-		k    int
-		cls  uint8
-		join bool
-		keep int
-	}{
-		{"one marked key: no join, kept", 1, markJoined, false, 1},
-		{"one unmarked key: no join, moved", 1, 0, false, 0},
-		{"ContainMarked marked keys: a join", ContainMarked, markJoined, true, 0},
-		{"ContainMarked unmarked keys: no join, moved", ContainMarked, 0, false, 0},
-		{"ContainAlone unmarked keys: a join", ContainAlone, 0, true, 0},
-	} {
-		fams, ptrs := msg(c.k, c.cls)
-		d := decide(fams, familyCounts(fams), ptrs, 99, 0)
-		kept := 0
-		for _, k := range d.keep {
-			if k {
-				kept++
-			}
-		}
-		if d.join != c.join || (c.join && d.ref != camp) || kept != c.keep {
-			t.Errorf("%s: join %v ref %d, %d kept; want join %v, %d kept", c.name, d.join, d.ref, kept, c.join, c.keep)
-		}
 	}
 }

@@ -79,23 +79,6 @@ import (
 // the campaign's senders, which a Cluster read in a third round trip:
 // docs/evaluation.md, "Spread lines' sender in the line pointers".)
 //
-// Split copies: a copy of a campaign edited past its I-Match keys (words
-// added, words changed) often shares only a few containment keys with the
-// campaign and joins nothing. It used to move them to its own campaign
-// with a weak event, and the next copy that joined through its I-Match
-// keys moved them back: the campaign's keys capped within a few such
-// copies. A list thread's messages look the same to the pointers, and the
-// cap is what keeps them apart. What tells them apart is the writer: a
-// strong join that an I-Match key voted for, of a campaign of no single
-// known sender (classMany, or none known), marks the message's
-// containment keys (markJoined in the class byte, joinedMark). A message
-// that joins nothing leaves a marked key where it is (decision.keep: no
-// move, no weak event), and ContainMarked marked keys name a campaign
-// alone, as ContainAlone unmarked ones do. A thread's keys bounce between
-// one-message campaigns no I-Match key joined, and a list's campaign has
-// one sender: neither is marked (measured in docs/evaluation.md, "Split
-// copies: the joined mark").
-//
 // Chaining: a key shared by unrelated mail (a footer, a disclaimer, a
 // list's template) would merge campaigns. A join is weak when the
 // campaign's evidence is less than WeakShare of the message's whole
@@ -134,9 +117,6 @@ const (
 	// keys are single min-hashes, each shared by chance more often than
 	// a term-set band (measured in docs/evaluation.md, "Padded copies").
 	ContainAlone = 6
-	// ContainMarked is ContainAlone for a campaign that a containment
-	// key names with the joined mark ("Split copies").
-	ContainMarked = 2
 	// LinesAlone is SupportAlone for the line family: a line is shared
 	// by unrelated mail now and then (a template's or a list's sentence),
 	// and 2 tagged list mail in a dated world (measured in
@@ -301,11 +281,6 @@ type decision struct {
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
-	// keep, for a message that joins nothing: per distinct key, its
-	// pointer stays where it is ("Split copies" in the package doc).
-	keep []bool
-	// mark: the message's joinedMark keys get markJoined ("Split copies").
-	mark bool
 }
 
 // supportAlone returns, for a support family (the package doc above),
@@ -363,10 +338,6 @@ func supportSpread(f string) int {
 // main families and the line family.
 func keepsClass(f string) bool { return !supportFamily(f) || supportSpread(f) > 0 }
 
-// keepsMark reports a family whose pointers keep a class (keepsClass) or
-// the joined mark (joinedMark).
-func keepsMark(f string) bool { return keepsClass(f) || joinedMark(f) }
-
 // supportFamily reports a family whose keys only support a join.
 func supportFamily(f string) bool { return supportAlone(f) > 0 }
 
@@ -402,18 +373,14 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 		f   string
 		ref uint32
 	}
-	sup := map[famRef]int{}     // a support family's keys naming each campaign
-	mine := map[uint32]bool{}   // campaigns a spread family's key names that the message's sender wrote
-	marked := map[uint32]bool{} // campaigns a joinedMark key names with the mark
+	sup := map[famRef]int{}   // a support family's keys naming each campaign
+	mine := map[uint32]bool{} // campaigns a spread family's key names that the message's sender wrote
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
 			continue
 		}
 		if supportFamily(fams[i]) {
 			sup[famRef{fams[i], kp.p.ref()}]++
-			if joinedMark(fams[i]) && kp.p.class() == markJoined {
-				marked[kp.p.ref()] = true
-			}
 			if supportSpread(fams[i]) > 0 && sc != 0 && kp.p.class() == sc {
 				mine[kp.p.ref()] = true
 			}
@@ -430,21 +397,15 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 	// a campaign no other family names: each brings its keys' share of
 	// its supportAlone, and their evidence counts when the shares sum to
 	// one (supportWhole).
-	need := func(fr famRef) int { // the keys that name a campaign alone
-		if joinedMark(fr.f) && marked[fr.ref] {
-			return ContainMarked
-		}
-		return supportAlone(fr.f)
-	}
 	alone := map[uint32]int{}
 	for fr, k := range sup {
 		if supportAdds(fr.f) && 100*k >= supportShare(fr.f)*n[fr.f] {
-			alone[fr.ref] += k * (supportWhole / need(fr))
+			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
 	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
-		ok := (named[fr.ref] || k >= need(fr) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
+		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
 		if !ok && supportSpread(fr.f) > 0 && sc != 0 && !mine[fr.ref] && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
 			if spread == nil {
@@ -474,31 +435,10 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 		}
 		for i, kp := range ptrs {
 			d.voters[i] = kp.found && kp.p.switches() < WeakCap && (kp.p.ref() == best || slices.Contains(d.union, kp.p.ref()))
-			d.mark = d.mark || d.voters[i] && kp.p.ref() == best && fams[i] == AliasFamily
-		}
-		d.mark = d.mark && !d.weak && (d.cls == 0 || d.cls == classMany)
-		return d
-	}
-	for i, kp := range ptrs {
-		if joinedMark(fams[i]) && kp.found && kp.p.switches() < WeakCap && kp.p.class() == markJoined {
-			if d.keep == nil {
-				d.keep = make([]bool, len(ptrs))
-			}
-			d.keep[i] = true
 		}
 	}
 	return d
 }
-
-// markJoined is the class a joinedMark family's pointer keeps when the
-// message that wrote it joined its campaign strongly ("Split copies").
-const markJoined = 1
-
-// joinedMark reports the family whose pointers keep, instead of a sender
-// class, whether their writer joined the campaign strongly: the
-// containment family, whose single min-hashes are what a split copy
-// shares with its campaign ("Split copies").
-func joinedMark(f string) bool { return f == "contain" }
 
 // unionOf returns the campaigns besides best that a message's evidence
 // names strongly enough to be counted with it: UnionShare of the whole
@@ -562,8 +502,6 @@ func repoint(kp keyPtr, d decision, f string, weak bool) (ptr, bool) {
 		c = d.cls
 	case supportSpread(f) > 0:
 		c = d.sc
-	case joinedMark(f) && d.mark:
-		c = markJoined
 	}
 	np := makePtr(d.ref, 0)
 	switch {

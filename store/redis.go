@@ -403,7 +403,7 @@ func appendTag(b []byte, h uint64) []byte {
 // the Redis milter's objects. The names hold no bucket: the strings do.
 func (r *Redis) sigKeysOf(ids []string, split uint64) []sigKeys {
 	var numArr [20]byte
-	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("rc:rm:v:") + 4)
+	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("rc:ro:v:") + 4)
 	for _, id := range ids {
 		n += len(id)
 	}
@@ -431,7 +431,7 @@ func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKe
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	start := b.Len()
 	var ends [3]int
-	for i, kind := range [2]string{"rc:", "rm:"} {
+	for i, kind := range [2]string{"rc:", "ro:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
@@ -633,15 +633,11 @@ func (ob *redisObs) prepare() {
 			if a := supportAlone(f); a > 0 {
 				// the script tells a support family by the sign, and
 				// reads the keys it needs alone, their share, their
-				// share for a campaign of other senders, whether it
-				// adds up with others and whether it keeps the joined
-				// mark, from the number
+				// share for a campaign of other senders, and whether it
+				// adds up with others, from the number
 				n = -1 - n - 256*a - 65536*supportShare(f) - 16777216*supportSpread(f)
 				if supportAdds(f) {
 					n -= 128 * 16777216
-				}
-				if joinedMark(f) {
-					n -= 256 * 16777216
 				}
 			}
 			names[f] = n
@@ -899,9 +895,6 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	wBySlot := map[int]*wgroup{}
 	if write && !ob.old {
 		for i, sk := range ob.sks {
-			if m.d.keep != nil && m.d.keep[i] {
-				continue // left where it is (model.go, "Split copies")
-			}
 			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
 				continue

@@ -99,7 +99,6 @@ local CREC = 20     -- campaign first sighting: ref, recipient, first (unix s), 
 local UNIT, JOINEV, SHARE, WEAKSHARE, WEAKCAP = 1000000, 1, 0, 10, 4
 local USHARE, UKEYS, UMAX = 1, 2, 3
 local SWHOLE = 720720
-local MARK, CMARKED = 1, 2 -- model.go's markJoined, ContainMarked
 local REFMASK = 536870911 -- 2^29 - 1
 
 local fscache = {}
@@ -492,15 +491,6 @@ end
 -- written, its current records move to the older string.
 local SREC = 6 -- an older support record: 2 bytes of the check, 4 of the pointer
 
--- An older support record keeps no class byte; the joined mark of a
--- containment key (model.go's joinedMark, class 1) is the top bit of its
--- check's first byte, which a lookup does not compare (a 15-bit check).
-local function schk(c2, mark)
-  local b = string.byte(c2, 1) % 128
-  if mark then b = b + 128 end
-  return string.char(b) .. string.sub(c2, 2, 2)
-end
-
 -- A pointer's value in the script: the 32-bit pointer (ref * 8 + switch
 -- count) and, above it, its class (model.go's ptr): cls * 2^32 + pointer.
 local P32 = 4294967296
@@ -589,7 +579,7 @@ end
 -- the lane was whole (its buckets tile it exactly).
 local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
   local rec, chk = REC, field
-  if sup then rec, chk = SREC, schk(string.sub(field, 3, 4), false) end
+  if sup then rec, chk = SREC, string.sub(field, 3, 4) end
   local pos = from
   for i = 0, nb - 1 do
     if pos > to then break end
@@ -599,12 +589,7 @@ local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
     local bk = anchor - i
     if bk <= cb and bk >= oldest and z >= a and not hidden[bk] then
       local p = rec_find(s, chk, a, z, rec)
-      if sup then
-        -- the first record of the key, with either mark (the newest)
-        local q, cls = rec_find(s, schk(chk, true), a, z, rec), 0
-        if q and (not p or q < p) then p, cls = q, P32 end
-        if p then return u32at(s, p + 2) + cls, bk, true end
-      end
+      if p and sup then return u32at(s, p + 2), bk, true end
       if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
     end
     pos = z + 1
@@ -632,15 +617,15 @@ end
 local OLDWHOLE = 512
 
 -- cur_split returns current string s's main records and its support
--- records in the older string's 6 bytes (the class dropped, the joined
--- mark kept: schk), each in the order written.
+-- records in the older string's 6 bytes (the class, 0, dropped), each in
+-- the order written.
 local function cur_split(s)
   local m, u = {}, {}
   for p = HDR + 1, #s - REC + 1, REC do
     if string.byte(s, p) < 128 then
       m[#m + 1] = string.sub(s, p, p + REC - 1)
     else
-      u[#u + 1] = schk(string.sub(s, p + 2, p + 3), string.byte(s, p + 8) == 1) .. string.sub(s, p + 4, p + 7)
+      u[#u + 1] = string.sub(s, p + 2, p + 7)
     end
   end
   return table.concat(m), table.concat(u)
@@ -701,13 +686,7 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
       local l = string.byte(r, cl) % LANES + (sup and LANES or 0)
       local body = ls[l] or ''
       if chk then
-        local c = string.sub(r, 1, cl)
-        local q = rec_find(body, c, 1, #body, rec)
-        if sup then
-          -- the key's first record with the other mark (schk)
-          local o = rec_find(body, schk(c, string.byte(c, 1) < 128), 1, #body, rec)
-          if o and (not q or o < q) then q = o end
-        end
+        local q = rec_find(body, string.sub(r, 1, cl), 1, #body, rec)
         if q then
           body = string.sub(body, 1, q - 1) .. r .. string.sub(body, q + rec)
         elseif have < cap and #body < 255 * rec then
@@ -798,7 +777,7 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
     -- current string a window or more ahead, a clock stepped back,
     -- gives its place to the present below)
     if sup then
-      olen = old_put(pok, olen, cb, '', schk(string.sub(field, 3, 4), pcls(v) == 1) .. string.sub(e, 1, 4), field, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. string.sub(e, 1, 4), field, bk, bk, cb, oldest, cap, ttl, blen)
     else
       olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
@@ -1063,12 +1042,11 @@ if mode == 'c' or mode == 'r' then
   -- -1 - n - 256 * (the keys it needs to name a campaign alone)
   -- - 65536 * (the share of its keys they must be, in percent)
   -- - 16777216 * (that share for a campaign of other senders, supportSpread,
-  --   plus 128 when it adds up with the others that do, supportAdds,
-  --   plus 256 when its pointers keep the joined mark, joinedMark)
+  --   plus 128 when it adds up with the others that do, supportAdds)
   local function support(f)
     local c = -1 - f
     local x = math.floor(c / 16777216)
-    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x % 256 >= 128, x >= 256
+    return math.floor(c / 256) % 256, math.floor(c / 65536) % 256, x % 128, x >= 128
   end
   -- the class of the message's sender (model.go's senderClass), which
   -- its line keys get, and the one its main families' pointers get
@@ -1078,7 +1056,6 @@ if mode == 'c' or mode == 'r' then
   local cls = sc
   local ev, nk, sup = {}, {}, {}
   local mine = {} -- campaigns a spread family's key names that the sender wrote
-  local marked = {} -- campaigns a joinedMark key names with the mark
   for s = 1, nsig do
     if ptrs[s] and ptrs[s] % 8 < WEAKCAP then
       local r = pref(ptrs[s])
@@ -1086,9 +1063,8 @@ if mode == 'c' or mode == 'r' then
       if f < 0 then
         sup[f] = sup[f] or {}
         sup[f][r] = (sup[f][r] or 0) + 1
-        local _, _, sp, _, jm = support(f)
+        local _, _, sp = support(f)
         if sp > 0 and sc > 0 and pcls(ptrs[s]) == sc then mine[r] = true end
-        if jm and pcls(ptrs[s]) == MARK then marked[r] = true end
       else
         ev[r] = (ev[r] or 0) + math.floor(UNIT / nfam[f])
         nk[r] = (nk[r] or 0) + 1
@@ -1099,19 +1075,12 @@ if mode == 'c' or mode == 'r' then
   for r in pairs(ev) do named[r] = true end
   -- the support families that add up count together (model.go's
   -- supportWhole)
-  -- need: the keys that name campaign r alone (ContainMarked for a
-  -- marked campaign of a joinedMark family)
-  local function need(f, r)
-    local alone, _, _, _, jm = support(f)
-    if jm and marked[r] then return CMARKED end
-    return alone
-  end
   local salone = {}
   for f, refs in pairs(sup) do
-    local _, share, _, adds = support(f)
+    local alone, share, _, adds = support(f)
     if adds then
       for r, k in pairs(refs) do
-        if 100 * k >= share * nfam[f] then salone[r] = (salone[r] or 0) + k * (SWHOLE / need(f, r)) end
+        if 100 * k >= share * nfam[f] then salone[r] = (salone[r] or 0) + k * (SWHOLE / alone) end
       end
     end
   end
@@ -1120,7 +1089,7 @@ if mode == 'c' or mode == 'r' then
     local alone, share, sp, adds = support(f)
     local unit = math.floor(UNIT / nfam[f])
     for r, k in pairs(refs) do
-      local ok = (named[r] or k >= need(f, r) or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
+      local ok = (named[r] or k >= alone or (adds and (salone[r] or 0) >= SWHOLE)) and 100 * k >= share * nfam[f]
       if not ok and sp > 0 and sc > 0 and not mine[r] and k >= alone and 100 * k >= sp * nfam[f] then
         ok, spread[r] = true, true
       end
@@ -1167,22 +1136,9 @@ if mode == 'c' or mode == 'r' then
     end
   end
   inu[best] = true
-  -- mark: a strong join of no single sender that an I-Match key voted
-  -- for ('a' in the guard's classes) marks the joinedMark keys; keep: a
-  -- message that joins nothing leaves the marked keys where they are
-  -- (model.go, "Split copies")
-  local mark, keep = false, {}
   for s = 1, nsig do
     voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and 1 or 0
-    if voters[s] == 1 and fams[s] >= 0 and pref(ptrs[s]) == best and string.sub(aguard, fams[s] + 1, fams[s] + 1) == 'a' then
-      mark = true
-    end
-    if not join and fams[s] < 0 and ptrs[s] and ptrs[s] % 8 < WEAKCAP and pcls(ptrs[s]) == MARK then
-      local _, _, _, _, jm = support(fams[s])
-      keep[s] = jm
-    end
   end
-  mark = mark and not weak and (cls == 0 or cls == 255)
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
   -- a reply of nested tables costs the server more than the script.
@@ -1202,18 +1158,14 @@ if mode == 'c' or mode == 'r' then
   if write and not old then
     for s = 1, nsig do
       local kc = 0 -- the key's class (model.go's repoint)
-      local jm = false
       if fams[s] >= 0 then
         kc = cls
       else
-        local _, _, sp
-        _, _, sp, _, jm = support(fams[s])
-        if sp > 0 then kc = sc elseif jm and mark then kc = MARK end
+        local _, _, sp = support(fams[s])
+        if sp > 0 then kc = sc end
       end
       local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, kc, weak and voters[s] == 1)
-      if keep[s] then
-        -- left where it is
-      elseif changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
+      if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead, without[s])
       end
     end
