@@ -260,7 +260,12 @@ type Policy struct {
 // distinct recipients active at the site in the window, within [Floor,
 // the configured threshold].
 type Adaptive struct {
-	Enabled           bool `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// Networks lets the site's size lower only the threshold of a
+	// campaign's distinct sending networks when Enabled is false: list
+	// mail comes from its server's one network, so a small site can count
+	// networks at the floor while recipients keep the ceiling.
+	Networks          bool `yaml:"networks"`
 	Floor             int  `yaml:"floor"`
 	RecipientsPerStep int  `yaml:"recipients_per_step"`
 }
@@ -400,7 +405,7 @@ func Default() Config {
 			Threshold:    10,
 			StoreTimeout: Duration(500 * time.Millisecond),
 			OnStoreError: "accept",
-			Adaptive:     Adaptive{Enabled: false, Floor: 5, RecipientsPerStep: 2500},
+			Adaptive:     Adaptive{Enabled: false, Networks: true, Floor: 5, RecipientsPerStep: 2500},
 		},
 		Actions: Actions{Header: "X-Bulk", LevelHeader: "X-Bulk-Level"},
 		Feedback: Feedback{

@@ -175,10 +175,10 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 // over from the previous runtime when it keeps the store.
 func (rt *Runtime) adaptive(cfg *config.Config, secret []byte, from *Runtime) (detect.Adaptive, error) {
 	a := cfg.Policy.Adaptive
-	if !a.Enabled {
+	if !a.Enabled && !a.Networks {
 		return detect.Adaptive{}, nil
 	}
-	out := detect.Adaptive{Floor: a.Floor, PerStep: a.RecipientsPerStep, Window: cfg.Store.Window.D()}
+	out := detect.Adaptive{Floor: a.Floor, PerStep: a.RecipientsPerStep, Window: cfg.Store.Window.D(), NetworksOnly: !a.Enabled}
 	if r, ok := rt.store.(*store.Redis); ok {
 		out.Site = r
 		return out, nil

@@ -37,6 +37,10 @@ type Adaptive struct {
 	// does not know the site, and the thresholds stay at the ceiling (after
 	// a restart of a single host, whose count is in memory).
 	Window time.Duration
+	// NetworksOnly lowers only the threshold a campaign's distinct
+	// sending networks count against; the families' volumes (recipients)
+	// keep the configured thresholds.
+	NetworksOnly bool
 	// Refresh is how often, in message time, the count is brought up to
 	// date (one store call; recipients seen meanwhile wait in memory).
 	Refresh time.Duration
@@ -54,6 +58,8 @@ type site struct {
 	count   store.SiteCount
 	fresh   time.Time // message time of the last refresh
 	busy    bool      // a refresh is running
+	step    int       // the step capped was made for
+	capped  map[signature.Family]int
 }
 
 func newSite(a Adaptive) *site {
@@ -70,7 +76,7 @@ func newSite(a Adaptive) *site {
 
 // observe adds a message's recipients and returns the count, refreshed
 // when due. A failed refresh keeps the previous count.
-func (s *site) observe(ctx context.Context, rcpts []string, at time.Time) (store.SiteCount, time.Time) {
+func (s *site) observe(ctx context.Context, timeout time.Duration, rcpts []string, at time.Time) (store.SiteCount, time.Time) {
 	now := at
 	if now.IsZero() {
 		now = time.Now()
@@ -94,7 +100,11 @@ func (s *site) observe(ctx context.Context, rcpts []string, at time.Time) (store
 	s.busy = true
 	s.mu.Unlock()
 
+	// The deadline only for the refresh: most messages make none, and a
+	// context with a timer is three allocations.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := s.Site.CountSite(ctx, batch, at)
+	cancel()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,23 +115,45 @@ func (s *site) observe(ctx context.Context, rcpts []string, at time.Time) (store
 	return s.count, now
 }
 
-// thresholds returns the thresholds in effect for a message: the
+// thresholds returns the thresholds in effect for a message, for the
+// families' volumes and for the campaign's sending networks: the
 // configured ones (the ceiling) until the count covers a window, then one
-// step per PerStep active recipients within [Floor, ceiling].
-func (e *Engine) thresholds(ctx context.Context, rcpts []string, at time.Time) map[signature.Family]int {
+// step per PerStep active recipients within [Floor, ceiling], for the
+// networks alone when NetworksOnly.
+func (e *Engine) thresholds(ctx context.Context, rcpts []string, at time.Time) inEffect {
+	fixed := inEffect{e.opt.Thresholds, e.opt.Thresholds}
 	if e.site == nil {
-		return e.opt.Thresholds
+		return fixed
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
-	defer cancel()
-	c, now := e.site.observe(ctx, rcpts, at)
+	c, now := e.site.observe(ctx, e.opt.StoreTimeout, rcpts, at)
 	if c.Since.IsZero() || now.Sub(c.Since) < e.site.Window {
-		return e.opt.Thresholds
+		return fixed
 	}
 	step := max(int((c.Active+int64(e.site.PerStep)-1)/int64(e.site.PerStep)), e.site.Floor)
-	out := make(map[signature.Family]int, len(e.opt.Thresholds))
-	for f, t := range e.opt.Thresholds {
-		out[f] = min(t, step)
+	out := e.site.lowered(e.opt.Thresholds, step)
+	if e.site.NetworksOnly {
+		return inEffect{e.opt.Thresholds, out}
 	}
-	return out
+	return inEffect{out, out}
+}
+
+// lowered returns the thresholds capped at step, made once a step: the
+// maps are read only.
+func (s *site) lowered(ceiling map[signature.Family]int, step int) map[signature.Family]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.step != step || s.capped == nil {
+		s.capped = make(map[signature.Family]int, len(ceiling))
+		for f, t := range ceiling {
+			s.capped[f] = min(t, step)
+		}
+		s.step = step
+	}
+	return s.capped
+}
+
+// inEffect are the thresholds in effect for one message.
+type inEffect struct {
+	volumes  map[signature.Family]int // the families' volumes (recipients)
+	networks map[signature.Family]int // the campaign's sending networks
 }

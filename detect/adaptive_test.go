@@ -3,10 +3,13 @@ package detect
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bulkmilter/bulkmilter/signature"
 	"github.com/bulkmilter/bulkmilter/store"
 )
 
@@ -80,8 +83,76 @@ func TestAdaptiveThreshold(t *testing.T) {
 		t.Errorf("large site: %d of 5 tagged at threshold %d, header %q; want none at %d", tagged(vs), vs[4].Threshold, vs[4].Header(false), threshold)
 	}
 	// Two days without mail: nobody active, the floor again.
-	if th := e.thresholds(ctx, nil, t0.Add(75*time.Hour)); th[vs[0].Family] != 3 {
-		t.Errorf("two quiet days later: threshold %d, want the floor 3", th[vs[0].Family])
+	if th := e.thresholds(ctx, nil, t0.Add(75*time.Hour)); th.volumes[vs[0].Family] != 3 || th.networks[vs[0].Family] != 3 {
+		t.Errorf("two quiet days later: thresholds %d and %d (networks), want the floor 3", th.volumes[vs[0].Family], th.networks[vs[0].Family])
+	}
+}
+
+// TestAdaptiveNetworksOnly runs the networks' adaptive threshold alone
+// (policy.adaptive.networks, the default): at a small site a campaign that
+// reaches a few users from as many networks is bulk at the floor, while
+// the same copies to as many users from one network (a list server's) keep
+// the ceiling; before the count covers a window, the ceiling for both.
+func TestAdaptiveNetworksOnly(t *testing.T) {
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	site, err := store.NewSite(store.Params{Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, st)
+	opt := f.e.opt
+	opt.Adaptive = Adaptive{Site: site, Floor: 3, PerStep: 100, Window: 24 * time.Hour, Refresh: time.Minute, NetworksOnly: true}
+	e, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	// send mails n copies of a topic, the i-th to user i%users from
+	// network i%nets, two minutes apart.
+	send := func(topic string, at time.Time, n, users, nets int) []Verdict {
+		var out []Verdict
+		for i := range n {
+			m := &Message{Body: strings.NewReader(texts[topic]), Recipients: []string{fmt.Sprintf("%s-user%d@example.org", topic, i%users)}}
+			m.Header.Set("Subject", topic)
+			m.Client = netip.AddrFrom4([4]byte{198, 51, byte(i % nets), 7})
+			m.Time = at.Add(time.Duration(i) * 2 * time.Minute)
+			v := e.Check(ctx, m)
+			if v.Err != nil {
+				t.Fatal(v.Err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	bulkFrom := func(vs []Verdict) int {
+		for i, v := range vs {
+			if v.Bulk {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	// The first day: the ceiling (10) for networks too.
+	if vs := send("gardening", t0, 5, 2, 5); bulkFrom(vs) != 0 {
+		t.Errorf("before a window: copy %d of 5 from 5 networks bulk; want none", bulkFrom(vs))
+	}
+	later := t0.Add(25 * time.Hour)
+	// A small site: 2 users, a new network each copy: bulk at the third.
+	vs := send("cycling", later, 5, 2, 5)
+	if got := bulkFrom(vs); got != 3 || vs[2].Networks != 3 || vs[2].Threshold != 3 || !vs[2].Lowered {
+		t.Errorf("many networks: bulk from copy %d (networks %d, threshold %d); want from the third at 3", got, vs[2].Networks, vs[2].Threshold)
+	}
+	if h := vs[2].Header(false); !strings.Contains(h, "; networks=3") || !strings.Contains(h, "; threshold=3") {
+		t.Errorf("header %q does not name the networks and the lowered threshold", h)
+	}
+	// The same from one network to 5 users: recipients keep the ceiling.
+	if vs := send("sailing", later.Add(time.Hour), 5, 5, 1); bulkFrom(vs) != 0 || vs[4].Campaign.Recipients != 5 || vs[4].Threshold != threshold {
+		t.Errorf("one network, 5 users: bulk from copy %d, recipients %d, threshold %d; want none at %d", bulkFrom(vs), vs[4].Campaign.Recipients, vs[4].Threshold, threshold)
 	}
 }
 
@@ -129,6 +200,36 @@ func TestNetworksDecide(t *testing.T) {
 			}
 			if h := v.Header(false); strings.Contains(h, "; networks=10") != c.bulk {
 				t.Errorf("header %q", h)
+			}
+		})
+	}
+}
+
+// BenchmarkThresholdsSite is what the site's count adds to each message
+// (policy.adaptive.networks, on by default): a new recipient a message,
+// ten messages a second of message time, against no count at all.
+func BenchmarkThresholdsSite(b *testing.B) {
+	count, err := store.NewSite(store.Params{Window: 24 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		site *site
+	}{
+		{"none", nil},
+		{"networks", newSite(Adaptive{Site: count, Floor: 5, PerStep: 2500, Window: 24 * time.Hour, NetworksOnly: true})},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e := &Engine{site: c.site, opt: Options{Thresholds: map[signature.Family]int{signature.FamilyShingle: 10}, StoreTimeout: time.Second}}
+			ctx := context.Background()
+			t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+			rcpts := []string{"first@example.test"}
+			e.thresholds(ctx, rcpts, t0.Add(-25*time.Hour)) // the count covers a window from t0
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				rcpts[0] = "user" + strconv.Itoa(i%200000) + "@example.test"
+				e.thresholds(ctx, rcpts, t0.Add(time.Duration(i)*100*time.Millisecond))
 			}
 		})
 	}

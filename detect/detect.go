@@ -419,7 +419,8 @@ func Network(a netip.Addr) string {
 	return p.String()
 }
 
-func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc, th map[signature.Family]int) Verdict {
+func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, decl bool, observe observeFunc, in inEffect) Verdict {
+	th := in.volumes
 	rcpts := o.Recipients
 	v := Verdict{Analysis: a, Volumes: map[signature.Family]int64{}}
 	if len(a.Keys) == 0 {
@@ -470,7 +471,7 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	// too: its distinct sending networks count against the same threshold
 	// (measured on a real site's stream, docs/evaluation.md; envelope
 	// senders are not counted: lists write one per copy).
-	if n := res.Campaign.Networks; !byVolume.bulk && n > 0 && n >= int64(th[byVolume.family]) {
+	if n := res.Campaign.Networks; !byVolume.bulk && n > 0 && n >= int64(in.networks[byVolume.family]) {
 		byVolume.bulk, v.Networks = true, n
 	}
 	base := byVolume
@@ -487,6 +488,9 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 		v.Family, v.Volume = byVolume.family, byVolume.volume
 	}
 	v.Threshold = th[v.Family]
+	if v.Networks > 0 {
+		v.Threshold = in.networks[v.Family]
+	}
 	v.Lowered = v.Threshold < e.opt.Thresholds[v.Family]
 	switch {
 	case byVolume.bulk && !base.bulk:
