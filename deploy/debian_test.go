@@ -255,6 +255,11 @@ func TestDebianPackage(t *testing.T) {
 	if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "/etc/bulkmilter/bulkmilter.yml: OK") {
 		t.Fatalf("installed check-config: %v\n%s", err, out)
 	}
+	// The package's version, not "(devel)": a build from a clone stamps
+	// none (-buildvcs=false, or no tag), and bulkmilter_build_info shows it.
+	if out, err := command(t, "/usr/bin/milterd", "version"); err != nil || strings.TrimSpace(out) != "milterd 0.0~test1" {
+		t.Errorf("installed milterd version: %q, %v; want %q", out, err, "milterd 0.0~test1")
+	}
 	// systemd would create the StateDirectory and set $STATE_DIRECTORY.
 	if err := os.Mkdir("/var/lib/bulkmilter", 0o750); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ esac
 
 # bin/ is ignored by git; nfpm.yaml takes the binary from there.
 trap 'rm -rf bin/deb' EXIT
-CGO_ENABLED=0 go build -trimpath -o bin/deb/milterd ./cmd/milterd
+CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/bulkmilter/bulkmilter/internal/cli.version=$VERSION" -o bin/deb/milterd ./cmd/milterd
 
 mkdir -p "$dist"
 export VERSION ARCH

@@ -96,8 +96,17 @@ func (p Program) usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun '%s COMMAND -h' for a command's flags.\n", p.Name)
 }
 
-// Version is the module version the binary was built from.
+// version is set by scripts/build-deb.sh (-ldflags -X): a package built
+// from a commit that is not a tag, or with -buildvcs=false, would
+// otherwise report "(devel)" in "milterd version" and bulkmilter_build_info.
+var version string
+
+// Version is the packaged version, else the module version the binary was
+// built from.
 func Version() string {
+	if version != "" {
+		return version
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}
