@@ -228,17 +228,19 @@
 // campaigns counted with it (a single server allows undeclared keys). On a
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
-// per slot) and probes the new ref; Go decides (the pointers carry what
-// "One sender's template" and spread lines ask: model.go); a second
-// pipeline writes
-// the pointers that change (one call per slot) and counts the campaign,
+// a primary, its keys of every slot it serves undeclared, on Redis 7.0 or
+// later; else one a slot) and probes the new ref; Go decides (the pointers
+// carry what "One sender's template" and spread lines ask: model.go); a
+// second pipeline writes
+// the pointers that change (one call a primary, or a slot) and counts the campaign,
 // and the campaigns counted with it (a union, model.go), whose members it
 // returns, in the same pipeline. A message dated a window or more before
 // what the daemon wrote since in its slot of the ring of buckets (ahead.go's
 // written) is counted and keeps nothing, as on the embedded store: one
 // pipeline reads its votes and probes its ref, and nothing is written. Two copies with different keys arriving
 // at the same moment on two daemons may then start two campaigns. Scripts
-// are plain Lua, declare every key on a cluster, and are re-sent with EVAL
+// are plain Lua, declare every key on a cluster but a primary's call's, whose
+// refusal (a slot moved) sends it again one call a slot, and are re-sent with EVAL
 // when a server answers NOSCRIPT (script cache flushed, restart, failover,
 // new node): go-redis's Script.Run does not fall back inside a pipeline.
 //

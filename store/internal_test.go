@@ -1249,3 +1249,14 @@ func TestEmbeddedClassSaved(t *testing.T) {
 		t.Errorf("largest campaign %d, want %d: the frame's class was lost in the restart", most, WeakCap+1)
 	}
 }
+
+// TestScriptCrossSlotKeys: a Cluster primary's call (script.lua's 'X')
+// reaches undeclared keys of several slots, which Redis 7 allows a script
+// without a shebang, and one with a shebang only with the
+// allow-cross-slot-keys flag.
+func TestScriptCrossSlotKeys(t *testing.T) {
+	first, _, _ := strings.Cut(scriptSrc, "\n")
+	if strings.HasPrefix(first, "#!") && !strings.Contains(first, "allow-cross-slot-keys") {
+		t.Errorf("script.lua's shebang %q lacks allow-cross-slot-keys: a primary's call would fail on every Cluster", first)
+	}
+}

@@ -1,7 +1,9 @@
 -- bulkmilter store script, key schema bm2 (see store/doc.go).
 --
 -- On a cluster every key a call touches is declared in KEYS and shares one
--- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k').
+-- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k'),
+-- or a call of mode 'r' or 'w' reaches the keys of every slot of one
+-- primary, named in ARGV ('X', below).
 -- On a single server mode 'c' does a whole observation in one call: it
 -- reads the keys' pointers, decides the campaign (model.go's decide, to the
 -- same integer arithmetic), and names the campaign's keys itself, which a
@@ -15,6 +17,73 @@
 -- 'k' count a campaign; 'v' vote.
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
+
+-- A Cluster primary's call ('X', store/redis.go's xslot) carries the keys
+-- of several slots that primary serves, for a call of mode 'r' or 'w':
+-- ARGV 'X', n, runs, n key names, then the call's own ARGV. The keys are
+-- not declared: a node refuses declared keys of two slots (CROSSSLOT),
+-- but lets a script without a shebang reach undeclared keys of any slot
+-- it serves (Redis 7.0's script.c gives it SCRIPT_ALLOW_CROSS_SLOT, as
+-- the allow-cross-slot-keys flag does a script with one); a key of a slot
+-- it does not serve, or one being migrated away that it no longer holds,
+-- fails the call, which the store then sends again one call a slot.
+-- runs: the lengths of the runs of signatures of one slot, in order
+-- (RUN[s]: signature s's run), so that each multi-key command (MGET,
+-- EXISTS) takes one slot's keys.
+local KEYS, ARGV, RUN = KEYS, ARGV, nil
+if ARGV[1] == 'X' then
+  local n, k, a = tonumber(ARGV[2]), {}, {}
+  for i = 1, n do k[i] = ARGV[3 + i] end
+  for i = 4 + n, #ARGV do a[i - 3 - n] = ARGV[i] end
+  RUN = {}
+  local s, r = 0, 0
+  for len in string.gmatch(ARGV[3], '%d+') do
+    r = r + 1
+    for _ = 1, tonumber(len) do
+      s = s + 1
+      RUN[s] = r
+    end
+  end
+  KEYS, ARGV = k, a
+end
+
+-- mget reads list's strings in one MGET, or, on a primary's call, one a
+-- run of one slot: list[i] is a key of signature sig(i).
+local function mget(list, sig)
+  if not RUN then return redis.call('MGET', unpack(list)) end
+  local out, i = {}, 1
+  while i <= #list do
+    local j, r = i, RUN[sig(i)]
+    while j < #list and RUN[sig(j + 1)] == r do j = j + 1 end
+    local got = redis.call('MGET', unpack(list, i, j))
+    for x = i, j do out[x] = got[x - i + 1] end
+    i = j + 1
+  end
+  return out
+end
+
+-- mget_range reads KEYS[off + 1 .. off + n], a key a signature: mget
+-- without a list on one server.
+local function mget_range(off, n)
+  if not RUN then return redis.call('MGET', unpack(KEYS, off + 1, off + n)) end
+  local list = {}
+  for s = 1, n do list[s] = KEYS[off + s] end
+  return mget(list, function(i) return i end)
+end
+
+-- exists_range is EXISTS over KEYS[off + 1 .. off + n], a key a
+-- signature, one command a run on a primary's call.
+local function exists_range(off, n)
+  if not RUN then return redis.call('EXISTS', unpack(KEYS, off + 1, off + n)) end
+  local total, a = 0, 1
+  for s = 1, n do
+    if s == n or RUN[s + 1] ~= RUN[s] then
+      total = total + redis.call('EXISTS', unpack(KEYS, off + a, off + s))
+      a = s + 1
+    end
+  end
+  return total
+end
 
 -- itoa formats an integer for a command or a key name: a Lua number
 -- handed to redis.call is formatted with "%.17g" and one concatenated
@@ -112,14 +181,18 @@ local function fs_get(k)
   return s
 end
 
--- fs_mget reads, in one MGET, the strings of list not read yet.
+-- fs_mget reads, in one MGET, the strings of list not read yet; list[i]
+-- is a key of signature i on a primary's call (mget).
 local function fs_mget(list)
-  local missing = {}
-  for _, k in ipairs(list) do
-    if fscache[k] == nil then missing[#missing + 1] = k end
+  local missing, sigs = {}, {}
+  for i, k in ipairs(list) do
+    if fscache[k] == nil then
+      missing[#missing + 1] = k
+      sigs[#missing] = i
+    end
   end
   if #missing == 0 then return end
-  local vals = redis.call('MGET', unpack(missing))
+  local vals = mget(missing, function(i) return sigs[i] end)
   for i, k in ipairs(missing) do fscache[k] = vals[i] or '' end
 end
 
@@ -925,7 +998,7 @@ if mode == 'c' or mode == 'r' then
   -- current strings first (one MGET), then the older strings of the keys
   -- not found there (a second).
   local ptrs, at, without = {}, {}, {}
-  local vals = redis.call('MGET', unpack(KEYS, 1, nsig))
+  local vals = mget_range(0, nsig)
   local miss = 0
   for s = 1, nsig do
     local v = vals[s] or ''
@@ -969,7 +1042,7 @@ if mode == 'c' or mode == 'r' then
     if #whole > 0 then
       local list = {}
       for i, s in ipairs(whole) do list[i] = KEYS[nsig + s] end
-      local got = redis.call('MGET', unpack(list))
+      local got = mget(list, function(i) return whole[i] end)
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
@@ -986,7 +1059,7 @@ if mode == 'c' or mode == 'r' then
   -- One EXISTS over every vote hash spares a tally read per key when,
   -- as for most mail, none of the message's keys has votes; the reply
   -- then carries no per-key votes at all.
-  local voted = redis.call('EXISTS', unpack(KEYS, 2 * nsig + 1, 3 * nsig)) > 0
+  local voted = exists_range(2 * nsig, nsig) > 0
   local votes = {}
   if voted or mode == 'r' then
     for s = 1, nsig do
