@@ -1,7 +1,11 @@
 package store_test
 
 import (
+	"cmp"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,14 +26,20 @@ import (
 //
 // On a Cluster, calls=slot takes a message's pointers one script call a
 // slot, as before the store took one a primary (calls=primary), each on a
-// Cluster of its own, one after the other.
+// Cluster of its own, one after the other; BULKMILTER_BENCH_PRIMARIES
+// sets the Clusters' sizes.
 func BenchmarkRedisClusterCPU(b *testing.B) {
 	type run struct {
 		primaries int
 		perSlot   bool
 	}
 	runs := []run{{1, false}}
-	for _, p := range []int{3, 6} {
+	// BULKMILTER_BENCH_PRIMARIES: the Clusters' sizes, "3,6" unless set
+	for _, f := range strings.Split(cmp.Or(os.Getenv("BULKMILTER_BENCH_PRIMARIES"), "3,6"), ",") {
+		p, err := strconv.Atoi(f)
+		if err != nil || p < 3 {
+			b.Fatalf("BULKMILTER_BENCH_PRIMARIES: %q is not a Cluster size of 3 or more", f)
+		}
 		runs = append(runs, run{p, true}, run{p, false})
 	}
 	for _, r := range runs {
