@@ -268,8 +268,11 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			// part's, each the window's buckets newest first (a count
 			// byte each, then the checks, then the pointers), the
 			// current bucket's holding what its current string (half
-			// full, as on average) does not
-			inCur := min(24, records)
+			// full as on average, each string as full as a steady state
+			// leaves it: 1 to 48 records, so that a new key's write
+			// moves a full current string to the older one as often as
+			// at density, one in 48) does not
+			inCur := min(1+rng.IntN(48), records)
 			var old, lens []byte
 			for part := range 2 {
 				for l := range lanes {

@@ -29,7 +29,7 @@ var updateStream = flag.Bool("update-stream", false, "rewrite testdata/redis-str
 // and c-clus3, before a message's key names went into one string and the
 // script's numbers were passed by pointer, and again when the pointer
 // strings became kc:/ko: (a lane's checks before its pointers): the
-// script's text sent once (+3,173 bytes, the whole difference in length)
+// script's text sent once (+3,838 bytes, the whole difference in length)
 // and the strings' names changed, no command.
 func TestRedisCommandStream(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})

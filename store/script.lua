@@ -732,6 +732,10 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
   for l = 0, 2 * LANES - 1 do
     if ls[l] then have = have + #ls[l][1] / (l < LANES and 4 or 2) end
   end
+  -- the records moved from a current string, a list a lane in the order
+  -- written (emitted newest first): one string made of them all below,
+  -- not one a record (every string made costs its every byte again)
+  local new = {}
   local function add(recs, rec, sup)
     local cl = lane_sizes(sup) -- the check's length
     for p = 1, #recs - rec + 1, rec do
@@ -739,6 +743,7 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
       local l = string.byte(c, cl) % LANES + (sup and LANES or 0)
       local body = ls[l] or {'', ''}
       local cs, ps = body[1], body[2]
+      local nw = new[l] or {}
       if chk then
         local q = rec_find(cs, c, 1, #cs, cl)
         if q then
@@ -747,8 +752,9 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
         elseif have < cap and #cs < 255 * cl then
           cs, ps = cs .. c, ps .. v
         end
-      elseif have < cap and #cs < 255 * cl then
-        cs, ps = c .. cs, v .. ps
+      elseif have < cap and #cs + #nw * cl / 2 < 255 * cl then
+        nw[#nw + 1], nw[#nw + 2] = c, v
+        new[l] = nw
         have = have + 1
       end
       ls[l] = {cs, ps}
@@ -758,23 +764,35 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
   add(srecs, SREC, true)
   local out, nlens, newest = {}, {}, nil
   for l = 0, 2 * LANES - 1 do
+    local cl = l < LANES and 4 or 2
+    local nw = new[l] or {}
     -- up to the lane's oldest bucket with records
     local last, n = -1, 0
     for i = 0, nb - 1 do
       local sc = secs[to - i]
-      if sc and sc[2][l] and sc[2][l][1] ~= '' then last = i end
+      if sc and sc[2][l] and (sc[2][l][1] ~= '' or (to - i == bk and #nw > 0)) then last = i end
     end
-    local cl = l < LANES and 4 or 2
-    local cnt, cs, ps = {}, {}, {}
+    local cnt = {}
     for i = 0, last do
       local b = to - i
       local sc = secs[b]
       local r = sc and sc[2][l] or {'', ''}
-      if r[1] ~= '' and (newest == nil or b > newest) then newest = b end
-      cnt[i + 1], cs[i + 1], ps[i + 1] = string.char(#r[1] / cl), r[1], r[2]
-      n = n + 1 + #r[1] + #r[2]
+      local k = #r[1] / cl + (b == bk and #nw / 2 or 0)
+      if k > 0 and (newest == nil or b > newest) then newest = b end
+      cnt[i + 1] = string.char(k)
+      n = n + 1 + #r[1] + #r[2] + (b == bk and #nw / 2 * (cl + (l < LANES and 5 or 4)) or 0)
     end
-    out[#out + 1] = table.concat(cnt) .. table.concat(cs) .. table.concat(ps)
+    out[#out + 1] = table.concat(cnt)
+    for part = 1, 2 do
+      for i = 0, last do
+        local b = to - i
+        local sc = secs[b]
+        if b == bk then
+          for j = #nw - 2 + part, 1, -2 do out[#out + 1] = nw[j] end
+        end
+        if sc and sc[2][l] then out[#out + 1] = sc[2][l][part] end
+      end
+    end
     nlens[l + 1] = u16(n)
   end
   if newest == nil then
