@@ -90,15 +90,33 @@ func (m *serverSession) readPacket(timeout time.Duration) (*wire.Message, error)
 	return &m.msg, nil
 }
 
+// packetWriter is a connection that frames the packets written to it
+// itself (bulkmilter patch 8): wire.WritePacket made a 5-byte header
+// and a wire.Message for every packet, and wrote them apart.
+type packetWriter interface {
+	WritePacket(code byte, data []byte) error
+}
+
 // writePacket sends a milter response packet to socket stream
-func (m *serverSession) writePacket(msg *wire.Message) error {
+func (m *serverSession) writePacket(code wire.Code, data []byte) error {
 	m.mu.Lock()
 	conn := m.conn
 	m.mu.Unlock()
 	if conn == nil {
 		return errCloseSession
 	}
-	return wire.WritePacket(conn, msg, m.server.options.writeTimeout)
+	pw, ok := conn.(packetWriter)
+	if !ok {
+		return wire.WritePacket(conn, &wire.Message{Code: code, Data: data}, m.server.options.writeTimeout)
+	}
+	if len(data)+1 > wire.MaxPacketSize {
+		return fmt.Errorf("milter: cannot write %d bytes in one message", len(data)+1)
+	}
+	if timeout := m.server.options.writeTimeout; timeout != 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+		defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	}
+	return pw.WritePacket(byte(code), data)
 }
 
 func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milterActions OptAction, milterProtocol OptProtocol, callback NegotiationCallbackFunc, macroRequests macroRequests, usedMaxData DataSize) (*Response, error) {
@@ -428,7 +446,7 @@ func (m *serverSession) HandleMilterCommands() {
 		}
 		return
 	}
-	if err = m.writePacket(resp.Response()); err != nil {
+	if err = m.writePacket(resp.code, resp.data); err != nil {
 		if !ignoreError(err) {
 			LogWarning("Error writing packet: %v", err)
 		}
@@ -474,7 +492,7 @@ func (m *serverSession) HandleMilterCommands() {
 						// log error condition
 						LogWarning("Error performing milter command: %v", err)
 						if resp != nil && !m.skipResponse(msg.Code) {
-							_ = m.writePacket(resp.Response())
+							_ = m.writePacket(resp.code, resp.data)
 						}
 					}
 					return
@@ -496,7 +514,7 @@ func (m *serverSession) HandleMilterCommands() {
 				// log error condition
 				LogWarning("Error performing milter command: %v", err)
 				if resp != nil && !m.skipResponse(msg.Code) {
-					_ = m.writePacket(resp.Response())
+					_ = m.writePacket(resp.code, resp.data)
 				}
 			}
 			return
@@ -512,7 +530,7 @@ func (m *serverSession) HandleMilterCommands() {
 		// if we have a response and did not tell the MTA to skip the response
 		if resp != nil && !m.skipResponse(msg.Code) {
 			// send back response message
-			if err = m.writePacket(resp.Response()); err != nil {
+			if err = m.writePacket(resp.code, resp.data); err != nil {
 				if !ignoreError(err) {
 					LogWarning("Error writing packet: %v", err)
 				}
