@@ -383,7 +383,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 			return nil, nil
 		}
 		m.macros.DelStageAndAbove(stage)
-		m.macros.SetStage(stage, string(msg.Data[1:]))
+		m.macros.SetStage(stage, msg.Data[1:])
 		// do not send response
 		return nil, nil
 
