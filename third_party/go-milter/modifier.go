@@ -454,7 +454,8 @@ const (
 type modifier struct {
 	macros      Macros
 	state       modifierState
-	writePacket func(code wire.Code, data []byte) error
+	writePacket func(code wire.Code, data []byte) error // when session is nil
+	session     *serverSession                          // writes the packets (a method value was an object)
 	version     uint32
 	protocol    OptProtocol
 	actions     OptAction
@@ -646,30 +647,10 @@ func (m *modifier) write(requiredState modifierState, code wire.Code, data []byt
 	if len(data) > int(DataSize64K) {
 		return fmt.Errorf("milter: invalid data length: %d > %d", len(data), DataSize64K)
 	}
+	if m.session != nil {
+		return m.session.writePacket(code, data)
+	}
 	return m.writePacket(code, data)
 }
 
-func (m *modifier) withState(state modifierState) *modifier {
-	if m.state == state {
-		return m
-	}
-	cpy := *m
-	cpy.state = state
-	return &cpy
-}
-
 var _ Modifier = (*modifier)(nil)
-
-// newModifier creates a new [Modifier] instance from s.
-func newModifier(s *serverSession, state modifierState) *modifier {
-	return &modifier{
-		macros:      &macroReader{macrosStages: &s.macros},
-		state:       state,
-		writePacket: s.writePacket,
-		version:     s.version,
-		protocol:    s.protocol,
-		actions:     s.actions,
-		maxDataSize: s.maxDataSize,
-		milterId:    s.backendId,
-	}
-}

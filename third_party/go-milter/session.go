@@ -29,9 +29,12 @@ type serverSession struct {
 	modifier    *modifier
 	// bulkmilter patch: the session's modifier in each state, made once a
 	// session (upstream copied it for every callback), and the packet read
-	// last, when the connection frames packets itself (packetReader).
-	mods [modifierStateReadWrite + 1]*modifier
-	msg  wire.Message
+	// last, when the connection frames packets itself (packetReader). The
+	// modifiers and their macro reader live in the session (patch 8:
+	// five objects a connection).
+	mods   [modifierStateReadWrite + 1]modifier
+	reader macroReader
+	msg    wire.Message
 }
 
 // packetReader is a connection that reads and frames the milter packets
@@ -48,11 +51,11 @@ func (m *serverSession) withState(state modifierState) *modifier {
 	if m.modifier.state == state {
 		return m.modifier
 	}
-	if c := m.mods[state]; c != nil && c.milterId == m.modifier.milterId { // milterId is set after negotiation
-		return c
+	c := &m.mods[state]
+	if c.macros == nil || c.milterId != m.modifier.milterId { // milterId is set after negotiation
+		*c = *m.modifier
+		c.state = state
 	}
-	c := m.modifier.withState(state)
-	m.mods[state] = c
 	return c
 }
 
@@ -168,8 +171,19 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 		usedMaxData = maxDataSize
 	}
 	m.maxDataSize = usedMaxData
-	m.modifier = newModifier(m, modifierStateReadOnly)
-	m.mods = [len(m.mods)]*modifier{}
+	m.mods = [len(m.mods)]modifier{}
+	m.reader = macroReader{macrosStages: &m.macros}
+	m.modifier = &m.mods[modifierStateReadOnly]
+	*m.modifier = modifier{
+		macros:      &m.reader,
+		state:       modifierStateReadOnly,
+		session:     m,
+		version:     m.version,
+		protocol:    m.protocol,
+		actions:     m.actions,
+		maxDataSize: m.maxDataSize,
+		milterId:    m.backendId,
+	}
 
 	// TODO: activate skip response according to m.version
 
