@@ -1214,7 +1214,7 @@ func (r *Redis) run(ctx context.Context, n int, add func(p redis.Pipeliner, i in
 func (r *Redis) runAlone(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
 	cmd := scriptCmd(ctx, false, keys, args)
 	err := r.client.Process(ctx, cmd)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // its errors.As target is an object
 		cmd = scriptCmd(ctx, true, keys, args)
 		err = r.client.Process(ctx, cmd)
 	}
