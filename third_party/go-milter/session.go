@@ -35,6 +35,10 @@ type serverSession struct {
 	mods   [modifierStateReadWrite + 1]modifier
 	reader macroReader
 	msg    wire.Message
+	// the negotiation reply, made in the session (patch 8: two objects a
+	// connection); its buffer fits the macros bulkmilter asks for
+	negResp Response
+	negBuf  [256]byte
 }
 
 // packetReader is a connection that reads and frames the milter packets
@@ -196,7 +200,7 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 
 	// prepare response data, in one buffer (bulkmilter patch 7: a
 	// bytes.Buffer grew and each stage's names were joined apart)
-	buffer := make([]byte, 0, 256)
+	buffer := m.negBuf[:0]
 	for _, value := range []uint32{m.version, uint32(m.actions), uint32(m.protocol) | sizeMask} {
 		buffer = binary.BigEndian.AppendUint32(buffer, value)
 	}
@@ -218,7 +222,8 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 		LogWarning("milter could not send the needed macros since MTA does not support this")
 	}
 	// build negotiation response
-	return newResponse(wire.CodeOptNeg, buffer), nil
+	m.negResp = Response{wire.CodeOptNeg, buffer}
+	return &m.negResp, nil
 }
 
 // processMsg processes incoming milter commands
