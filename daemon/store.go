@@ -165,7 +165,10 @@ func (o storeObserver) ObserveAhead(what string, n int, given, counted time.Time
 	}
 }
 
-var _ store.AheadObserver = storeObserver{}
+var (
+	_ store.AheadObserver   = storeObserver{}
+	_ store.ClusterObserver = storeObserver{} // the metrics' ObserveClusterFallback
+)
 
 // OpenStore opens Redis when configured, else the embedded store.
 func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics.Metrics) (Backend, string, error) {

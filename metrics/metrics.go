@@ -43,6 +43,7 @@ type Metrics struct {
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
 	storeAhead      *prometheus.CounterVec
+	storeFallbacks  *prometheus.CounterVec
 	votes           *prometheus.CounterVec
 	feedbackRejects *prometheus.CounterVec
 	overrides       *prometheus.CounterVec
@@ -170,6 +171,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "store_ahead_total",
 			Help: "Times more than a bucket ahead of the store's clock: observations and votes so dated, counted at the store's present instead (what=observation, vote), and pointers and first sightings of buckets ahead of the clock dropped after the clock stepped back (what=bucket).",
 		}, []string{"what"}),
+		storeFallbacks: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_cluster_fallbacks_total",
+			Help: "Script calls of a Redis Cluster's primary (a message's keys of every slot it serves) that it refused, a slot having moved or being migrated, sent again one call a slot, by call (read, write).",
+		}, []string{"call"}),
 		votes: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "feedback_votes_total",
 			Help: "Feedback votes recorded, by kind (not_bulk, bulk).",
@@ -342,6 +347,14 @@ func (m *Metrics) StoreAhead(what string, n int) {
 	}
 }
 
+// ObserveClusterFallback counts a Cluster primary's script call sent
+// again one call a slot (store.ClusterObserver): call is "read" or "write".
+func (m *Metrics) ObserveClusterFallback(call string) {
+	if m != nil {
+		m.storeFallbacks.WithLabelValues(call).Inc()
+	}
+}
+
 // Vote counts one recorded feedback vote.
 func (m *Metrics) Vote(kind string) {
 	if m != nil {
@@ -437,7 +450,7 @@ func (m *Metrics) SignatureSet(version string) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
-		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.storeAhead, m.votes,
+		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.storeAhead, m.storeFallbacks, m.votes,
 		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
 	}, m.refile.collectors()...)

@@ -32,6 +32,7 @@ func exercise(m *Metrics) {
 	m.Truncated()
 	m.ObserveRequest("observe", time.Millisecond, errors.New("x"))
 	m.StoreAhead("observation", 1)
+	m.ObserveClusterFallback("read")
 	m.Vote("not_bulk")
 	m.FeedbackRejected("untrusted")
 	m.Override("user", "not_bulk")

@@ -179,8 +179,8 @@ func benchRedis(b *testing.B, addrs []string) (*store.Redis, redis.UniversalClie
 func BenchmarkRedisObserve(b *testing.B) {
 	// 27: what the default signature set gave on the SpamAssassin corpus
 	// (docs/performance.md, "Signature families"); 43 what it gives since
-	// the containment family.
-	for _, keys := range []int{10, 27, 43} {
+	// the containment family, 49 since the line family.
+	for _, keys := range []int{10, 27, 43, 49} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
 			r := startRedis(b)
 			s, c := benchRedis(b, []string{r.Addr()})
@@ -246,42 +246,53 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	ctx := context.Background()
 	p := c.Pipeline()
 	// lane returns n records of size bytes of lane l (the check's last
-	// byte mod lanes: a main record's 4th, a support record's 2nd), with
-	// a count byte before them
+	// byte mod lanes: a main record's 4th, a support record's 2nd): their
+	// checks (4 or 2 bytes) and their pointers
 	const lanes = 4
-	lane := func(n, size, l int) []byte {
-		out := recs(n, size)
-		last := 3
+	lane := func(n, size, l int) (checks, ptrs []byte) {
+		cl := 4
 		if size == 6 {
-			last = 1
+			cl = 2
 		}
-		for i := last; i < len(out); i += size {
-			out[i] = out[i]&^(lanes-1) | byte(l)
+		out := recs(n, size)
+		for i := 0; i < len(out); i += size {
+			out[i+cl-1] = out[i+cl-1]&^(lanes-1) | byte(l)
+			checks = append(checks, out[i:i+cl]...)
+			ptrs = append(ptrs, out[i+cl:i+size]...)
 		}
-		return append([]byte{byte(n)}, out...)
+		return checks, ptrs
 	}
 	for tag := range 1 << 14 {
 		for sub := range split {
 			// the older string: the main part's lanes, then the support
-			// part's, each the window's buckets newest first, the
+			// part's, each the window's buckets newest first (a count
+			// byte each, then the checks, then the pointers), the
 			// current bucket's holding what its current string (half
-			// full, as on average) does not
-			inCur := min(24, records)
+			// full as on average, each string as full as a steady state
+			// leaves it: 1 to 48 records, so that a new key's write
+			// moves a full current string to the older one as often as
+			// at density, one in 48) does not
+			inCur := min(1+rng.IntN(48), records)
 			var old, lens []byte
 			for part := range 2 {
 				for l := range lanes {
-					n0 := len(old)
+					var counts, checks, ptrs []byte
 					for bk := cb; bk > cb-nb; bk-- {
 						n, ns := records, sup
 						if bk == cb {
 							n, ns = records-inCur, sup-sup*inCur/records
 						}
-						if part == 0 {
-							old = append(old, lane((n-ns)/lanes, 9, l)...)
-						} else {
-							old = append(old, lane(ns/lanes, 6, l)...)
+						k, size := (n-ns)/lanes, 9
+						if part == 1 {
+							k, size = ns/lanes, 6
 						}
+						ck, pk := lane(k, size, l)
+						counts = append(counts, byte(k))
+						checks = append(checks, ck...)
+						ptrs = append(ptrs, pk...)
 					}
+					n0 := len(old)
+					old = append(append(append(old, counts...), checks...), ptrs...)
 					lens = binary.BigEndian.AppendUint16(lens, uint16(len(old)-n0))
 				}
 			}
@@ -300,8 +311,8 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			}
 			cur = append(cur, rs...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"rc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"ro:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"kc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"ko:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

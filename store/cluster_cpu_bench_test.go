@@ -1,13 +1,18 @@
 package store_test
 
 import (
+	"cmp"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkmilter/bulkmilter/internal/testenv"
+	"github.com/bulkmilter/bulkmilter/store"
 )
 
 // BenchmarkRedisClusterCPU: the Redis CPU a message takes on one server
@@ -18,9 +23,32 @@ import (
 // (BULKMILTER_BENCH_KEYS, BULKMILTER_BENCH_FILL: pointer strings filled
 // as at a million messages a day; lab/bench's earlier version only spread
 // its messages over a span, which left the strings near-empty).
+//
+// On a Cluster, calls=slot takes a message's pointers one script call a
+// slot, as before the store took one a primary (calls=primary), each on a
+// Cluster of its own, one after the other; BULKMILTER_BENCH_PRIMARIES
+// sets the Clusters' sizes.
 func BenchmarkRedisClusterCPU(b *testing.B) {
-	for _, primaries := range []int{1, 3, 6} {
-		b.Run(fmt.Sprintf("primaries=%d", primaries), func(b *testing.B) {
+	type run struct {
+		primaries int
+		perSlot   bool
+	}
+	runs := []run{{1, false}}
+	// BULKMILTER_BENCH_PRIMARIES: the Clusters' sizes, "3,6" unless set
+	for _, f := range strings.Split(cmp.Or(os.Getenv("BULKMILTER_BENCH_PRIMARIES"), "3,6"), ",") {
+		p, err := strconv.Atoi(f)
+		if err != nil || p < 3 {
+			b.Fatalf("BULKMILTER_BENCH_PRIMARIES: %q is not a Cluster size of 3 or more", f)
+		}
+		runs = append(runs, run{p, true}, run{p, false})
+	}
+	for _, r := range runs {
+		name := fmt.Sprintf("primaries=%d", r.primaries)
+		if r.primaries > 1 {
+			name += map[bool]string{true: "/calls=slot", false: "/calls=primary"}[r.perSlot]
+		}
+		primaries := r.primaries
+		b.Run(name, func(b *testing.B) {
 			var addrs []string
 			if primaries == 1 {
 				addrs = []string{startRedis(b).Addr()}
@@ -28,12 +56,14 @@ func BenchmarkRedisClusterCPU(b *testing.B) {
 				addrs = testenv.StartRedisCluster(b, primaries).Addrs()
 			}
 			s, c := benchRedis(b, addrs)
+			store.PerSlotForTest(s, r.perSlot)
 			hook := &countingHook{}
 			c.AddHook(hook)
 			w := newWorkload(0)
 			fillPointers(b, c, w.Base, envInt("BULKMILTER_BENCH_FILL", 0))
 			warm(b, s, w)
 			hook.trips.Store(0)
+			hook.cmds.Store(0)
 			nodes := make([]*redis.Client, len(addrs))
 			for i, a := range addrs {
 				nodes[i] = redis.NewClient(&redis.Options{Addr: a})
@@ -73,6 +103,7 @@ func BenchmarkRedisClusterCPU(b *testing.B) {
 			b.ReportMetric(idle*1e6/n, "idle-cpu-µs/msg")
 			b.ReportMetric(busiest/sum, "busiest-share")
 			b.ReportMetric(float64(hook.trips.Load())/n, "roundtrips/msg")
+			b.ReportMetric(float64(hook.cmds.Load())/n, "calls/msg")
 		})
 	}
 }

@@ -77,15 +77,28 @@ func TestRedisClusterRoundTrips(t *testing.T) {
 			obs = append(obs, store.Observation{Keys: keys, Recipients: []string{fmt.Sprintf("s%d@x", j)}, Time: at.Add(time.Duration(j) * time.Minute), Sender: snd})
 		}
 	}
+	if !store.CrossSlotForTest(s) {
+		t.Fatal("redis-server 7 Cluster: the store calls one a slot, not one a primary")
+	}
 	var oneKey, reads int
 	var vols []int64
+	var calls, sigs int64
 	for i, o := range obs {
-		before := hook.trips.Load()
+		before, cbefore := hook.trips.Load(), hook.cmds.Load()
 		res, err := s.Observe(ctx, o)
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
 		trips := hook.trips.Load() - before
+		// One call a primary and round trip, besides the free ref's
+		// ('q'), the campaign's count and its union's (one call a slot
+		// each, their keys' slots one campaign's).
+		n := hook.cmds.Load() - cbefore
+		if limit := int64(2*3 + 2 + store.UnionMax); n > limit {
+			t.Errorf("message %d (%d keys): %d script calls, want at most %d", i, len(o.Keys), n, limit)
+		}
+		calls += n
+		sigs += int64(len(o.Keys))
 		if i >= salad {
 			vols = append(vols, res.Campaign.Recipients)
 		}
@@ -112,5 +125,6 @@ func TestRedisClusterRoundTrips(t *testing.T) {
 	if got := []int64{vols[copies-1], slices.Max(vols[copies:])}; got[0] != copies || got[1] != 1 {
 		t.Errorf("the salad's last copy counts %d (want %d), one sender's largest %d (want 1)", got[0], copies, got[1])
 	}
-	t.Logf("%d messages, %d joined by one key from a known sender, %d reads", len(obs), oneKey, reads)
+	t.Logf("%d messages, %d joined by one key from a known sender, %d reads; %.2f script calls a message (%.1f keys)",
+		len(obs), oneKey, reads, float64(calls)/float64(len(obs)), float64(sigs)/float64(len(obs)))
 }

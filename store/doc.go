@@ -137,12 +137,12 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:rc:<s>            string: the newest key pointers of the current
+//	bm2:{tttt}:kc:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
-//	                             lengths of the ro: string's 8 lanes (2 bytes
+//	                             lengths of the ko: string's 8 lanes (2 bytes
 //	                             each, so that a key reads only its lane of
-//	                             ro:), then 9-byte records in the order
+//	                             ko:), then 9-byte records in the order
 //	                             written: 4 bytes of check (the low 31 bits
 //	                             of the key's hash, the top bit set for a
 //	                             support family's key: terms, contain; not
@@ -155,30 +155,35 @@
 //	                             rebuilt), a known key's rewritten in place
 //	                             (SETRANGE). At most 48 records: the next
 //	                             key's write, or the first write of a later
-//	                             bucket, moves them to ro:, so that the
+//	                             bucket, moves them to ko:, so that the
 //	                             string stays small whatever the traffic. A
-//	                             key rewritten here shadows its record in ro:.
-//	bm2:{tttt}:ro:<s>            string: the same split's older pointers: the
-//	                             current bucket's moved from rc: and the
+//	                             key rewritten here shadows its record in ko:.
+//	bm2:{tttt}:ko:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from kc: and the
 //	                             window's earlier buckets', in 8 lanes: 4 of
 //	                             the main records, then 4 of the support
 //	                             records; a key's lane is the last byte of its
 //	                             check mod 4. A lane is the window's buckets
-//	                             newest first from rc:'s bucket up to its
-//	                             oldest with records, each a count byte and
-//	                             the records, newest first: main 9
-//	                             bytes, support 6 (the low 2 bytes of the
-//	                             check; a false match names a campaign that a
-//	                             support key alone never joins, ~1 % of
-//	                             support lookups at a million messages a day).
+//	                             newest first from kc:'s bucket up to its
+//	                             oldest with records: a count byte a bucket,
+//	                             then the records' checks, then their
+//	                             pointers, each in that order and newest
+//	                             first within a bucket: main 4 bytes of check
+//	                             and 5 of pointer and class, support 2 (the
+//	                             low 2 bytes of the check; a false match names
+//	                             a campaign that a support key alone never
+//	                             joins, ~1 % of support lookups at a million
+//	                             messages a day) and 4.
 //	                             At most FirstSightCap records a bucket and 255
 //	                             a lane and bucket (past them a key is not
 //	                             remembered in that bucket). A key reads only
-//	                             its lane (GETRANGE, where rc: says it lies,
-//	                             checked: the lane's buckets must fill it
-//	                             exactly); strings of at most 512 bytes, and
+//	                             its lane's counts and checks (GETRANGE, where
+//	                             kc: says the lane lies and its length says
+//	                             how many; checked: the counts must add up),
+//	                             and a pointer only when its check is there;
+//	                             strings of at most 512 bytes, and
 //	                             lanes that fail the check, are read whole, in
-//	                             one MGET (an older string that rc:'s lengths
+//	                             one MGET (an older string that kc:'s lengths
 //	                             do not fit is damaged: nothing is found in
 //	                             it). A lookup reads two strings, not one
 //	                             a bucket (until 2026-11 the pointers were in
@@ -187,7 +192,9 @@
 //	                             string had no lanes, then in ln:/ls:, whose
 //	                             main records had no class, then in pn:/ps:,
 //	                             whose current string was rebuilt for every
-//	                             new key; those expire with their window). A current string a window or more
+//	                             new key, then in rc:/ro:, whose lanes held
+//	                             whole records; those expire with their
+//	                             window). A current string a window or more
 //	                             ahead of the clock (a clock stepped back)
 //	                             gives its place, and its older records, to
 //	                             the present.
@@ -221,24 +228,26 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the rc: strings of every key first, the lanes of the ro:
+// pointers (the kc: strings of every key first, the lanes of the ko:
 // strings only of the keys not found there), decides the campaign (the
 // same integer arithmetic as model.go's decide), writes the pointers and
 // counts the campaign, naming the campaign's keys itself, and those of the
 // campaigns counted with it (a single server allows undeclared keys). On a
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
-// per slot) and probes the new ref; Go decides (the pointers carry what
-// "One sender's template" and spread lines ask: model.go); a second
-// pipeline writes
-// the pointers that change (one call per slot) and counts the campaign,
+// a primary, its keys of every slot it serves undeclared, on Redis 7.0 or
+// later; else one a slot) and probes the new ref; Go decides (the pointers
+// carry what "One sender's template" and spread lines ask: model.go); a
+// second pipeline writes
+// the pointers that change (one call a primary, or a slot) and counts the campaign,
 // and the campaigns counted with it (a union, model.go), whose members it
 // returns, in the same pipeline. A message dated a window or more before
 // what the daemon wrote since in its slot of the ring of buckets (ahead.go's
 // written) is counted and keeps nothing, as on the embedded store: one
 // pipeline reads its votes and probes its ref, and nothing is written. Two copies with different keys arriving
 // at the same moment on two daemons may then start two campaigns. Scripts
-// are plain Lua, declare every key on a cluster, and are re-sent with EVAL
+// are plain Lua, declare every key on a cluster but a primary's call's, whose
+// refusal (a slot moved) sends it again one call a slot, and are re-sent with EVAL
 // when a server answers NOSCRIPT (script cache flushed, restart, failover,
 // new node): go-redis's Script.Run does not fall back inside a pipeline.
 //

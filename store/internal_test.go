@@ -56,14 +56,14 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 2)
-	want := []string{":rc:", ":ro:", ":v:v1:imatch.0:00ab"}
+	want := []string{":kc:", ":ko:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	// The pointer strings are named without a bucket: they hold it.
-	if strings.Replace(sk.keys[0], ":rc:", ":ro:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+	if strings.Replace(sk.keys[0], ":kc:", ":ko:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
 		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.
@@ -1247,5 +1247,16 @@ func TestEmbeddedClassSaved(t *testing.T) {
 	}
 	if most != WeakCap+1 {
 		t.Errorf("largest campaign %d, want %d: the frame's class was lost in the restart", most, WeakCap+1)
+	}
+}
+
+// TestScriptCrossSlotKeys: a Cluster primary's call (script.lua's 'X')
+// reaches undeclared keys of several slots, which Redis 7 allows a script
+// without a shebang, and one with a shebang only with the
+// allow-cross-slot-keys flag.
+func TestScriptCrossSlotKeys(t *testing.T) {
+	first, _, _ := strings.Cut(scriptSrc, "\n")
+	if strings.HasPrefix(first, "#!") && !strings.Contains(first, "allow-cross-slot-keys") {
+		t.Errorf("script.lua's shebang %q lacks allow-cross-slot-keys: a primary's call would fail on every Cluster", first)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -159,6 +160,11 @@ type Redis struct {
 	observer Observer
 	present  present // the latest time counted (ahead.go)
 	written  written // the newest bucket written in each ring slot (ahead.go)
+	// xslot: a Cluster whose primaries all run Redis 7.0 or later takes
+	// a message's pointer reads, and its writes, as one script call a
+	// primary (script.lua's 'X'), not one a slot; perSlot keeps one a
+	// slot (tests, the benchmark's before).
+	xslot, perSlot atomic.Bool
 
 	mu       sync.Mutex // guards the fields below
 	prepared bool
@@ -344,8 +350,45 @@ func (r *Redis) prepare(ctx context.Context) error {
 	// The exact set holds its recipients plus one tally field; keep it in
 	// listpack encoding.
 	r.exact = max(1, min(r.c.ExactLimit, listpack-1))
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		x, err := crossSlot(ctx, cc)
+		if errors.Is(classify(err), ErrUnavailable) {
+			return fmt.Errorf("redis store: info server: %w", classify(err))
+		}
+		r.xslot.Store(x) // else INFO is disabled (managed services): one call a slot
+	}
 	r.prepared = true
 	return nil
+}
+
+// crossSlot reports whether every primary of the Cluster runs Redis 7.0
+// or later, whose scripts without a shebang may reach undeclared keys of
+// every slot the node serves (script.lua's 'X'): the one version whose
+// rules were read (script.c's scriptVerifyClusterState) and tested here.
+func crossSlot(ctx context.Context, cc *redis.ClusterClient) (bool, error) {
+	var old atomic.Bool
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		if redisMajor(info) < 7 {
+			old.Store(true)
+		}
+		return nil
+	})
+	return err == nil && !old.Load(), err
+}
+
+// redisMajor is the major version in INFO server's redis_version, or 0.
+func redisMajor(info string) int {
+	_, v, ok := strings.Cut(info, "redis_version:")
+	if !ok {
+		return 0
+	}
+	v, _, _ = strings.Cut(v, ".")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // Limits are the sizes in effect for a Redis store.
@@ -403,7 +446,7 @@ func appendTag(b []byte, h uint64) []byte {
 // the Redis milter's objects. The names hold no bucket: the strings do.
 func (r *Redis) sigKeysOf(ids []string, split uint64) []sigKeys {
 	var numArr [20]byte
-	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("rc:ro:v:") + 4)
+	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("kc:ko:v:") + 4)
 	for _, id := range ids {
 		n += len(id)
 	}
@@ -431,7 +474,7 @@ func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKe
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	start := b.Len()
 	var ends [3]int
-	for i, kind := range [2]string{"rc:", "ro:"} {
+	for i, kind := range [2]string{"kc:", "ko:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)
@@ -799,51 +842,39 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	nb := r.c.nb
 	split := uint64(ob.lim.FirstSightSplit)
 	write := len(ob.rc.ids) > 0
-	// Round trip 1: pointers and votes, one call per slot; and which refs
-	// near this message's own are free.
-	type group struct{ idx []int }
-	var groups []*group
-	bySlot := map[int]*group{}
-	for i, sk := range ob.sks {
-		g := bySlot[sk.slot]
-		if g == nil {
-			g = &group{}
-			bySlot[sk.slot] = g
-			groups = append(groups, g)
-		}
-		g.idx = append(g.idx, i)
+	// Round trip 1: pointers and votes, one call a primary (or a slot);
+	// and which refs near this message's own are free.
+	all := make([]int, len(ob.sks))
+	for i := range all {
+		all[i] = i
 	}
 	fresh, origin := newRef(ob.ids)
 	var cands []uint32
 	for ref := fresh; len(cands) < refProbes && ref>>15 == fresh>>15 && ref <= refMask; ref++ {
 		cands = append(cands, ref)
 	}
-	cmds := make([]*redis.Cmd, len(groups)+1)
-	n := len(groups)
+	extra := 0
 	if write {
-		n++
+		extra = 1
 	}
-	err := r.run(ctx, n, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-		var keys []string
-		var args []any
-		if i < len(groups) {
-			sks := make([]sigKeys, len(groups[i].idx))
-			for j, k := range groups[i].idx {
-				sks[j] = ob.sks[k]
-			}
-			keys, args = ob.head("r", sks)
-		} else {
-			args = []any{"q", nb, len(cands), origin}
-			for _, ref := range cands {
-				ks, field := r.campKeys(ref, ob.cb, split)
-				keys = append(keys, ks[nb])
-				keys = append(keys, ks[:nb]...)
-				args = append(args, field)
-			}
-			args = append(args, ob.cb-int64(nb)+1)
+	read := func(p redis.Pipeliner, g callGroup, eval bool) *redis.Cmd {
+		sks := make([]sigKeys, len(g.idx))
+		for j, k := range g.idx {
+			sks[j] = ob.sks[k]
 		}
-		cmds[i] = callScript(ctx, p, eval, keys, args)
-		return cmds[i]
+		keys, args := ob.head("r", sks)
+		return callGroupScript(ctx, p, eval, g.runs, keys, args)
+	}
+	groups, cmds, ecmds, err := ob.sigCalls(ctx, "read", ob.groups(ctx, all), read, extra, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
+		keys := make([]string, 0, len(cands)*(nb+1))
+		args := []any{"q", nb, len(cands), origin}
+		for _, ref := range cands {
+			ks, field := r.campKeys(ref, ob.cb, split)
+			keys = append(keys, ks[nb])
+			keys = append(keys, ks[:nb]...)
+			args = append(args, field)
+		}
+		return callScript(ctx, p, eval, keys, append(args, ob.cb-int64(nb)+1))
 	})
 	if err != nil {
 		return campaignOutcome{}, err
@@ -871,7 +902,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	}
 	if write {
 		fresh = cands[len(cands)-1]
-		if i := int(asInt(cmds[len(groups)].Val())); i < len(cands) {
+		if i := int(asInt(ecmds[0].Val())); i < len(cands) {
 			fresh = cands[i]
 		} else if fresh < refMask {
 			fresh++ // every candidate live: the next, as the single server
@@ -882,30 +913,18 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	if !m.d.join && !write {
 		return m, nil
 	}
-	// Round trip 2: the pointers that change, one call per slot, and the
-	// campaign's count.
-	type wgroup struct {
-		keys []string
-		args []any
-		sup  []sigKeys
-	}
-	var wgs []*wgroup
-	wBySlot := map[int]*wgroup{}
+	// Round trip 2: the pointers that change, one call a primary (or a
+	// slot), and the campaign's count.
+	var wsigs []int
+	nps := make([]int64, len(ob.sks))
 	if write && !ob.old {
-		for i, sk := range ob.sks {
+		for i := range ob.sks {
 			np, changed := repoint(kps[i], m.d, names[i], m.d.weak && m.d.voters[i])
 			if !changed && now[i] {
 				continue
 			}
-			g := wBySlot[sk.slot]
-			if g == nil {
-				g = &wgroup{}
-				wBySlot[sk.slot] = g
-				wgs = append(wgs, g)
-			}
-			g.keys = append(g.keys, sk.keys[0], sk.keys[1])
-			g.args = append(g.args, sk.field, int64(np))
-			g.sup = append(g.sup, sk)
+			nps[i] = int64(np)
+			wsigs = append(wsigs, i)
 		}
 	}
 	cv := "0"
@@ -916,37 +935,39 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		cv = "d"
 	}
 	withUnion := len(m.d.union) > 0
-	cmds = make([]*redis.Cmd, len(wgs)+1+len(m.d.union))
-	err = r.run(ctx, len(cmds), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+	writeCall := func(p redis.Pipeliner, g callGroup, eval bool) *redis.Cmd {
+		n := len(g.idx)
+		keys := make([]string, 0, 2*n)
+		args := make([]any, 0, 9+2*n)
+		args = append(args, "w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n, ob.cb, nb, r.c.bucketLen.Milliseconds())
+		sup := make([]sigKeys, n)
+		for j, k := range g.idx {
+			keys = append(keys, ob.sks[k].keys[0], ob.sks[k].keys[1])
+			args = append(args, ob.sks[k].field)
+			sup[j] = ob.sks[k]
+		}
+		for _, k := range g.idx {
+			args = append(args, nps[k])
+		}
+		args = append(args, supFlags(sup), r.c.aheadBucket())
+		return callGroupScript(ctx, p, eval, g.runs, keys, args)
+	}
+	_, _, ecmds, err = ob.sigCalls(ctx, "write", ob.groups(ctx, wsigs), writeCall, 1+len(m.d.union), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		var keys []string
 		var args []any
-		switch {
-		case i < len(wgs):
-			g := wgs[i]
-			n := len(g.args) / 2
-			args = []any{"w", r.c.ttl(ob.t, ob.cb).Milliseconds(), ob.lim.FirstSightCap, n, ob.cb, nb, r.c.bucketLen.Milliseconds()}
-			for j := range n {
-				args = append(args, g.args[2*j])
-			}
-			for j := range n {
-				args = append(args, g.args[2*j+1])
-			}
-			args = append(args, supFlags(g.sup), r.c.aheadBucket())
-			keys = g.keys
-		case i == len(wgs): // the joined (or new) campaign
+		if i == 0 { // the joined (or new) campaign
 			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
-		default: // a campaign counted with it: counted too, its members, its votes untouched
-			keys, args = ob.countCall(campCall{ref: m.d.union[i-len(wgs)-1], write: write, origin: origin, votes: "0", members: true})
+		} else { // a campaign counted with it: counted too, its members, its votes untouched
+			keys, args = ob.countCall(campCall{ref: m.d.union[i-1], write: write, origin: origin, votes: "0", members: true})
 		}
-		cmds[i] = callScript(ctx, p, eval, keys, args)
-		return cmds[i]
+		return callScript(ctx, p, eval, keys, args)
 	})
 	if err != nil {
 		return campaignOutcome{}, err
 	}
-	f, ok := cmds[len(wgs)].Val().([]any)
+	f, ok := ecmds[0].Val().([]any)
 	if !ok || len(f) < 5 {
-		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[len(wgs)].Val())
+		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", ecmds[0].Val())
 	}
 	m.cvotes = f[4]
 	if c := asInt(f[0]); c >= 0 {
@@ -956,7 +977,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			// several slots.
 			var u union
 			replies := []any{f[5:]}
-			for _, c := range cmds[len(wgs)+1:] {
+			for _, c := range ecmds[1:] {
 				uf, ok := c.Val().([]any)
 				switch {
 				case ok && len(uf) == 7:
@@ -976,6 +997,153 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 	}
 	return m, nil
+}
+
+// callGroup is one script call's signatures, indexes in redisObs.sks:
+// one slot's, or (runs set) one primary's, in runs of one slot each.
+type callGroup struct {
+	idx  []int
+	runs string // "": one slot; else each run's length, "3,5,1"
+}
+
+// groups groups sigs one call a primary, by the node go-redis's Cluster
+// state gives each slot (xslot), or one call a slot.
+func (ob *redisObs) groups(ctx context.Context, sigs []int) []callGroup {
+	r := ob.r
+	cc, ok := r.client.(*redis.ClusterClient)
+	if !ok || !r.xslot.Load() || r.perSlot.Load() {
+		return ob.bySlot(sigs)
+	}
+	var out []callGroup
+	at := map[*redis.Client]int{}
+	for _, i := range sigs {
+		node, err := cc.MasterForKey(ctx, ob.sks[i].keys[0])
+		if err != nil {
+			return ob.bySlot(sigs) // the calls a slot find their nodes, or fail, as before
+		}
+		g, ok := at[node]
+		if !ok {
+			g = len(out)
+			at[node] = g
+			out = append(out, callGroup{})
+		}
+		out[g].idx = append(out[g].idx, i)
+	}
+	for gi := range out {
+		g := &out[gi]
+		slices.SortStableFunc(g.idx, func(a, b int) int { return ob.sks[a].slot - ob.sks[b].slot })
+		var runs []byte
+		n := 0
+		for j, i := range g.idx {
+			n++
+			if j == len(g.idx)-1 || ob.sks[g.idx[j+1]].slot != ob.sks[i].slot {
+				if len(runs) > 0 {
+					runs = append(runs, ',')
+				}
+				runs = strconv.AppendInt(runs, int64(n), 10)
+				n = 0
+			}
+		}
+		if bytes.IndexByte(runs, ',') >= 0 { // else one slot: a plain call
+			g.runs = string(runs)
+		}
+	}
+	return out
+}
+
+// bySlot groups sigs one call a slot.
+func (ob *redisObs) bySlot(sigs []int) []callGroup {
+	var out []callGroup
+	at := map[int]int{}
+	for _, i := range sigs {
+		g, ok := at[ob.sks[i].slot]
+		if !ok {
+			g = len(out)
+			at[ob.sks[i].slot] = g
+			out = append(out, callGroup{})
+		}
+		out[g].idx = append(out[g].idx, i)
+	}
+	return out
+}
+
+// sigCalls sends one script call a group and, in the same pipeline,
+// extra calls that belong to no group (add), and returns the groups as
+// answered, their commands, and the extra ones'. A primary's call the
+// server refuses (a slot moved or being migrated since go-redis read the
+// Cluster's state, a node that will not run it) is sent again one call a
+// slot, which go-redis redirects (MOVED, ASK), and counted: what its
+// script wrote before it failed, it writes again, which is idempotent
+// (script.lua), and a campaign's count is one of the extra calls, sent
+// once.
+func (ob *redisObs) sigCalls(ctx context.Context, what string, groups []callGroup, call func(redis.Pipeliner, callGroup, bool) *redis.Cmd,
+	extra int, add func(redis.Pipeliner, int, bool) *redis.Cmd) ([]callGroup, []*redis.Cmd, []*redis.Cmd, error) {
+	r := ob.r
+	cmds := make([]*redis.Cmd, len(groups)+extra)
+	soft := make([]bool, len(cmds))
+	for i, g := range groups {
+		soft[i] = g.runs != ""
+	}
+	failed, err := r.runSoft(ctx, len(cmds), soft, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		if i < len(groups) {
+			cmds[i] = call(p, groups[i], eval)
+		} else {
+			cmds[i] = add(p, i-len(groups), eval)
+		}
+		return cmds[i]
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(failed) == 0 {
+		return groups, cmds[:len(groups)], cmds[len(groups):], nil
+	}
+	var again []callGroup
+	for _, i := range failed {
+		if fo, ok := r.observer.(ClusterObserver); ok {
+			fo.ObserveClusterFallback(what)
+		}
+		slog.Debug("redis store: a primary's call sent again one call a slot", "call", what, "err", cmds[i].Err())
+		again = append(again, ob.bySlot(groups[i].idx)...)
+	}
+	acmds := make([]*redis.Cmd, len(again))
+	if err := r.run(ctx, len(again), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		acmds[i] = call(p, again[i], eval)
+		return acmds[i]
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	var outG []callGroup
+	var outC []*redis.Cmd
+	for i, g := range groups {
+		if !slices.Contains(failed, i) {
+			outG, outC = append(outG, g), append(outC, cmds[i])
+		}
+	}
+	return append(outG, again...), append(outC, acmds...), cmds[len(groups):], nil
+}
+
+// callGroupScript is callScript for a group's call: a primary's (runs
+// set) names its keys in ARGV (script.lua's 'X'), and goes where its
+// first key's slot is served.
+func callGroupScript(ctx context.Context, p redis.Pipeliner, eval bool, runs string, keys []string, args []any) *redis.Cmd {
+	if runs == "" {
+		return callScript(ctx, p, eval, keys, args)
+	}
+	line := make([]any, 0, 6+len(keys)+len(args))
+	if eval {
+		line = append(line, "eval", scriptSrcArg)
+	} else {
+		line = append(line, "evalsha", scriptHashArg)
+	}
+	line = append(line, 0, "X", len(keys), runs)
+	for i := range keys {
+		line = append(line, &keys[i])
+	}
+	cmd := redis.NewCmd(ctx, append(line, args...)...)
+	cmd.SetFirstKeyPos(6)
+	_ = p.Process(ctx, cmd)
+	return cmd
 }
 
 // flag is a script's '0' or '1'.
@@ -1174,37 +1342,52 @@ func (ob *redisObs) voteRow(row any) (Tally, []ownVote, error) {
 // sent again with EVAL, which loads the script: go-redis's Script.Run does
 // not fall back inside a pipeline (redis/go-redis#3228).
 func (r *Redis) run(ctx context.Context, n int, add func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) error {
-	pipe := r.client.Pipeline()
+	_, err := r.runSoft(ctx, n, nil, add)
+	return err
+}
+
+// runSoft is run, but a call i with soft[i] that the server answers with
+// an error (other than NOSCRIPT) is returned in failed, not as the error.
+func (r *Redis) runSoft(ctx context.Context, n int, soft []bool, add func(p redis.Pipeliner, i int, eval bool) *redis.Cmd) (failed []int, err error) {
 	cmds := make([]*redis.Cmd, n)
-	for i := range n {
-		cmds[i] = add(pipe, i, false)
+	todo := make([]int, n)
+	for i := range todo {
+		todo[i] = i
 	}
-	all, err := pipe.Exec(ctx)
-	if err == nil {
-		return nil
-	}
-	for _, c := range all {
-		if e := c.Err(); e != nil && !redis.HasErrorPrefix(e, "NOSCRIPT") {
-			return classify(e)
+	for eval := false; len(todo) > 0; eval = true {
+		pipe := r.client.Pipeline()
+		for _, i := range todo {
+			cmds[i] = add(pipe, i, eval)
 		}
-	}
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
+		all, err := pipe.Exec(ctx)
+		if err == nil {
+			return failed, nil
 		}
+		at := make(map[redis.Cmder]int, len(todo)) // besides the script calls, a pipeline may hold others (setVotes)
+		for _, i := range todo {
+			at[cmds[i]] = i
+		}
+		var again []int
+		for _, c := range all {
+			e := c.Err()
+			i, script := at[c]
+			var reply redis.Error
+			switch {
+			case e == nil:
+			case script && !eval && redis.HasErrorPrefix(e, "NOSCRIPT"):
+				again = append(again, i)
+			case script && soft != nil && soft[i] && errors.As(e, &reply):
+				failed = append(failed, i)
+			default:
+				return nil, classify(e)
+			}
+		}
+		if !eval && len(again) == 0 && len(failed) == 0 {
+			return nil, classify(err)
+		}
+		todo = again
 	}
-	if len(again) == 0 {
-		return classify(err)
-	}
-	pipe = r.client.Pipeline()
-	for _, i := range again {
-		cmds[i] = add(pipe, i, true)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return classify(err)
-	}
-	return nil
+	return failed, nil
 }
 
 // runAlone sends one script call by itself, as run does with n = 1 but

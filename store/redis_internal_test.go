@@ -328,20 +328,27 @@ const curHdr = 4 + 2*8
 
 // olderLanes returns an older pointer string of 8 lanes (4 main, 4
 // support) of nb buckets each, the records of lane l and bucket j back
-// from recs, and the lanes' lengths as a current string's header gives
-// them, each plus wrong.
+// from recs (main 9 bytes: check, pointer, class; support 6: 2 bytes of
+// check, pointer), and the lanes' lengths as a current string's header
+// gives them, each plus wrong. A lane is the buckets' count bytes, then
+// the records' checks, then their pointers.
 func olderLanes(nb int, recs func(l, j int) string, wrong int64) (old, lens string) {
 	for l := range 8 {
-		n := len(old)
-		size := 9
+		size, cl := 9, 4
 		if l >= 4 {
-			size = 6
+			size, cl = 6, 2
 		}
+		var counts, checks, ptrs string
 		for j := range nb {
 			r := recs(l, j)
-			old += string([]byte{byte(len(r) / size)}) + r
+			counts += string([]byte{byte(len(r) / size)})
+			for i := 0; i+size <= len(r); i += size {
+				checks += r[i : i+cl]
+				ptrs += r[i+cl : i+size]
+			}
 		}
-		lens += u16(int64(len(old)-n) + wrong)
+		old += counts + checks + ptrs
+		lens += u16(int64(len(counts)+len(checks)+len(ptrs)) + wrong)
 	}
 	return old, lens
 }

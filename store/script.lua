@@ -1,7 +1,9 @@
 -- bulkmilter store script, key schema bm2 (see store/doc.go).
 --
 -- On a cluster every key a call touches is declared in KEYS and shares one
--- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k').
+-- hash tag, so the script runs in one slot (modes 'v', 'r', 'q', 'w', 'k'),
+-- or a call of mode 'r' or 'w' reaches the keys of every slot of one
+-- primary, named in ARGV ('X', below).
 -- On a single server mode 'c' does a whole observation in one call: it
 -- reads the keys' pointers, decides the campaign (model.go's decide, to the
 -- same integer arithmetic), and names the campaign's keys itself, which a
@@ -15,6 +17,73 @@
 -- 'k' count a campaign; 'v' vote.
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
+
+-- A Cluster primary's call ('X', store/redis.go's xslot) carries the keys
+-- of several slots that primary serves, for a call of mode 'r' or 'w':
+-- ARGV 'X', n, runs, n key names, then the call's own ARGV. The keys are
+-- not declared: a node refuses declared keys of two slots (CROSSSLOT),
+-- but lets a script without a shebang reach undeclared keys of any slot
+-- it serves (Redis 7.0's script.c gives it SCRIPT_ALLOW_CROSS_SLOT, as
+-- the allow-cross-slot-keys flag does a script with one); a key of a slot
+-- it does not serve, or one being migrated away that it no longer holds,
+-- fails the call, which the store then sends again one call a slot.
+-- runs: the lengths of the runs of signatures of one slot, in order
+-- (RUN[s]: signature s's run), so that each multi-key command (MGET,
+-- EXISTS) takes one slot's keys.
+local KEYS, ARGV, RUN = KEYS, ARGV, nil
+if ARGV[1] == 'X' then
+  local n, k, a = tonumber(ARGV[2]), {}, {}
+  for i = 1, n do k[i] = ARGV[3 + i] end
+  for i = 4 + n, #ARGV do a[i - 3 - n] = ARGV[i] end
+  RUN = {}
+  local s, r = 0, 0
+  for len in string.gmatch(ARGV[3], '%d+') do
+    r = r + 1
+    for _ = 1, tonumber(len) do
+      s = s + 1
+      RUN[s] = r
+    end
+  end
+  KEYS, ARGV = k, a
+end
+
+-- mget reads list's strings in one MGET, or, on a primary's call, one a
+-- run of one slot: list[i] is a key of signature sig(i).
+local function mget(list, sig)
+  if not RUN then return redis.call('MGET', unpack(list)) end
+  local out, i = {}, 1
+  while i <= #list do
+    local j, r = i, RUN[sig(i)]
+    while j < #list and RUN[sig(j + 1)] == r do j = j + 1 end
+    local got = redis.call('MGET', unpack(list, i, j))
+    for x = i, j do out[x] = got[x - i + 1] end
+    i = j + 1
+  end
+  return out
+end
+
+-- mget_range reads KEYS[off + 1 .. off + n], a key a signature: mget
+-- without a list on one server.
+local function mget_range(off, n)
+  if not RUN then return redis.call('MGET', unpack(KEYS, off + 1, off + n)) end
+  local list = {}
+  for s = 1, n do list[s] = KEYS[off + s] end
+  return mget(list, function(i) return i end)
+end
+
+-- exists_range is EXISTS over KEYS[off + 1 .. off + n], a key a
+-- signature, one command a run on a primary's call.
+local function exists_range(off, n)
+  if not RUN then return redis.call('EXISTS', unpack(KEYS, off + 1, off + n)) end
+  local total, a = 0, 1
+  for s = 1, n do
+    if s == n or RUN[s + 1] ~= RUN[s] then
+      total = total + redis.call('EXISTS', unpack(KEYS, off + a, off + s))
+      a = s + 1
+    end
+  end
+  return total
+end
 
 -- itoa formats an integer for a command or a key name: a Lua number
 -- handed to redis.call is formatted with "%.17g" and one concatenated
@@ -112,14 +181,18 @@ local function fs_get(k)
   return s
 end
 
--- fs_mget reads, in one MGET, the strings of list not read yet.
+-- fs_mget reads, in one MGET, the strings of list not read yet; list[i]
+-- is a key of signature i on a primary's call (mget).
 local function fs_mget(list)
-  local missing = {}
-  for _, k in ipairs(list) do
-    if fscache[k] == nil then missing[#missing + 1] = k end
+  local missing, sigs = {}, {}
+  for i, k in ipairs(list) do
+    if fscache[k] == nil then
+      missing[#missing + 1] = k
+      sigs[#missing] = i
+    end
   end
   if #missing == 0 then return end
-  local vals = redis.call('MGET', unpack(missing))
+  local vals = mget(missing, function(i) return sigs[i] end)
   for i, k in ipairs(missing) do fscache[k] = vals[i] or '' end
 end
 
@@ -554,12 +627,13 @@ end
 -- LANES then the support part's; a key's lane is the last byte of its
 -- check mod LANES. A lane is the window's buckets newest first, from
 -- the bucket of the current string (its anchor), up to its oldest
--- bucket with records: per bucket a count byte (at most 255 records)
--- and the records (main 8 bytes, support 6: the low 2 bytes of the
--- check). The lanes' lengths are in the current string's header. A key reads only its lane (GETRANGE,
--- where the current string's header says it lies): at a million
--- messages a day the string holds ~9 KB, and the bytes copied into Lua
--- were the largest cost of a lookup.
+-- bucket with records: a count byte a bucket (at most 255 records),
+-- then the records' checks, then their pointers (below: lane_sizes).
+-- The lanes' lengths are in the current string's header. A key reads
+-- only its lane's counts and checks (GETRANGE, where the current
+-- string's header says it lies): at a million messages a day the
+-- string holds ~14 KB, and the bytes copied into Lua were the largest
+-- cost of a lookup.
 local function u16at(s, i)
   local a, b = string.byte(s, i, i + 1)
   return a * 256 + b
@@ -573,28 +647,79 @@ local function lane(field, sup)
   return l
 end
 
--- old_read looks for field in the lane of s from byte from to byte to
--- (a support key by the last 2 bytes of its check), anchored at bucket
--- anchor; it returns the pointer and the bucket, or nil, and whether
--- the lane was whole (its buckets tile it exactly).
-local function old_read(s, from, to, field, sup, anchor, nb, cb, oldest)
-  local rec, chk = REC, field
-  if sup then rec, chk = SREC, string.sub(field, 3, 4) end
-  local pos = from
-  for i = 0, nb - 1 do
-    if pos > to then break end
-    local a = pos + 1
-    local z = a + string.byte(s, pos) * rec - 1
-    if z > to then return nil, nil, false end
-    local bk = anchor - i
-    if bk <= cb and bk >= oldest and z >= a and not hidden[bk] then
-      local p = rec_find(s, chk, a, z, rec)
-      if p and sup then return u32at(s, p + 2), bk, true end
-      if p then return u32at(s, p + 4) + string.byte(s, p + 8) * P32, bk, true end
+-- A lane is its buckets' count bytes, then their records' checks (main
+-- 4 bytes, support 2), then their pointers (main 5 bytes: the pointer
+-- and the class; support 4), each part in the buckets' order: a key
+-- reads the counts and the checks alone (GETRANGE), and a pointer only
+-- when its check is there. Every byte a command hands the script costs
+-- ~14 instructions in the Lua string made of it, and the pointers were
+-- over half of a lane's bytes.
+local function lane_sizes(sup)
+  if sup then return 2, 4 end
+  return 4, 5
+end
+
+-- lane_shape returns the count bytes and the records of a lane of len
+-- bytes (records of rec bytes, at most nb buckets), or nil when its
+-- length fits no lane or more than one shape (nb >= rec).
+local function lane_shape(len, rec, nb)
+  if len == 0 then return 0, 0 end
+  local b
+  for r = 1, math.min(nb, len) do
+    if (len - r) % rec == 0 then
+      if b then return nil end
+      b = r
     end
-    pos = z + 1
   end
-  return nil, nil, pos == to + 1
+  if not b then return nil end
+  return b, (len - b) / rec
+end
+
+-- lane_counts returns the count bytes and the records of the lane of s
+-- from byte from to byte to (records of rec bytes), or nil when its
+-- counts do not tile it exactly.
+local function lane_counts(s, from, to, rec, nb)
+  local len, tot = to - from + 1, 0
+  if len == 0 then return 0, 0 end
+  for i = 1, math.min(nb, len) do
+    tot = tot + string.byte(s, from + i - 1)
+    if i + tot * rec == len then return i, tot end
+    if i + tot * rec > len then return nil end
+  end
+  return nil
+end
+
+-- lane_find looks for field's check among the n checks (cl bytes each)
+-- of the lane of s from byte from (b count bytes), anchored at bucket
+-- anchor; it returns the record's 0-based place and its bucket, or nil.
+local function lane_find(s, from, b, n, cl, field, anchor, cb, oldest)
+  local chk = field
+  if cl == 2 then chk = string.sub(field, 3, 4) end
+  local a = from + b
+  local z = a + n * cl - 1
+  local init = a
+  while true do
+    local p = string.find(s, chk, init, true)
+    if not p or p + cl - 1 > z then return nil end
+    if (p - a) % cl == 0 then
+      local j, tot = (p - a) / cl, 0
+      for i = 0, b - 1 do
+        tot = tot + string.byte(s, from + i)
+        if j < tot then
+          local bk = anchor - i
+          if bk <= cb and bk >= oldest and not hidden[bk] then return j, bk end
+          break
+        end
+      end
+    end
+    init = p + 1
+  end
+end
+
+-- lane_ptr decodes the pointer at byte p of s (pl bytes: 5 with a class).
+local function lane_ptr(s, p, pl)
+  if pl == 4 then return u32at(s, p) end
+  return u32at(s, p) + string.byte(s, p + 4) * P32
 end
 
 -- old_lanes returns each lane's first and last byte in older string
@@ -632,26 +757,27 @@ local function cur_split(s)
 end
 
 -- old_secs returns the records of older string s (lanes' lengths lens)
--- by bucket (anchored at anchor) and lane, {bucket, {lane -> records}}
--- (none when s is not whole lanes).
+-- by bucket (anchored at anchor) and lane, {bucket, {lane -> {checks,
+-- pointers}}} (none when s is not whole lanes).
 local function old_secs(s, lens, anchor, nb)
   local secs = {}
   local lanes = #lens == 4 * LANES and old_lanes(s, lens)
   if not lanes then return secs end
   for l = 0, 2 * LANES - 1 do
-    local rec = l < LANES and REC or SREC
-    local pos, to = lanes[l][1], lanes[l][2]
-    for i = 0, nb - 1 do
-      if pos > to then break end
-      local n = string.byte(s, pos) * rec
-      if pos + n > to then return {} end
-      if n > 0 then
+    local cl, pl = lane_sizes(l >= LANES)
+    local from = lanes[l][1]
+    local b, n = lane_counts(s, from, lanes[l][2], cl + pl, nb)
+    if not b then return {} end
+    local c0, p0 = from + b, from + b + n * cl
+    for i = 0, b - 1 do
+      local k = string.byte(s, from + i)
+      if k > 0 then
         local bk = anchor - i
         local sec = secs[bk] or {bk, {}}
         secs[bk] = sec
-        sec[2][l] = string.sub(s, pos + 1, pos + n)
+        sec[2][l] = {string.sub(s, c0, c0 + k * cl - 1), string.sub(s, p0, p0 + k * pl - 1)}
       end
-      pos = pos + 1 + n
+      c0, p0 = c0 + k * cl, p0 + k * pl
     end
   end
   return secs
@@ -677,45 +803,68 @@ local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap
   local ls = sec[2]
   local have = 0
   for l = 0, 2 * LANES - 1 do
-    if ls[l] then have = have + #ls[l] / (l < LANES and REC or SREC) end
+    if ls[l] then have = have + #ls[l][1] / (l < LANES and 4 or 2) end
   end
+  -- the records moved from a current string, a list a lane in the order
+  -- written (emitted newest first): one string made of them all below,
+  -- not one a record (every string made costs its every byte again)
+  local new = {}
   local function add(recs, rec, sup)
-    local cl = sup and 2 or 4 -- the check's length
+    local cl = lane_sizes(sup) -- the check's length
     for p = 1, #recs - rec + 1, rec do
-      local r = string.sub(recs, p, p + rec - 1)
-      local l = string.byte(r, cl) % LANES + (sup and LANES or 0)
-      local body = ls[l] or ''
+      local c, v = string.sub(recs, p, p + cl - 1), string.sub(recs, p + cl, p + rec - 1)
+      local l = string.byte(c, cl) % LANES + (sup and LANES or 0)
+      local body = ls[l] or {'', ''}
+      local cs, ps = body[1], body[2]
+      local nw = new[l] or {}
       if chk then
-        local q = rec_find(body, string.sub(r, 1, cl), 1, #body, rec)
+        local q = rec_find(cs, c, 1, #cs, cl)
         if q then
-          body = string.sub(body, 1, q - 1) .. r .. string.sub(body, q + rec)
-        elseif have < cap and #body < 255 * rec then
-          body = body .. r
+          local o = (q - 1) / cl * #v
+          ps = string.sub(ps, 1, o) .. v .. string.sub(ps, o + #v + 1)
+        elseif have < cap and #cs < 255 * cl then
+          cs, ps = cs .. c, ps .. v
         end
-      elseif have < cap and #body < 255 * rec then
-        body = r .. body
+      elseif have < cap and #cs + #nw * cl / 2 < 255 * cl then
+        nw[#nw + 1], nw[#nw + 2] = c, v
+        new[l] = nw
         have = have + 1
       end
-      ls[l] = body
+      ls[l] = {cs, ps}
     end
   end
   add(mrecs, REC, false)
   add(srecs, SREC, true)
   local out, nlens, newest = {}, {}, nil
   for l = 0, 2 * LANES - 1 do
+    local cl = l < LANES and 4 or 2
+    local nw = new[l] or {}
     -- up to the lane's oldest bucket with records
     local last, n = -1, 0
     for i = 0, nb - 1 do
       local sc = secs[to - i]
-      if sc and sc[2][l] and sc[2][l] ~= '' then last = i end
+      if sc and sc[2][l] and (sc[2][l][1] ~= '' or (to - i == bk and #nw > 0)) then last = i end
     end
+    local cnt = {}
     for i = 0, last do
       local b = to - i
       local sc = secs[b]
-      local r = sc and sc[2][l] or ''
-      if r ~= '' and (newest == nil or b > newest) then newest = b end
-      out[#out + 1] = string.char(#r / (l < LANES and REC or SREC)) .. r
-      n = n + 1 + #r
+      local r = sc and sc[2][l] or {'', ''}
+      local k = #r[1] / cl + (b == bk and #nw / 2 or 0)
+      if k > 0 and (newest == nil or b > newest) then newest = b end
+      cnt[i + 1] = string.char(k)
+      n = n + 1 + #r[1] + #r[2] + (b == bk and #nw / 2 * (cl + (l < LANES and 5 or 4)) or 0)
+    end
+    out[#out + 1] = table.concat(cnt)
+    for part = 1, 2 do
+      for i = 0, last do
+        local b = to - i
+        local sc = secs[b]
+        if b == bk then
+          for j = #nw - 2 + part, 1, -2 do out[#out + 1] = nw[j] end
+        end
+        if sc and sc[2][l] then out[#out + 1] = sc[2][l][part] end
+      end
     end
     nlens[l + 1] = u16(n)
   end
@@ -925,7 +1074,7 @@ if mode == 'c' or mode == 'r' then
   -- current strings first (one MGET), then the older strings of the keys
   -- not found there (a second).
   local ptrs, at, without = {}, {}, {}
-  local vals = redis.call('MGET', unpack(KEYS, 1, nsig))
+  local vals = mget_range(0, nsig)
   local miss = 0
   for s = 1, nsig do
     local v = vals[s] or ''
@@ -956,11 +1105,30 @@ if mode == 'c' or mode == 'r' then
         -- ok: nothing (more) to read
         local ok = total == 0 or (total > OLDWHOLE and len == 0)
         if total > OLDWHOLE and len > 0 then
-          local v = redis.call('GETRANGE', KEYS[nsig + s], itoa(off), itoa(off + len - 1))
-          if #v == len then
-            local bk
-            ptrs[s], bk, ok = old_read(v, 1, len, ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
-            if bk then at[s] = bk - oldest + 1 end
+          -- the lane's counts and checks (the whole lane when its length
+          -- does not tell how many)
+          local cl, pl = lane_sizes(issup[s])
+          local b, n = lane_shape(len, cl + pl, nb)
+          local want = b and b + n * cl or len
+          local v = redis.call('GETRANGE', KEYS[nsig + s], itoa(off), itoa(off + want - 1))
+          if #v == want then
+            if not b then b, n = lane_counts(v, 1, len, cl + pl, nb) end
+            local tot = 0
+            for i = 1, b or 0 do tot = tot + string.byte(v, i) end
+            if b and tot == n then
+              ok = true
+              local j, bk = lane_find(v, 1, b, n, cl, ARGV[f0 + s], anchor[s], cb, oldest)
+              if j then
+                local p = b + n * cl + j * pl -- the pointer's offset in the lane
+                if want == len then
+                  ptrs[s] = lane_ptr(v, p + 1, pl)
+                else
+                  local pv = redis.call('GETRANGE', KEYS[nsig + s], itoa(off + p), itoa(off + p + pl - 1))
+                  if #pv == pl then ptrs[s] = lane_ptr(pv, 1, pl) else ok = false end
+                end
+                if ptrs[s] then at[s] = bk - oldest + 1 end
+              end
+            end
           end
         end
         if not ok then whole[#whole + 1] = s end
@@ -969,16 +1137,21 @@ if mode == 'c' or mode == 'r' then
     if #whole > 0 then
       local list = {}
       for i, s in ipairs(whole) do list[i] = KEYS[nsig + s] end
-      local got = redis.call('MGET', unpack(list))
+      local got = mget(list, function(i) return whole[i] end)
       for i, s in ipairs(whole) do
         local v = got[i] or ''
         fscache[list[i]] = v
         local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 5, HDR))
         if lanes then
           local ln = lanes[lane(ARGV[f0 + s], issup[s])]
-          local bk
-          ptrs[s], bk = old_read(v, ln[1], ln[2], ARGV[f0 + s], issup[s], anchor[s], nb, cb, oldest)
-          if bk then at[s] = bk - oldest + 1 end
+          local cl, pl = lane_sizes(issup[s])
+          local b, n = lane_counts(v, ln[1], ln[2], cl + pl, nb)
+          local j, bk
+          if b then j, bk = lane_find(v, ln[1], b, n, cl, ARGV[f0 + s], anchor[s], cb, oldest) end
+          if j then
+            ptrs[s] = lane_ptr(v, ln[1] + b + n * cl + j * pl, pl)
+            at[s] = bk - oldest + 1
+          end
         end
       end
     end
@@ -986,7 +1159,7 @@ if mode == 'c' or mode == 'r' then
   -- One EXISTS over every vote hash spares a tally read per key when,
   -- as for most mail, none of the message's keys has votes; the reply
   -- then carries no per-key votes at all.
-  local voted = redis.call('EXISTS', unpack(KEYS, 2 * nsig + 1, 3 * nsig)) > 0
+  local voted = exists_range(2 * nsig, nsig) > 0
   local votes = {}
   if voted or mode == 'r' then
     for s = 1, nsig do

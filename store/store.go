@@ -184,3 +184,11 @@ type VoteEntry struct {
 type Observer interface {
 	ObserveRequest(op string, d time.Duration, err error)
 }
+
+// ClusterObserver is an Observer told of each script call of a Cluster's
+// primary that the server refused (a slot moved or being migrated, a node
+// that will not run it) and that was sent again one call a slot: call is
+// "read" or "write".
+type ClusterObserver interface {
+	ObserveClusterFallback(call string)
+}
