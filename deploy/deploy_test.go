@@ -373,8 +373,8 @@ func TestMacroLists(t *testing.T) {
 		return strings.Join(s, " ")
 	}
 	postfix := map[string]string{
-		"connect": "milter_connect_macros", "helo": "milter_helo_macros", "mail": "milter_mail_macros",
-		"rcpt": "milter_rcpt_macros", "eoh": "milter_end_of_header_macros", "eom": "milter_end_of_data_macros",
+		"connect": "milter_connect_macros", "mail": "milter_mail_macros",
+		"rcpt": "milter_rcpt_macros", "eom": "milter_end_of_data_macros",
 	}
 	mainCF := readFile(t, "postfix/main.cf")
 	for stage, param := range postfix {
@@ -388,7 +388,7 @@ func TestMacroLists(t *testing.T) {
 		}
 	}
 	sendmail := map[string]string{
-		"connect": "CONNECT", "helo": "HELO", "mail": "ENVFROM", "rcpt": "ENVRCPT", "eoh": "EOH", "eom": "EOM",
+		"connect": "CONNECT", "mail": "ENVFROM", "rcpt": "ENVRCPT", "eom": "EOM",
 	}
 	mc := readFile(t, "sendmail/bulkmilter.mc")
 	for stage, name := range sendmail {
@@ -403,6 +403,13 @@ func TestMacroLists(t *testing.T) {
 		}
 		if set(got) != set(want[stage]) {
 			t.Errorf("sendmail/bulkmilter.mc confMILTER_MACROS_%s = %q, the milter asks for %q", name, set(got), set(want[stage]))
+		}
+	}
+	// HELO and the end of the header are not sent to the milter
+	// (milter.protocol): no macros are listed for them.
+	for _, unsent := range []string{"milter_helo_macros", "milter_end_of_header_macros", "confMILTER_MACROS_HELO", "confMILTER_MACROS_EOH"} {
+		if strings.Contains(mainCF, unsent) || strings.Contains(mc, unsent) {
+			t.Errorf("a snippet lists %s, for an event the milter is not sent", unsent)
 		}
 	}
 	for _, want := range []string{"milter_default_action = accept", "milter_protocol = 6", "non_smtpd_milters = $smtpd_milters"} {

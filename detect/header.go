@@ -172,7 +172,10 @@ func (l *fieldList) build() mtextproto.Header {
 	}
 	fields := make([]goField, n)
 	var h goHeader
-	h.l = make([]*goField, n)
+	// h.l and byName share one array; h.l is capped so that an append
+	// to it never writes into byName.
+	ptrs := make([]*goField, 2*n)
+	h.l = ptrs[:n:n]
 	l.order = l.order[:0]
 	for i := range n {
 		fields[i] = goField{k: l.keys[i], v: l.values[i]}
@@ -183,7 +186,7 @@ func (l *fieldList) build() mtextproto.Header {
 	// each name's slice is capped so that an append (HeaderFields.Del, a
 	// later Add) never writes into the next name's.
 	slices.SortStableFunc(l.order, func(a, b int32) int { return strings.Compare(l.keys[a], l.keys[b]) })
-	byName := make([]*goField, n)
+	byName := ptrs[n:]
 	names := 1
 	for i, j := range l.order {
 		byName[i] = &fields[j]

@@ -511,10 +511,17 @@ func (b *Builder) Message() *Message {
 	if !b.built {
 		b.header, b.built = b.hdr.build(), true
 	}
-	m := b.msg
-	m.Header = b.header
-	m.Body = bytes.NewReader(b.body.Bytes())
-	return &m
+	mb := &messageBody{m: b.msg} // one allocation, not the message and its reader apart
+	mb.m.Header = b.header
+	mb.r.Reset(b.body.Bytes())
+	mb.m.Body = &mb.r
+	return &mb.m
+}
+
+// messageBody is a Message with the reader of its body.
+type messageBody struct {
+	m Message
+	r bytes.Reader
 }
 
 // VerdictHeaders returns the number of incoming verdict header fields.

@@ -416,11 +416,36 @@ func unexpected(err error) error {
 // message modifications that precede the reply at end of message. A
 // write error is returned by the write that flushes.
 func (c *guardConn) Write(p []byte) (int, error) {
+	c.hold()
+	c.out = append(c.out, p...)
+	if err := c.flush(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WritePacket is Write of a packet's code and data, framed here: our
+// go-milter fork writes packets with it when the connection has it
+// (third_party/go-milter patch 8), where wire.WritePacket made its 5-byte
+// header an object of its own.
+func (c *guardConn) WritePacket(code byte, data []byte) error {
+	c.hold()
+	c.out = binary.BigEndian.AppendUint32(c.out, uint32(len(data)+1))
+	c.out = append(append(c.out, code), data...)
+	return c.flush()
+}
+
+// hold makes sure out has a buffer.
+func (c *guardConn) hold() {
 	if c.outp == nil {
 		c.outp = packetBufs.Get().(*[]byte)
 		c.out = (*c.outp)[:0]
 	}
-	c.out = append(c.out, p...)
+}
+
+// flush writes the whole packets held when one of them is one the MTA
+// waits for.
+func (c *guardConn) flush() error {
 	flush := false
 	for len(c.out)-c.scan >= 5 {
 		n := int(binary.BigEndian.Uint32(c.out[c.scan:]))
@@ -434,7 +459,7 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		}
 	}
 	if !flush {
-		return len(p), nil
+		return nil
 	}
 	err := c.applyWrite()
 	if err == nil {
@@ -450,10 +475,7 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		packetBufs.Put(c.outp)
 		c.out, c.outp = nil, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return err
 }
 
 // modification reports whether a milter-to-MTA packet modifies the message

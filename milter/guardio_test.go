@@ -3,6 +3,7 @@ package milter
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -94,11 +95,24 @@ func TestGuardReadAhead(t *testing.T) {
 }
 
 // Message modifications are held until the reply the MTA waits for, and
-// leave with it in one write; a reply alone is written at once.
+// leave with it in one write; a reply alone is written at once. So with
+// packets written whole (WritePacket, our go-milter fork) and in parts.
 func TestGuardCoalescesWrites(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) { testGuardCoalescesWrites(t, whole) })
+	}
+}
+
+func testGuardCoalescesWrites(t *testing.T, whole bool) {
 	sc := &streamConn{}
 	c := &guardConn{Conn: sc}
 	write := func(p []byte) {
+		if whole {
+			if err := c.WritePacket(p[4], p[5:]); err != nil {
+				t.Fatalf("WritePacket: %v", err)
+			}
+			return
+		}
 		// go-milter writes the length and code, then the data.
 		for _, part := range [][]byte{p[:5], p[5:]} {
 			if len(part) == 0 {
@@ -129,6 +143,28 @@ func TestGuardCoalescesWrites(t *testing.T) {
 	write(packet('p'))
 	if len(sc.writes) != 3 {
 		t.Errorf("progress not written at once: %d writes", len(sc.writes))
+	}
+}
+
+// discardConn takes every write.
+type discardConn struct{ net.Conn }
+
+func (discardConn) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestGuardWritePacketAllocs: a packet written whole allocates nothing
+// (wire.WritePacket's 5-byte header was an object of its own).
+func TestGuardWritePacketAllocs(t *testing.T) {
+	c := &guardConn{Conn: discardConn{}}
+	data := append(cstr("X-Bulk"), cstr("yes; family=imatch; volume=12")...)
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := c.WritePacket('h', data); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WritePacket('c', nil); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a modification and a reply allocate %.1f objects", n)
 	}
 }
 

@@ -286,10 +286,8 @@ func (s *Server) Held() int64 { return s.held.Load() }
 // the macros a milter lists once it lists any.
 var macroRequests = map[gomilter.MacroStage][]gomilter.MacroName{
 	gomilter.StageConnect: {gomilter.MacroClientAddr, gomilter.MacroClientName, gomilter.MacroMTAFQDN, gomilter.MacroDaemonName},
-	gomilter.StageHelo:    {gomilter.MacroTlsVersion},
 	gomilter.StageMail:    {gomilter.MacroAuthAuthen, gomilter.MacroAuthType, gomilter.MacroMailAddr, gomilter.MacroQueueId},
 	gomilter.StageRcpt:    {gomilter.MacroRcptAddr},
-	gomilter.StageEOH:     {gomilter.MacroQueueId},
 	gomilter.StageEOM:     {gomilter.MacroQueueId},
 }
 
@@ -317,8 +315,10 @@ const actions = gomilter.OptAddHeader | gomilter.OptChangeHeader | gomilter.OptA
 // protocol asks the MTA not to wait for replies the milter never uses: the
 // verdict is only decided at end of message, so every earlier event is sent
 // without a reply (twice the throughput of a milter that answers each
-// header), and unknown commands and the DATA event are not sent at all.
-const protocol = gomilter.OptNoUnknown | gomilter.OptNoData |
+// header), and unknown commands, the DATA event, HELO and the end of the
+// header, which it ignores, are not sent at all (two packets and their
+// macros fewer a message).
+const protocol = gomilter.OptNoUnknown | gomilter.OptNoData | gomilter.OptNoHelo | gomilter.OptNoEOH |
 	gomilter.OptNoConnReply | gomilter.OptNoHeloReply | gomilter.OptNoMailReply |
 	gomilter.OptNoRcptReply | gomilter.OptNoHeaderReply | gomilter.OptNoEOHReply |
 	gomilter.OptNoBodyReply

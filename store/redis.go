@@ -727,20 +727,22 @@ func (ob *redisObs) head(mode string, sks []sigKeys) ([]string, []any) {
 	for i := range sks {
 		args = append(args, &sks[i].field) // callScript: a pointer is not copied
 	}
-	return keys, append(args, supFlags(sks), ob.hidden)
+	return keys, append(args, supFlags(sks), &ob.hidden) // a pointer: not copied
 }
 
 // supFlags is a '0' or '1' per key, 1 for a support family's key: the
 // script keeps their older records with 2 bytes of check.
 func supFlags(sks []sigKeys) string {
-	b := make([]byte, len(sks))
-	for i, sk := range sks {
-		b[i] = '0'
+	var b strings.Builder // one allocation, where string([]byte) made two
+	b.Grow(len(sks))
+	for _, sk := range sks {
 		if sk.sup {
-			b[i] = '1'
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
 		}
 	}
-	return string(b)
+	return b.String()
 }
 
 // campaignOutcome is what a store learnt of an observation's campaign.
@@ -806,11 +808,7 @@ func (ob *redisObs) runOne(ctx context.Context) (campaignOutcome, error) {
 	fresh, origin := newRef(ob.ids)
 	args = append(args, ob.num(numFresh, int64(fresh)), ob.num(numOrigin, int64(origin)), ob.num(numNet, int64(fp16(ob.o.Network))),
 		ob.num(numSender, int64(fp16(ob.o.Sender))), &r.prefix, ob.lim.FirstSightSplit, &ob.aguard, ob.num(numAhead, r.c.aheadBucket()))
-	var cmd *redis.Cmd
-	err := r.run(ctx, 1, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
-		cmd = callScript(ctx, p, eval, keys, args)
-		return cmd
-	})
+	cmd, err := r.runAlone(ctx, keys, args)
 	if err != nil {
 		return campaignOutcome{}, err
 	}
@@ -1189,6 +1187,13 @@ func (ob *redisObs) countCall(c campCall) ([]string, []any) {
 // where a string is copied to the heap (a message's ~130 key names were
 // as many allocations). keys and args must not change until p is sent.
 func callScript(ctx context.Context, p redis.Pipeliner, eval bool, keys []string, args []any) *redis.Cmd {
+	cmd := scriptCmd(ctx, eval, keys, args)
+	_ = p.Process(ctx, cmd) // a pipeline's error comes with Exec
+	return cmd
+}
+
+// scriptCmd is callScript's command, not yet sent.
+func scriptCmd(ctx context.Context, eval bool, keys []string, args []any) *redis.Cmd {
 	line := make([]any, 0, 3+len(keys)+len(args))
 	if eval {
 		line = append(line, "eval", scriptSrcArg)
@@ -1203,7 +1208,6 @@ func callScript(ctx context.Context, p redis.Pipeliner, eval bool, keys []string
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3) // where a Cluster finds the slot
 	}
-	_ = p.Process(ctx, cmd) // a pipeline's error comes with Exec
 	return cmd
 }
 
@@ -1384,6 +1388,23 @@ func (r *Redis) runSoft(ctx context.Context, n int, soft []bool, add func(p redi
 		todo = again
 	}
 	return failed, nil
+}
+
+// runAlone sends one script call by itself, as run does with n = 1 but
+// outside a pipeline: the same bytes and round trip, without go-redis's
+// pipeline, its command slice and its per-command error checks (about 8
+// objects a message on the one-server path).
+func (r *Redis) runAlone(ctx context.Context, keys []string, args []any) (*redis.Cmd, error) {
+	cmd := scriptCmd(ctx, false, keys, args)
+	err := r.client.Process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") { // its errors.As target is an object
+		cmd = scriptCmd(ctx, true, keys, args)
+		err = r.client.Process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return cmd, nil
 }
 
 func asInt(v any) int64 {

@@ -30,7 +30,7 @@ func checkStage(t *testing.T, data string) {
 	t.Helper()
 	want := upstreamStage(data)
 	var s macrosStages
-	s.SetStage(StageMail, data)
+	s.SetStage(StageMail, []byte(data))
 	r := &macroReader{macrosStages: &s}
 	names := append(strings.Split(data, "\x00"), "", "i", "{mail_addr}", "absent")
 	for _, n := range names {
@@ -51,8 +51,8 @@ func TestMacroStages(t *testing.T) {
 	}
 	var s macrosStages
 	r := &macroReader{macrosStages: &s}
-	s.SetStage(StageConnect, "{client_addr}\x00192.0.2.1\x00j\x00mx\x00")
-	s.SetStage(StageMail, "{client_addr}\x00198.51.100.7\x00")
+	s.SetStage(StageConnect, []byte("{client_addr}\x00192.0.2.1\x00j\x00mx\x00"))
+	s.SetStage(StageMail, []byte("{client_addr}\x00198.51.100.7\x00"))
 	if v := r.Get(MacroClientAddr); v != "198.51.100.7" {
 		t.Errorf("the later stage's value: got %q", v)
 	}
@@ -87,4 +87,26 @@ func TestMacroStagesExhaustive(t *testing.T) {
 		checkStage(t, d)
 	}
 	t.Logf("%d stage datas", len(datas))
+}
+
+// TestMacroStagesReuse (bulkmilter patch 8): a stage's buffer is reused
+// from packet to packet without allocating, and a value asked for is a
+// copy that the next packet does not change.
+func TestMacroStagesReuse(t *testing.T) {
+	var s macrosStages
+	r := &macroReader{macrosStages: &s}
+	pkt := []byte("i\x00Q1\x00")
+	s.SetStage(StageEOM, pkt)
+	q := r.Get(MacroQueueId)
+	pkt[3] = '2' // the packet's buffer is the connection's, reused
+	s.SetStage(StageEOM, []byte("i\x00Q3\x00"))
+	if q != "Q1" || r.Get(MacroQueueId) != "Q3" {
+		t.Errorf("values %q then %q, want Q1 then Q3", q, r.Get(MacroQueueId))
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		s.DelStageAndAbove(StageEOM)
+		s.SetStage(StageEOM, pkt)
+	}); n != 0 {
+		t.Errorf("setting a stage allocates %.0f objects", n)
+	}
 }

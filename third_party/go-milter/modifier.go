@@ -454,7 +454,8 @@ const (
 type modifier struct {
 	macros      Macros
 	state       modifierState
-	writePacket func(*wire.Message) error
+	writePacket func(code wire.Code, data []byte) error // when session is nil
+	session     *serverSession                          // writes the packets (a method value was an object)
 	version     uint32
 	protocol    OptProtocol
 	actions     OptAction
@@ -490,7 +491,7 @@ func (m *modifier) AddRecipient(r string, esmtpArgs string) error {
 	if code == wire.ActAddRcptPar && m.version < 6 {
 		return ErrVersionTooLow
 	}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(code), buffer.Bytes()))
+	return m.write(modifierStateReadWrite, wire.Code(code), buffer.Bytes())
 }
 
 func (m *modifier) DeleteRecipient(r string) error {
@@ -501,7 +502,7 @@ func (m *modifier) DeleteRecipient(r string) error {
 	if err != nil {
 		return err
 	}
-	return m.write(modifierStateReadWrite, resp)
+	return m.write(modifierStateReadWrite, resp.code, resp.data)
 }
 
 func (m *modifier) ReplaceBodyRawChunk(chunk []byte) error {
@@ -511,7 +512,7 @@ func (m *modifier) ReplaceBodyRawChunk(chunk []byte) error {
 	if len(chunk) > int(m.maxDataSize) {
 		return fmt.Errorf("milter: body chunk too large: %d > %d", len(chunk), m.maxDataSize)
 	}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActReplBody), chunk))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActReplBody), chunk)
 }
 
 func (m *modifier) ReplaceBody(r io.Reader) error {
@@ -530,7 +531,7 @@ func (m *modifier) Quarantine(reason string) error {
 	if m.actions&OptQuarantine == 0 {
 		return ErrModificationNotAllowed
 	}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActQuarantine), []byte(milterutil.NewlineToSpace(reason)+"\x00")))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActQuarantine), []byte(milterutil.NewlineToSpace(reason)+"\x00"))
 }
 
 func (m *modifier) AddHeader(name, value string) error {
@@ -540,7 +541,7 @@ func (m *modifier) AddHeader(name, value string) error {
 	if !validName(name) {
 		return fmt.Errorf("milter: invalid header name: %q", name)
 	}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActAddHeader), headerData(nil, name, value)))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActAddHeader), headerData(nil, name, value))
 }
 
 func (m *modifier) ChangeHeader(index int, name, value string) error {
@@ -555,7 +556,7 @@ func (m *modifier) ChangeHeader(index int, name, value string) error {
 	}
 	// BigEndian binary representation of the index
 	index32 := []byte{byte(index >> 24), byte(index >> 16), byte(index >> 8), byte(index)}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActChangeHeader), headerData(index32, name, value)))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActChangeHeader), headerData(index32, name, value))
 }
 
 // headerData is prefix, name and value (CR LF as LF), each string ended by
@@ -589,7 +590,7 @@ func (m *modifier) InsertHeader(index int, name, value string) error {
 	buffer.WriteByte(0)
 	buffer.WriteString(milterutil.CrLfToLf(value))
 	buffer.WriteByte(0)
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActInsertHeader), buffer.Bytes()))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActInsertHeader), buffer.Bytes())
 }
 
 func (m *modifier) ChangeFrom(value string, esmtpArgs string) error {
@@ -606,14 +607,14 @@ func (m *modifier) ChangeFrom(value string, esmtpArgs string) error {
 		buffer.WriteString(milterutil.NewlineToSpace(esmtpArgs))
 		buffer.WriteByte(0)
 	}
-	return m.write(modifierStateReadWrite, newResponse(wire.Code(wire.ActChangeFrom), buffer.Bytes()))
+	return m.write(modifierStateReadWrite, wire.Code(wire.ActChangeFrom), buffer.Bytes())
 }
 
 func (m *modifier) Progress() error {
 	if m.version < 6 {
 		return ErrVersionTooLow
 	}
-	return m.write(modifierStateReadOnly, respProgress)
+	return m.write(modifierStateReadOnly, respProgress.code, respProgress.data)
 }
 
 func (m *modifier) Version() uint32 {
@@ -636,38 +637,20 @@ func (m *modifier) MilterId() uint64 {
 	return m.milterId
 }
 
-func (m *modifier) write(requiredState modifierState, resp *Response) error {
+// write sends an action's packet. It takes the code and data, not a
+// *Response (bulkmilter patch 8: upstream made a Response and a
+// wire.Message for every action, two objects a header field added).
+func (m *modifier) write(requiredState modifierState, code wire.Code, data []byte) error {
 	if m.state < requiredState {
-		return fmt.Errorf("milter: tried to send action %q in state %d", resp, m.state)
+		return fmt.Errorf("milter: tried to send action %q in state %d", newResponse(code, data), m.state)
 	}
-	msg := resp.Response()
-	if len(msg.Data) > int(DataSize64K) {
-		return fmt.Errorf("milter: invalid data length: %d > %d", len(msg.Data), DataSize64K)
+	if len(data) > int(DataSize64K) {
+		return fmt.Errorf("milter: invalid data length: %d > %d", len(data), DataSize64K)
 	}
-	return m.writePacket(msg) // bulkmilter patch 7: upstream made msg twice
-}
-
-func (m *modifier) withState(state modifierState) *modifier {
-	if m.state == state {
-		return m
+	if m.session != nil {
+		return m.session.writePacket(code, data)
 	}
-	cpy := *m
-	cpy.state = state
-	return &cpy
+	return m.writePacket(code, data)
 }
 
 var _ Modifier = (*modifier)(nil)
-
-// newModifier creates a new [Modifier] instance from s.
-func newModifier(s *serverSession, state modifierState) *modifier {
-	return &modifier{
-		macros:      &macroReader{macrosStages: &s.macros},
-		state:       state,
-		writePacket: s.writePacket,
-		version:     s.version,
-		protocol:    s.protocol,
-		actions:     s.actions,
-		maxDataSize: s.maxDataSize,
-		milterId:    s.backendId,
-	}
-}

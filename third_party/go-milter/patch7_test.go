@@ -40,7 +40,10 @@ func TestNegotiateAndHeaderData(t *testing.T) {
 
 	var sent []*wire.Message
 	m := &modifier{state: modifierStateReadWrite, actions: OptAddHeader | OptChangeHeader,
-		writePacket: func(msg *wire.Message) error { sent = append(sent, msg); return nil }}
+		writePacket: func(code wire.Code, data []byte) error {
+			sent = append(sent, &wire.Message{Code: code, Data: data})
+			return nil
+		}}
 	if err := m.AddHeader("X-Bulk", "yes;\r\n family=x"); err != nil {
 		t.Fatal(err)
 	}

@@ -29,9 +29,16 @@ type serverSession struct {
 	modifier    *modifier
 	// bulkmilter patch: the session's modifier in each state, made once a
 	// session (upstream copied it for every callback), and the packet read
-	// last, when the connection frames packets itself (packetReader).
-	mods [modifierStateReadWrite + 1]*modifier
-	msg  wire.Message
+	// last, when the connection frames packets itself (packetReader). The
+	// modifiers and their macro reader live in the session (patch 8:
+	// five objects a connection).
+	mods   [modifierStateReadWrite + 1]modifier
+	reader macroReader
+	msg    wire.Message
+	// the negotiation reply, made in the session (patch 8: two objects a
+	// connection); its buffer fits the macros bulkmilter asks for
+	negResp Response
+	negBuf  [256]byte
 }
 
 // packetReader is a connection that reads and frames the milter packets
@@ -48,11 +55,11 @@ func (m *serverSession) withState(state modifierState) *modifier {
 	if m.modifier.state == state {
 		return m.modifier
 	}
-	if c := m.mods[state]; c != nil && c.milterId == m.modifier.milterId { // milterId is set after negotiation
-		return c
+	c := &m.mods[state]
+	if c.macros == nil || c.milterId != m.modifier.milterId { // milterId is set after negotiation
+		*c = *m.modifier
+		c.state = state
 	}
-	c := m.modifier.withState(state)
-	m.mods[state] = c
 	return c
 }
 
@@ -90,15 +97,33 @@ func (m *serverSession) readPacket(timeout time.Duration) (*wire.Message, error)
 	return &m.msg, nil
 }
 
+// packetWriter is a connection that frames the packets written to it
+// itself (bulkmilter patch 8): wire.WritePacket made a 5-byte header
+// and a wire.Message for every packet, and wrote them apart.
+type packetWriter interface {
+	WritePacket(code byte, data []byte) error
+}
+
 // writePacket sends a milter response packet to socket stream
-func (m *serverSession) writePacket(msg *wire.Message) error {
+func (m *serverSession) writePacket(code wire.Code, data []byte) error {
 	m.mu.Lock()
 	conn := m.conn
 	m.mu.Unlock()
 	if conn == nil {
 		return errCloseSession
 	}
-	return wire.WritePacket(conn, msg, m.server.options.writeTimeout)
+	pw, ok := conn.(packetWriter)
+	if !ok {
+		return wire.WritePacket(conn, &wire.Message{Code: code, Data: data}, m.server.options.writeTimeout)
+	}
+	if len(data)+1 > wire.MaxPacketSize {
+		return fmt.Errorf("milter: cannot write %d bytes in one message", len(data)+1)
+	}
+	if timeout := m.server.options.writeTimeout; timeout != 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+		defer func() { _ = conn.SetWriteDeadline(time.Time{}) }()
+	}
+	return pw.WritePacket(byte(code), data)
 }
 
 func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milterActions OptAction, milterProtocol OptProtocol, callback NegotiationCallbackFunc, macroRequests macroRequests, usedMaxData DataSize) (*Response, error) {
@@ -150,8 +175,19 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 		usedMaxData = maxDataSize
 	}
 	m.maxDataSize = usedMaxData
-	m.modifier = newModifier(m, modifierStateReadOnly)
-	m.mods = [len(m.mods)]*modifier{}
+	m.mods = [len(m.mods)]modifier{}
+	m.reader = macroReader{macrosStages: &m.macros}
+	m.modifier = &m.mods[modifierStateReadOnly]
+	*m.modifier = modifier{
+		macros:      &m.reader,
+		state:       modifierStateReadOnly,
+		session:     m,
+		version:     m.version,
+		protocol:    m.protocol,
+		actions:     m.actions,
+		maxDataSize: m.maxDataSize,
+		milterId:    m.backendId,
+	}
 
 	// TODO: activate skip response according to m.version
 
@@ -164,7 +200,7 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 
 	// prepare response data, in one buffer (bulkmilter patch 7: a
 	// bytes.Buffer grew and each stage's names were joined apart)
-	buffer := make([]byte, 0, 256)
+	buffer := m.negBuf[:0]
 	for _, value := range []uint32{m.version, uint32(m.actions), uint32(m.protocol) | sizeMask} {
 		buffer = binary.BigEndian.AppendUint32(buffer, value)
 	}
@@ -186,7 +222,8 @@ func (m *serverSession) negotiate(msg *wire.Message, milterVersion uint32, milte
 		LogWarning("milter could not send the needed macros since MTA does not support this")
 	}
 	// build negotiation response
-	return newResponse(wire.CodeOptNeg, buffer), nil
+	m.negResp = Response{wire.CodeOptNeg, buffer}
+	return &m.negResp, nil
 }
 
 // processMsg processes incoming milter commands
@@ -365,7 +402,7 @@ func (m *serverSession) processMsg(backend Milter, msg *wire.Message) (*Response
 			return nil, nil
 		}
 		m.macros.DelStageAndAbove(stage)
-		m.macros.SetStage(stage, string(msg.Data[1:]))
+		m.macros.SetStage(stage, msg.Data[1:])
 		// do not send response
 		return nil, nil
 
@@ -428,7 +465,7 @@ func (m *serverSession) HandleMilterCommands() {
 		}
 		return
 	}
-	if err = m.writePacket(resp.Response()); err != nil {
+	if err = m.writePacket(resp.code, resp.data); err != nil {
 		if !ignoreError(err) {
 			LogWarning("Error writing packet: %v", err)
 		}
@@ -474,7 +511,7 @@ func (m *serverSession) HandleMilterCommands() {
 						// log error condition
 						LogWarning("Error performing milter command: %v", err)
 						if resp != nil && !m.skipResponse(msg.Code) {
-							_ = m.writePacket(resp.Response())
+							_ = m.writePacket(resp.code, resp.data)
 						}
 					}
 					return
@@ -496,7 +533,7 @@ func (m *serverSession) HandleMilterCommands() {
 				// log error condition
 				LogWarning("Error performing milter command: %v", err)
 				if resp != nil && !m.skipResponse(msg.Code) {
-					_ = m.writePacket(resp.Response())
+					_ = m.writePacket(resp.code, resp.data)
 				}
 			}
 			return
@@ -512,7 +549,7 @@ func (m *serverSession) HandleMilterCommands() {
 		// if we have a response and did not tell the MTA to skip the response
 		if resp != nil && !m.skipResponse(msg.Code) {
 			// send back response message
-			if err = m.writePacket(resp.Response()); err != nil {
+			if err = m.writePacket(resp.code, resp.data); err != nil {
 				if !ignoreError(err) {
 					LogWarning("Error writing packet: %v", err)
 				}

@@ -77,6 +77,9 @@ const (
 // We reject reading/writing messages larger than 512 MB outright.
 const maxPacketSize = 512 * 1024 * 1024
 
+// MaxPacketSize is the largest packet read or written.
+const MaxPacketSize = maxPacketSize
+
 func ReadPacket(conn net.Conn, timeout time.Duration) (*Message, error) {
 	if timeout != 0 {
 		_ = conn.SetReadDeadline(time.Now().Add(timeout))
