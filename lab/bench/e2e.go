@@ -145,10 +145,14 @@ type RedisPerMsg struct {
 	// Connections is the connections the store opened during the run
 	// (HELLO calls, in all, not per message): each adds a round trip or
 	// two of its own.
-	Connections int64   `json:"connections_opened"`
-	CPUus       float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
-	Usec        float64 `json:"cmd_usec"` // time in commands (commandstats)
-	Memory      float64 `json:"memory_b"` // used_memory growth
+	Connections int64 `json:"connections_opened"`
+	// SiteCounts is the site's recipient counts the adaptive threshold
+	// sent (SETNX calls: no script makes one): each is a round trip of
+	// its own, once a minute or 4,096 recipients, not a message's.
+	SiteCounts int64   `json:"site_counts"`
+	CPUus      float64 `json:"cpu_us"`   // used_cpu_user + used_cpu_sys
+	Usec       float64 `json:"cmd_usec"` // time in commands (commandstats)
+	Memory     float64 `json:"memory_b"` // used_memory growth
 	// ScriptP50us and ScriptP99us are quantiles of the script calls'
 	// time inside the server (LATENCY HISTOGRAM evalsha; µs, the upper
 	// bound of a power-of-2 bucket): against the milter's store call,
@@ -328,6 +332,7 @@ func EndToEnd(ctx context.Context, o EndToEndOptions) (EndToEndResult, error) {
 				Usec:        float64(d.Usec()) / n,
 				Memory:      float64(d.UsedMemory) / n,
 				Connections: d.Commands["hello"].Calls,
+				SiteCounts:  d.Commands["setnx"].Calls,
 			}
 		}
 	}

@@ -11,11 +11,13 @@ import (
 // every Redis row; memory.
 func TestEvaluate(t *testing.T) {
 	redis := func(trips float64) *RedisPerMsg { return &RedisPerMsg{RoundTrips: trips, Scripts: 1} }
+	// Round 1's 1.001: one site count (the adaptive threshold's), not the message's.
+	site := &RedisPerMsg{RoundTrips: 1.001, Scripts: 1, SiteCounts: 1}
 	rows := []EndToEndResult{
 		// Round 1.
 		{Name: NameBaseline, Round: 1, MsgsPerSec: 1000, P99: 50},
 		{Name: NameEmbedded, Round: 1, MsgsPerSec: 950, P99: 60},
-		{Name: NameRedis, Round: 1, MsgsPerSec: 750, P99: 70, Stored: 1000, Redis: redis(1)},
+		{Name: NameRedis, Round: 1, MsgsPerSec: 750, P99: 70, Stored: 1000, Redis: site},
 		{Name: NamePeer, Round: 1, MsgsPerSec: 400, P99: 90},
 		// Round 2: everything slower, the ratios within the round alike.
 		{Name: NameBaseline, Round: 2, MsgsPerSec: 500, P99: 50},
@@ -119,5 +121,31 @@ func TestCompareCPURatio(t *testing.T) {
 	var b strings.Builder
 	if err := (&Report{EndToEnd: rows, Summary: s}).WriteText(&b); err != nil || !strings.Contains(b.String(), "0.56 (0.50 to 0.62)") {
 		t.Errorf("report: %v\n%s", err, b.String())
+	}
+}
+
+// The adaptive threshold's site count is a round trip of its own, once a
+// minute or 4,096 recipients: it is not a message's second round trip,
+// but an unexplained one is.
+func TestEvaluateSiteCounts(t *testing.T) {
+	for _, c := range []struct {
+		sites int64
+		met   bool
+	}{{2, true}, {0, false}} {
+		r := &Report{EndToEnd: []EndToEndResult{{Name: NameRedis, Round: 1, Stored: 1000,
+			Redis: &RedisPerMsg{RoundTrips: 1.002, Scripts: 1, SiteCounts: c.sites}}}}
+		r.Evaluate()
+		found := false
+		for _, tg := range r.Targets {
+			if tg.Name == "Redis round trips" {
+				found = true
+				if tg.Met != c.met {
+					t.Errorf("%d site counts: %+v, want met=%v", c.sites, tg, c.met)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%d site counts: no round-trip target in %+v", c.sites, r.Targets)
+		}
 	}
 }
