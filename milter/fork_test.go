@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
@@ -67,6 +68,13 @@ func TestSessionAllocs(t *testing.T) {
 	h.send(t, env, plain)
 	n := testing.AllocsPerRun(200, func() { h.send(t, env, plain) })
 	t.Logf("%.0f objects a message, client and server", n)
+	if testenv.RaceEnabled {
+		// The race detector's sync.Pool drops a quarter of what is put
+		// back at random (the guard's packet buffers, the builders), so
+		// the count is not the code's: CI's second pass, without -race,
+		// holds the budget.
+		return
+	}
 	if n > sessionAllocBudget {
 		t.Errorf("a message allocates %.0f objects, client and server; budget %d", n, sessionAllocBudget)
 	}
