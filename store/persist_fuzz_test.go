@@ -112,3 +112,29 @@ func decodeAndCheck(t *testing.T, now time.Time, b []byte) {
 		}
 	}
 }
+
+// TestDecodeStateSlotRefOutOfRange: a slots record naming a ref wider
+// than a pointer holds is damage (found by FuzzDecodeState in CI). The
+// load says so and keeps no slot of it, so that the state it saves
+// decodes again in full.
+func TestDecodeStateSlotRefOutOfRange(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e := memStore(t, now)
+	fillSeedState(e, now)
+	b, err := encodeState(e)
+	e.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first record's first ref: i64 bucket, u32 first, u32 n, then
+	// u32 ref and u8 class.
+	off := chunkOffset(t, b, chunkSlots) + 5 + 8 + 4 + 4
+	binary.LittleEndian.PutUint32(b[off:], refMask+1)
+	b = seal(b)
+	e2 := memStore(t, now)
+	defer e2.Close()
+	if lost, cause := e2.decodeState(bytes.NewReader(b)); cause == nil {
+		t.Fatalf("a ref out of range decoded without a cause (lost %q)", lost)
+	}
+	decodeAndCheck(t, now, b)
+}

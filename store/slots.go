@@ -253,7 +253,11 @@ func (e *Embedded) loadSlots(b []byte, version uint32) error {
 			if size == 5 {
 				c = refs[j+4]
 			}
-			if _, _, ok := r.take(id, math.MaxInt64, ref, c); !ok || ref > refMask {
+			// A ref wider than a pointer holds is damage, found before
+			// its slot is taken: a slot taken would be saved again.
+			if ref > refMask {
+				d.bad = true
+			} else if _, _, ok := r.take(id, math.MaxInt64, ref, c); !ok {
 				d.bad = true
 			}
 		}
