@@ -38,13 +38,7 @@ hills. In case of heavy rain the ride is cancelled and announced by telephone.
 		t.Run(c.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Policy.Adaptive.Enabled = true // the shipped values, switched on
-			cfg.DataDir = t.TempDir()
-			cfg.SecretKeyFile = filepath.Join(cfg.DataDir, "secret.key")
-			rt, err := NewRuntime(&cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rt.Close()
+			rt := newTempRuntime(t, &cfg)
 			ctx := context.Background()
 			t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 			// The site's ordinary mail: each user gets a short note a day
@@ -101,13 +95,7 @@ func TestAdaptiveNetworksDefault(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Policy.Adaptive.Networks = c.networks
-			cfg.DataDir = t.TempDir()
-			cfg.SecretKeyFile = filepath.Join(cfg.DataDir, "secret.key")
-			rt, err := NewRuntime(&cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rt.Close()
+			rt := newTempRuntime(t, &cfg)
 			ctx := context.Background()
 			t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 			for day := range 2 { // the site's 50 users, a day before and on the day
@@ -134,4 +122,18 @@ func TestAdaptiveNetworksDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newTempRuntime is a runtime of cfg with its data and secret key in a
+// temporary directory, closed when the test ends.
+func newTempRuntime(t *testing.T, cfg *config.Config) *Runtime {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	cfg.SecretKeyFile = filepath.Join(cfg.DataDir, "secret.key")
+	rt, err := NewRuntime(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
 }

@@ -18,22 +18,7 @@ import (
 // younger than a window, the floor at a small site, the ceiling again once
 // the site is large.
 func TestAdaptiveThreshold(t *testing.T) {
-	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	site, err := store.NewSite(store.Params{Window: 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFixtureWith(t, st)
-	opt := f.e.opt
-	opt.Adaptive = Adaptive{Site: site, Floor: 3, PerStep: 100, Window: 24 * time.Hour, Refresh: time.Minute}
-	e, err := New(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newAdaptiveEngine(t, false)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	send := func(topic string, at time.Time, n int) []Verdict {
@@ -94,22 +79,7 @@ func TestAdaptiveThreshold(t *testing.T) {
 // the same copies to as many users from one network (a list server's) keep
 // the ceiling; before the count covers a window, the ceiling for both.
 func TestAdaptiveNetworksOnly(t *testing.T) {
-	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	site, err := store.NewSite(store.Params{Window: 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFixtureWith(t, st)
-	opt := f.e.opt
-	opt.Adaptive = Adaptive{Site: site, Floor: 3, PerStep: 100, Window: 24 * time.Hour, Refresh: time.Minute, NetworksOnly: true}
-	e, err := New(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newAdaptiveEngine(t, true)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	// send mails n copies of a topic, the i-th to user i%users from
@@ -233,4 +203,27 @@ func BenchmarkThresholdsSite(b *testing.B) {
 			}
 		})
 	}
+}
+
+// newAdaptiveEngine is an engine on a fresh embedded store and site count
+// with a floor of 3 and a step of 100 active recipients, counting networks
+// only when networksOnly is set.
+func newAdaptiveEngine(t *testing.T, networksOnly bool) *Engine {
+	t.Helper()
+	st, err := store.OpenEmbedded(store.EmbeddedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	site, err := store.NewSite(store.Params{Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := newFixtureWith(t, st).e.opt
+	opt.Adaptive = Adaptive{Site: site, Floor: 3, PerStep: 100, Window: 24 * time.Hour, Refresh: time.Minute, NetworksOnly: networksOnly}
+	e, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
