@@ -21,20 +21,7 @@ func TestAdaptiveThreshold(t *testing.T) {
 	e := newAdaptiveEngine(t, false)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	send := func(topic string, at time.Time, n int) []Verdict {
-		var out []Verdict
-		for i := range n {
-			m := &Message{Body: strings.NewReader(texts[topic]), Recipients: []string{fmt.Sprintf("%s-user%d@example.org", topic, i)}}
-			m.Header.Set("Subject", topic)
-			m.Time = at.Add(time.Duration(i) * 2 * time.Minute)
-			v := e.Check(ctx, m)
-			if v.Err != nil {
-				t.Fatal(v.Err)
-			}
-			out = append(out, v)
-		}
-		return out
-	}
+	send := func(topic string, at time.Time, n int) []Verdict { return sendCopies(t, e, topic, at, n, n, 0) }
 	tagged := func(vs []Verdict) (n int) {
 		for _, v := range vs {
 			if v.Bulk {
@@ -80,24 +67,9 @@ func TestAdaptiveThreshold(t *testing.T) {
 // the ceiling; before the count covers a window, the ceiling for both.
 func TestAdaptiveNetworksOnly(t *testing.T) {
 	e := newAdaptiveEngine(t, true)
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	// send mails n copies of a topic, the i-th to user i%users from
-	// network i%nets, two minutes apart.
 	send := func(topic string, at time.Time, n, users, nets int) []Verdict {
-		var out []Verdict
-		for i := range n {
-			m := &Message{Body: strings.NewReader(texts[topic]), Recipients: []string{fmt.Sprintf("%s-user%d@example.org", topic, i%users)}}
-			m.Header.Set("Subject", topic)
-			m.Client = netip.AddrFrom4([4]byte{198, 51, byte(i % nets), 7})
-			m.Time = at.Add(time.Duration(i) * 2 * time.Minute)
-			v := e.Check(ctx, m)
-			if v.Err != nil {
-				t.Fatal(v.Err)
-			}
-			out = append(out, v)
-		}
-		return out
+		return sendCopies(t, e, topic, at, n, users, nets)
 	}
 	bulkFrom := func(vs []Verdict) int {
 		for i, v := range vs {
@@ -226,4 +198,25 @@ func newAdaptiveEngine(t *testing.T, networksOnly bool) *Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// sendCopies checks n copies of a topic, the i-th to user i%users, two
+// minutes apart from at, and from network i%nets when nets is not 0.
+func sendCopies(t *testing.T, e *Engine, topic string, at time.Time, n, users, nets int) []Verdict {
+	t.Helper()
+	var out []Verdict
+	for i := range n {
+		m := &Message{Body: strings.NewReader(texts[topic]), Recipients: []string{fmt.Sprintf("%s-user%d@example.org", topic, i%users)}}
+		m.Header.Set("Subject", topic)
+		if nets > 0 {
+			m.Client = netip.AddrFrom4([4]byte{198, 51, byte(i % nets), 7})
+		}
+		m.Time = at.Add(time.Duration(i) * 2 * time.Minute)
+		v := e.Check(context.Background(), m)
+		if v.Err != nil {
+			t.Fatal(v.Err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
