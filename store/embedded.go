@@ -603,26 +603,7 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 		e.aliases.resolve(kps, oldest)
 	}
 	fc := familyCounts(fams)
-	var large map[uint32]bool
-	if SplitSize > 0 {
-		large = map[uint32]bool{}
-		seen := map[uint32]bool{}
-		for _, kp := range kps {
-			if !kp.found || seen[kp.p.ref()] {
-				continue
-			}
-			ref := kp.p.ref()
-			seen[ref] = true
-			csh := e.shard(campaignSig(ref))
-			csh.mu.Lock()
-			out, ok := e.count(csh, ref, 0, o, nil, t, cb)
-			csh.mu.Unlock()
-			if ok && out.count >= int64(SplitSize) && out.snds >= int64(SplitSenders) {
-				large[ref] = true
-			}
-		}
-	}
-	d := decideSized(fams, fc, kps, 0, fp16(o.Sender), large)
+	d := decide(fams, fc, kps, 0, fp16(o.Sender))
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {

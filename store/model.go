@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -282,7 +281,6 @@ type decision struct {
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
-	large  map[uint32]bool
 }
 
 // supportAlone returns, for a support family (the package doc above),
@@ -368,13 +366,6 @@ func familyCounts(fams []string) famCounts {
 // unknown), whose class the pointers compare ("One sender's template",
 // "Spread lines").
 func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16) decision {
-	return decideSized(fams, fc, ptrs, fresh, snd, nil)
-}
-
-// decideSized is decide knowing which named campaigns are large (at least
-// SplitSize recipients: large), for the split-copy rule ("Split copies by
-// size").
-func decideSized(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16, large map[uint32]bool) decision {
 	n, whole := fc.n, fc.whole
 	sc := senderClass(snd)
 	ev, keys := map[uint32]int{}, map[uint32]int{} // evidence and voting keys per campaign
@@ -382,8 +373,7 @@ func decideSized(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd u
 		f   string
 		ref uint32
 	}
-	sup := map[famRef]int{} // a support family's keys naming each campaign
-	supFresh := map[famRef]int{}
+	sup := map[famRef]int{}   // a support family's keys naming each campaign
 	mine := map[uint32]bool{} // campaigns a spread family's key names that the message's sender wrote
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
@@ -391,9 +381,6 @@ func decideSized(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd u
 		}
 		if supportFamily(fams[i]) {
 			sup[famRef{fams[i], kp.p.ref()}]++
-			if kp.p.switches() == 0 {
-				supFresh[famRef{fams[i], kp.p.ref()}]++
-			}
 			if supportSpread(fams[i]) > 0 && sc != 0 && kp.p.class() == sc {
 				mine[kp.p.ref()] = true
 			}
@@ -411,28 +398,14 @@ func decideSized(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd u
 	// its supportAlone, and their evidence counts when the shares sum to
 	// one (supportWhole).
 	alone := map[uint32]int{}
-	need := func(fr famRef) int {
-		if fr.f == "contain" && large[fr.ref] && ContainLarge > 0 {
-			return ContainLarge
-		}
-		return supportAlone(fr.f)
-	}
 	for fr, k := range sup {
 		if supportAdds(fr.f) && 100*k >= supportShare(fr.f)*n[fr.f] {
-			if ContainFresh && need(fr) != supportAlone(fr.f) {
-				alone[fr.ref] += max(k*(supportWhole/supportAlone(fr.f)), supFresh[fr]*(supportWhole/need(fr)))
-			} else {
-				alone[fr.ref] += k * (supportWhole / need(fr))
-			}
+			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
 	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
-		kk := k
-		if ContainFresh && need(fr) != supportAlone(fr.f) && k < supportAlone(fr.f) {
-			kk = supFresh[fr]
-		}
-		ok := (named[fr.ref] || kk >= need(fr) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
+		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
 		if !ok && supportSpread(fr.f) > 0 && sc != 0 && !mine[fr.ref] && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
 			if spread == nil {
@@ -451,7 +424,7 @@ func decideSized(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd u
 			best, bestEv = ref, e
 		}
 	}
-	d := decision{ref: fresh, cls: sc, sc: sc, voters: make([]bool, len(ptrs)), large: large}
+	d := decision{ref: fresh, cls: sc, sc: sc, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		c := campaignClass(fams, ptrs, best)
 		d.ref, d.join, d.cls = best, true, nextClass(c, sc)
@@ -531,16 +504,8 @@ func repoint(kp keyPtr, d decision, f string, weak bool) (ptr, bool) {
 		c = d.sc
 	}
 	np := makePtr(d.ref, 0)
-	leavesLarge := kp.found && !d.join && kp.p.ref() != d.ref && d.large[kp.p.ref()] && (!SplitContainOnly || f == "contain")
-	if SplitBack && kp.found && d.join && kp.p.ref() != d.ref && d.large[d.ref] && !weak && (!SplitContainOnly || f == "contain") {
-		return makePtr(d.ref, kp.p.switches()).withClass(c), true
-	}
 	switch {
 	case !kp.found:
-	case leavesLarge && SplitMode == "keep":
-		return kp.p, false
-	case leavesLarge && SplitMode == "move":
-		np = makePtr(d.ref, kp.p.switches())
 	case kp.p.ref() != d.ref || weak:
 		np = makePtr(d.ref, kp.p.switches()+1)
 	default:
@@ -751,22 +716,4 @@ func mergeParts(root uint32, have []part, merged []uint32, cb int64, partsOf fun
 		added = append(added, add...)
 	}
 	return out, added
-}
-
-// Split copies by size (measurement knobs; BM_* in the environment).
-var (
-	SplitSize        = envInt("BM_SPLIT_SIZE", 0)
-	ContainLarge     = envInt("BM_CONTAIN_LARGE", 0)
-	SplitMode        = os.Getenv("BM_SPLIT_MODE")
-	SplitContainOnly = os.Getenv("BM_SPLIT_CONTAIN_ONLY") != ""
-	SplitBack        = os.Getenv("BM_SPLIT_BACK") != ""
-	SplitSenders     = envInt("BM_SPLIT_SENDERS", 0)
-	ContainFresh     = os.Getenv("BM_CONTAIN_FRESH") != ""
-)
-
-func envInt(k string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
-	}
-	return def
 }
