@@ -141,7 +141,7 @@ func TestDecodeStateSlotRefOutOfRange(t *testing.T) {
 
 // TestDecodeStatePackedGroupBits: a packed record of one pointer with 26
 // group bits, 30 bytes that FuzzDecodeState's sealing lets through (found
-// looking for its stalls: 4 bytes a group, 672 MB allocated and seconds an
+// looking for its stalls: 4 bytes a group, 705 MB allocated and seconds an
 // execution), is read into a table of the groups 64 entries need, and its
 // pointer is still found.
 func TestDecodeStatePackedGroupBits(t *testing.T) {
