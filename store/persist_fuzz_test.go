@@ -138,3 +138,53 @@ func TestDecodeStateSlotRefOutOfRange(t *testing.T) {
 	}
 	decodeAndCheck(t, now, b)
 }
+
+// TestDecodeStatePackedGroupBits: a packed record of one pointer with 26
+// group bits, 30 bytes that FuzzDecodeState's sealing lets through (found
+// looking for its stalls: 4 bytes a group, 705 MB allocated and seconds an
+// execution), is read into a table of the groups 64 entries need, and its
+// pointer is still found.
+func TestDecodeStatePackedGroupBits(t *testing.T) {
+	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	e := memStore(t, now)
+	fillSeedState(e, now)
+	seed, err := encodeState(e)
+	e.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hdr = len(fileMagic) + 4 + 8 + 4 + 8 + 8 + 4
+	const sig, val = 0x5eed, 5 << switchBits
+	e2 := memStore(t, now)
+	defer e2.Close()
+	cb := e2.c.bucket(now)
+	// u8 shard, i64 bucket, u8 gbits, u32 n, n × (u64 hash, u32 pointer).
+	p := []byte{0}
+	p = binary.LittleEndian.AppendUint64(p, uint64(cb))
+	p = append(p, 26)
+	p = binary.LittleEndian.AppendUint32(p, 1)
+	p = binary.LittleEndian.AppendUint64(p, denseHash(sig))
+	p = binary.LittleEndian.AppendUint32(p, val)
+	b := append([]byte(nil), seed[:hdr]...)
+	b = append(b, chunkPacked)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
+	b = append(b, p...)
+	b = append(b, 0, 0, 0, 0)
+	b = append(b, chunkEnd, 0, 0, 0, 0, 0, 0, 0, 0)
+	b = seal(b)
+
+	if lost, cause := e2.decodeState(bytes.NewReader(b)); cause != nil {
+		t.Fatalf("decode: %v (%s)", cause, lost)
+	}
+	d := e2.ptrs[0].tabs[mod(cb, int64(e2.c.nb))].d
+	if d == nil {
+		t.Fatal("the packed pointer was not loaded")
+	}
+	if want := groupBits(64); d.gbits > want {
+		t.Errorf("a table of one pointer loaded with %d group bits (%d groups); want at most %d", d.gbits, 1<<d.gbits, want)
+	}
+	if i, ok := d.find(sig); !ok || d.val(i) != val {
+		t.Errorf("the pointer read with fewer group bits: found %v, value %d; want %d", ok, d.val(i), val)
+	}
+	decodeAndCheck(t, now, b)
+}
