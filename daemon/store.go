@@ -88,6 +88,9 @@ type lockedStore struct {
 // only counts can afford to lose. Votes within the delay share one save.
 const voteSaveDelay = time.Second
 
+// Unbudgeted: see Observe.
+func (s *lockedStore) Unbudgeted() {}
+
 // Observe and RecordVote drop the caller's deadline (policy.store_timeout):
 // the embedded store answers in process, with CPU work under short
 // per-shard locks and no I/O (Save copies a shard under its lock and
@@ -95,6 +98,9 @@ const voteSaveDelay = time.Second
 // too busy to run the call, and "unavailable" then would worsen the
 // verdict without protecting the MTA from anything. The budget is for a
 // store across a network (docs/reliability.md, "The store budget").
+//
+// Unbudgeted tells the pipeline so (detect.Unbudgeted): it sets no
+// deadline of its own for a message, which saves a timer a message.
 func (s *lockedStore) Observe(ctx context.Context, o store.Observation) (store.Result, error) {
 	return s.Embedded.Observe(context.WithoutCancel(ctx), o)
 }

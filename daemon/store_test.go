@@ -90,7 +90,7 @@ func TestVoteSavedSoon(t *testing.T) {
 // embeddedRuntime is the daemon with its defaults (embedded store, bundled
 // lexicon) in a temporary data directory, closed when the test ends, and
 // the configuration it runs with.
-func embeddedRuntime(t *testing.T) (*Runtime, config.Config) {
+func embeddedRuntime(t testing.TB) (*Runtime, config.Config) {
 	t.Helper()
 	c := config.Default()
 	c.DataDir = t.TempDir()

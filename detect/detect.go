@@ -47,6 +47,14 @@ type Store interface {
 	RecordVote(ctx context.Context, v store.Vote) error
 }
 
+// Unbudgeted is a Store that needs no per-message deadline: it answers in
+// process and never waits on a network (the daemon's embedded store). Its
+// calls get the caller's context as it is, without the StoreTimeout
+// budget, whose timer would cost every message an allocation for nothing.
+type Unbudgeted interface {
+	Unbudgeted()
+}
+
 // Options configure an Engine.
 type Options struct {
 	// Limits bound the analysis (Limits.Text, Limits.NameWords); a
@@ -429,8 +437,11 @@ func (e *Engine) decide(ctx context.Context, a *Analysis, o store.Observation, d
 	}
 	ids := e.opt.Set.StoreIDs(a.Keys)
 	v.IDs = ids
-	ctx, cancel := context.WithTimeout(ctx, e.opt.StoreTimeout)
-	defer cancel()
+	if _, ok := e.opt.Store.(Unbudgeted); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.opt.StoreTimeout)
+		defer cancel()
+	}
 	o.Keys = ids
 	res, err := observeAll(ctx, observe, o)
 	if err == nil && len(res.Volumes) != len(ids) {

@@ -137,26 +137,22 @@ func (r *Report) Evaluate() {
 				fmt.Sprintf("%.2f×", 2-s.PeerRatio.Median))
 		}
 	}
-	// A connection the pool opens (a busy machine may find every pooled
-	// connection in use) costs its handshake (HELLO, CLIENT SETINFO: at
-	// most 3 replies), the adaptive threshold's site count one of its own
-	// (once a minute or 4,096 recipients); every message costs exactly one
-	// round trip besides.
 	var trips, scripts, n float64
-	var opened, sites int64
+	var opened, sites, over int64
 	met := true
 	for _, e := range r.EndToEnd {
 		if e.Redis != nil {
 			trips, scripts, n = max(trips, e.Redis.RoundTrips), max(scripts, e.Redis.Scripts), n+1
 			opened, sites = opened+e.Redis.Connections, sites+e.Redis.SiteCounts
-			extra := (e.Redis.RoundTrips-1)*float64(e.Stored) - 3*float64(e.Redis.Connections) - float64(e.Redis.SiteCounts)
-			met = met && e.Stored > 0 && e.Redis.Scripts == 1 && e.Redis.RoundTrips >= 1 && extra <= 0.5
+			extra, ok := extraRoundTrips(e.Stored, e.Redis)
+			met, over = met && ok, over+extra
 		}
 	}
 	if n > 0 {
 		add(Target{Name: "Redis round trips", Want: "exactly 1 per message in every run, besides the handshakes of connections opened and the site's counts",
-			Got: fmt.Sprintf("at most %.3f per message (%.3f scripts) over %.0f runs, %d connections opened, %d site counts", trips, scripts, n, opened, sites),
-			Met: met}, "")
+			Got: fmt.Sprintf("at most %.3f per message (%.3f scripts) over %.0f runs, %d connections opened, %d site counts, %d writes beyond what they allow",
+				trips, scripts, n, opened, sites, over),
+			Met: met}, fmt.Sprintf("%d writes", over))
 	}
 	for _, m := range r.Memory {
 		if m.Store != "redis" {
@@ -301,4 +297,21 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// extraRoundTrips judges one run's Redis round trips on its whole counts:
+// every stored message makes exactly one script call (EVALSHA; an EVAL is
+// a script the server did not hold, a second call); besides them a
+// connection the pool opens (a busy machine may find every pooled
+// connection in use) costs its handshake (HELLO and two CLIENT SETINFO:
+// at most 3 replies), and the adaptive threshold's site count (once a
+// minute or 4,096 recipients) is one pipeline of at most 6 commands
+// (store.Redis.CountSite: PFADD, PEXPIRE, SETNX, PEXPIRE, PFCOUNT, GET).
+// Redis flushes a client's replies once per event-loop pass, so a
+// pipeline split across TCP reads is answered in up to one write per
+// command: up to 6, not 1. It returns the writes beyond that allowance.
+func extraRoundTrips(stored int64, rd *RedisPerMsg) (int64, bool) {
+	allowed := rd.ScriptCallsTotal + 3*rd.Connections + 6*rd.SiteCounts
+	extra := max(rd.Writes-allowed, 0)
+	return extra, stored > 0 && rd.ScriptCallsTotal == stored && rd.Writes >= stored && extra == 0
 }
