@@ -33,7 +33,7 @@ var updateStream = flag.Bool("update-stream", false, "rewrite testdata/redis-str
 // and the strings' names changed, no command; and when script.lua took a
 // Cluster primary's call ('X', c-xslot): its text (+2,694 bytes) alone;
 // and when the pointer strings became mc:/mo: (the older string's move
-// part, s-move): the script's text (+5,638 bytes) and the strings' names
+// part, s-move): the script's text (+5,648 bytes) and the strings' names
 // (of the same length), no command.
 func TestRedisCommandStream(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})

@@ -589,10 +589,10 @@ local function rec_find(s, field, from, to, rec)
 end
 
 -- The current string (store/doc.go): the bucket (4 bytes), the lengths
--- of the older string's 4 * LANES lanes (2 bytes each, so that a key
--- reads only its lanes of it), then the records in the order written, at
--- most QCAP: past it they move to the older string's move part
--- (old_move), so that the string read by every new key stays
+-- of the older string's 2 * LANES lanes (2 bytes each, so that a key
+-- reads only its lane of it), then the records in the order written, at
+-- most QCAP: past it they move to the older string's section of the
+-- bucket (old_put), so that the string read by every new key stays
 -- small whatever the traffic. A new record is appended (APPEND), not
 -- the string rebuilt and rewritten: that was half of a new key's cost
 -- in the script. A support family's key has the top bit of its check
