@@ -137,16 +137,15 @@
 //	                             fingerprint), fs_split. Written by the first
 //	                             daemon; later daemons must match (fs_split is
 //	                             adopted). No TTL.
-//	bm2:{tttt}:mc:<s>            string: the newest key pointers of the current
+//	bm2:{tttt}:kc:<s>            string: the newest key pointers of the current
 //	                             bucket and split <s> (bits 32+ of the key's
 //	                             hash mod fs_split): the bucket (4 bytes), the
-//	                             lengths of the mo: string's 16 lanes (2
-//	                             bytes each, 8 of its closed part, then 8 of
-//	                             its move part, so that a key reads only its
-//	                             lanes of mo:), then 9-byte records in the
-//	                             order written: 4 bytes of check (the low 31
-//	                             bits of the key's hash, the top bit set for
-//	                             a support family's key: terms, contain; not
+//	                             lengths of the ko: string's 8 lanes (2 bytes
+//	                             each, so that a key reads only its lane of
+//	                             ko:), then 9-byte records in the order
+//	                             written: 4 bytes of check (the low 31 bits
+//	                             of the key's hash, the top bit set for a
+//	                             support family's key: terms, contain; not
 //	                             lines), 4 of the pointer (ref << 3 | the
 //	                             key's campaign switches, saturating at 7)
 //	                             and 1 of the class of the campaign's only
@@ -155,65 +154,50 @@
 //	                             key's record is appended (APPEND: nothing is
 //	                             rebuilt), a known key's rewritten in place
 //	                             (SETRANGE). At most 48 records: the next
-//	                             key's write moves them to mo:'s move part,
-//	                             and the first write of a later bucket moves
-//	                             them and the move part to mo:'s closed part,
-//	                             so that the string stays small whatever the
-//	                             traffic. A key rewritten here shadows its
-//	                             record in mo:.
-//	bm2:{tttt}:mo:<s>            string: the same split's older pointers in
-//	                             two parts, each of 8 lanes: 4 of the main
-//	                             records, then 4 of the support records; a
-//	                             key's lane is the last byte of its check
-//	                             mod 4. The closed part holds the window's
-//	                             earlier buckets (and a late message's
-//	                             record, of an earlier bucket), the move part
-//	                             after it the records moved from full current
-//	                             strings in mc:'s bucket: a move reads the
-//	                             move part alone (GETRANGE from the closed
-//	                             part's last byte, so that a string of
-//	                             another length than mc: says is found
-//	                             damaged and rebuilt) and writes it alone
-//	                             (SETRANGE), and the closed part, most of the
-//	                             string at density, is rewritten once a
-//	                             bucket. A lane is the part's buckets newest
-//	                             first from mc:'s bucket up to its oldest
-//	                             with records (the move part: that bucket
-//	                             alone): a count byte a bucket, then the
-//	                             records' checks, then their pointers, each
-//	                             in that order and newest first within a
-//	                             bucket: main 4 bytes of check and 5 of
-//	                             pointer and class, support 2 (the low 2
-//	                             bytes of the check; a false match names a
-//	                             campaign that a support key alone never
+//	                             key's write, or the first write of a later
+//	                             bucket, moves them to ko:, so that the
+//	                             string stays small whatever the traffic. A
+//	                             key rewritten here shadows its record in ko:.
+//	bm2:{tttt}:ko:<s>            string: the same split's older pointers: the
+//	                             current bucket's moved from kc: and the
+//	                             window's earlier buckets', in 8 lanes: 4 of
+//	                             the main records, then 4 of the support
+//	                             records; a key's lane is the last byte of its
+//	                             check mod 4. A lane is the window's buckets
+//	                             newest first from kc:'s bucket up to its
+//	                             oldest with records: a count byte a bucket,
+//	                             then the records' checks, then their
+//	                             pointers, each in that order and newest
+//	                             first within a bucket: main 4 bytes of check
+//	                             and 5 of pointer and class, support 2 (the
+//	                             low 2 bytes of the check; a false match names
+//	                             a campaign that a support key alone never
 //	                             joins, ~1 % of support lookups at a million
 //	                             messages a day) and 4.
 //	                             At most FirstSightCap records a bucket and 255
 //	                             a lane and bucket (past them a key is not
 //	                             remembered in that bucket). A key reads only
-//	                             its lanes' counts and checks (GETRANGE, where
-//	                             mc: says the lanes lie and their lengths say
+//	                             its lane's counts and checks (GETRANGE, where
+//	                             kc: says the lane lies and its length says
 //	                             how many; checked: the counts must add up),
-//	                             the move part's first, and a pointer only
-//	                             when its check is there; strings of at most
-//	                             512 bytes, and lanes that fail the check,
-//	                             are read whole, in one MGET (an older string
-//	                             that mc:'s lengths do not fit is damaged:
-//	                             nothing is found in it). A lookup reads two
-//	                             strings, not one a bucket (until 2026-11 the
-//	                             pointers were in p:<s>:<bucket>, one string a
-//	                             bucket, then in pc:/po:, qc:/qo: and qn:/qs:,
-//	                             whose older string had no lanes, then in
-//	                             ln:/ls:, whose main records had no class,
-//	                             then in pn:/ps:, whose current string was
-//	                             rebuilt for every new key, then in rc:/ro:,
-//	                             whose lanes held whole records, then in
-//	                             kc:/ko:, whose older string had one part,
-//	                             read and rewritten whole at every move;
-//	                             those expire with their window). A current
-//	                             string a window or more ahead of the clock
-//	                             (a clock stepped back) gives its place, and
-//	                             its older records, to the present.
+//	                             and a pointer only when its check is there;
+//	                             strings of at most 512 bytes, and
+//	                             lanes that fail the check, are read whole, in
+//	                             one MGET (an older string that kc:'s lengths
+//	                             do not fit is damaged: nothing is found in
+//	                             it). A lookup reads two strings, not one
+//	                             a bucket (until 2026-11 the pointers were in
+//	                             p:<s>:<bucket>, one string a bucket, then in
+//	                             pc:/po:, qc:/qo: and qn:/qs:, whose older
+//	                             string had no lanes, then in ln:/ls:, whose
+//	                             main records had no class, then in pn:/ps:,
+//	                             whose current string was rebuilt for every
+//	                             new key, then in rc:/ro:, whose lanes held
+//	                             whole records; those expire with their
+//	                             window). A current string a window or more
+//	                             ahead of the clock (a clock stepped back)
+//	                             gives its place, and its older records, to
+//	                             the present.
 //	bm2:{tttt}:f:<s>:<bucket>    string: campaign first sightings (split <s>:
 //	                             the ref mod fs_split): 20-byte records, the ref,
 //	                             4 bytes of the recipient's pseudonym, the first
@@ -244,7 +228,7 @@
 // next read or written.
 //
 // On a single server one Observe is one EVALSHA: the script reads the
-// pointers (the mc: strings of every key first, the lanes of the mo:
+// pointers (the kc: strings of every key first, the lanes of the ko:
 // strings only of the keys not found there), decides the campaign (the
 // same integer arithmetic as model.go's decide), writes the pointers and
 // counts the campaign, naming the campaign's keys itself, and those of the
