@@ -264,26 +264,23 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 	}
 	for tag := range 1 << 14 {
 		for sub := range split {
-			// the older string: its closed part's lanes (main, then
-			// support), each the window's buckets newest first (a count
-			// byte each, then the checks, then the pointers), then its
-			// move part's, the current bucket's records but what its
-			// current string holds (each string as full as a steady
-			// state leaves it: 1 to 48 records, so that a new key's
-			// write moves a full current string to the older one as
-			// often as at density, one in 48)
+			// the older string: the main part's lanes, then the support
+			// part's, each the window's buckets newest first (a count
+			// byte each, then the checks, then the pointers), the
+			// current bucket's holding what its current string (half
+			// full as on average, each string as full as a steady state
+			// leaves it: 1 to 48 records, so that a new key's write
+			// moves a full current string to the older one as often as
+			// at density, one in 48) does not
 			inCur := min(1+rng.IntN(48), records)
-			// the closed part holds the buckets before (the current
-			// bucket's count bytes 0), the move part the current
-			// bucket's records moved there from full current strings
-			var closed, moved, lens, mlens []byte
+			var old, lens []byte
 			for part := range 2 {
 				for l := range lanes {
 					var counts, checks, ptrs []byte
 					for bk := cb; bk > cb-nb; bk-- {
 						n, ns := records, sup
 						if bk == cb {
-							n, ns = 0, 0
+							n, ns = records-inCur, sup-sup*inCur/records
 						}
 						k, size := (n-ns)/lanes, 9
 						if part == 1 {
@@ -294,23 +291,11 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 						checks = append(checks, ck...)
 						ptrs = append(ptrs, pk...)
 					}
-					n0 := len(closed)
-					closed = append(append(append(closed, counts...), checks...), ptrs...)
-					lens = binary.BigEndian.AppendUint16(lens, uint16(len(closed)-n0))
-					k, size := (records-inCur-(sup-sup*inCur/records))/lanes, 9
-					if part == 1 {
-						k, size = (sup-sup*inCur/records)/lanes, 6
-					}
-					n0 = len(moved)
-					if k > 0 {
-						ck, pk := lane(k, size, l)
-						moved = append(append(append(moved, byte(k)), ck...), pk...)
-					}
-					mlens = binary.BigEndian.AppendUint16(mlens, uint16(len(moved)-n0))
+					n0 := len(old)
+					old = append(append(append(old, counts...), checks...), ptrs...)
+					lens = binary.BigEndian.AppendUint16(lens, uint16(len(old)-n0))
 				}
 			}
-			old := append(closed, moved...)
-			lens = append(lens, mlens...)
 			// the current string: its bucket, the older string's lanes'
 			// lengths, its records (a support family's with the top bit
 			// of its check set)
@@ -326,8 +311,8 @@ func fillPointers(b *testing.B, c redis.UniversalClient, at time.Time, records i
 			}
 			cur = append(cur, rs...)
 			base := fmt.Sprintf("bm%d:{%04x}:", store.SchemaVersion, tag)
-			p.Set(ctx, base+"mc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
-			p.Set(ctx, base+"mo:"+strconv.Itoa(sub), string(old), 24*time.Hour)
+			p.Set(ctx, base+"kc:"+strconv.Itoa(sub), string(cur), 30*time.Hour)
+			p.Set(ctx, base+"ko:"+strconv.Itoa(sub), string(old), 24*time.Hour)
 		}
 		if p.Len() >= 2000 {
 			if _, err := p.Exec(ctx); err != nil {

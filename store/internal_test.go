@@ -56,14 +56,14 @@ func TestKeySchema(t *testing.T) {
 		t.Errorf("2000 signatures used only %d tags", len(tags))
 	}
 	sk := r.sigKeys("v1:imatch.0:00ab", 2)
-	want := []string{":mc:", ":mo:", ":v:v1:imatch.0:00ab"}
+	want := []string{":kc:", ":ko:", ":v:v1:imatch.0:00ab"}
 	for i, w := range want {
 		if !strings.Contains(sk.keys[i], w) {
 			t.Errorf("key %d %q: want %q", i, sk.keys[i], w)
 		}
 	}
 	// The pointer strings are named without a bucket: they hold it.
-	if strings.Replace(sk.keys[0], ":mc:", ":mo:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
+	if strings.Replace(sk.keys[0], ":kc:", ":ko:", 1) != sk.keys[1] || strings.Contains(sk.keys[0], "123") {
 		t.Errorf("pointer strings %q, %q", sk.keys[0], sk.keys[1])
 	}
 	// A campaign's keys share the tag of its ref, whatever the bucket.

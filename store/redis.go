@@ -446,7 +446,7 @@ func appendTag(b []byte, h uint64) []byte {
 // the Redis milter's objects. The names hold no bucket: the strings do.
 func (r *Redis) sigKeysOf(ids []string, split uint64) []sigKeys {
 	var numArr [20]byte
-	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("mc:mo:v:") + 4)
+	n := len(ids) * (3*(len(r.prefix)+len("{0000}:")) + 2*len(strconv.AppendUint(numArr[:0], split-1, 10)) + len("kc:ko:v:") + 4)
 	for _, id := range ids {
 		n += len(id)
 	}
@@ -474,7 +474,7 @@ func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKe
 	sub := strconv.AppendUint(numArr[:0], (h>>32)%split, 10)
 	start := b.Len()
 	var ends [3]int
-	for i, kind := range [2]string{"mc:", "mo:"} {
+	for i, kind := range [2]string{"kc:", "ko:"} {
 		b.Write(pre)
 		b.WriteString(kind)
 		b.Write(sub)

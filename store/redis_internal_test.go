@@ -250,7 +250,7 @@ func TestRedisOlderPartRead(t *testing.T) {
 }
 
 // A current string holds at most 48 records: the next key's write moves
-// them to the older string's move part, newest first, and
+// them to the older string's section of the bucket, newest first, and
 // the current string starts again with that key; a key moved there is
 // found (whole older strings or parts of them alike).
 func TestRedisCurrentStringFull(t *testing.T) {
@@ -291,7 +291,7 @@ func TestRedisCurrentStringFull(t *testing.T) {
 			return ""
 		}, 0)
 		if older == 0 {
-			old, lens = "", strings.Repeat("\x00", 32)
+			old, lens = "", strings.Repeat("\x00", 16)
 		}
 		s.client.Set(ctx, sk.keys[0], u32(cb)+lens+filler(24, 9, "m")+rec+filler(23, 9, "n"), time.Hour)
 		s.client.Set(ctx, sk.keys[1], old, time.Hour)
@@ -301,13 +301,12 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		if n := s.client.StrLen(ctx, sk.keys[0]).Val(); n != curHdr+9 {
 			t.Errorf("older %d: current string of %d bytes after the move, want %d", older, n, curHdr+9)
 		}
-		// the records, in the move part a count byte for each lane that
-		// has any (the fillers' lane 0, k1's lane when another); the
-		// closed part (when older) as written, a count byte a bucket and
-		// lane, neither read nor rewritten by the move
+		// the records, and a count byte a bucket of each lane that has
+		// any: the fillers' lane 0 (this bucket, and the bucket before
+		// when older), k1's lane when another
 		counts := 1
 		if older > 0 {
-			counts += 8 * s.c.nb
+			counts = 2
 		}
 		if rec[3]%4 != 0 {
 			counts++
@@ -324,10 +323,10 @@ func TestRedisCurrentStringFull(t *testing.T) {
 }
 
 // curHdr is a current pointer string's header: its bucket and the older
-// string's lanes' lengths, 8 of its closed part and 8 of its move part.
-const curHdr = 4 + 2*16
+// string's 8 lanes' lengths.
+const curHdr = 4 + 2*8
 
-// olderLanes returns an older pointer string whose closed part is 8 lanes (4 main, 4
+// olderLanes returns an older pointer string of 8 lanes (4 main, 4
 // support) of nb buckets each, the records of lane l and bucket j back
 // from recs (main 9 bytes: check, pointer, class; support 6: 2 bytes of
 // check, pointer), and the lanes' lengths as a current string's header
@@ -351,7 +350,7 @@ func olderLanes(nb int, recs func(l, j int) string, wrong int64) (old, lens stri
 		old += counts + checks + ptrs
 		lens += u16(int64(len(counts)+len(checks)+len(ptrs)) + wrong)
 	}
-	return old, lens + strings.Repeat("\x00", 16) // an empty move part
+	return old, lens
 }
 
 // filler is n records of size bytes that match no key.
@@ -470,121 +469,4 @@ func TestRedisAppendOrder(t *testing.T) {
 			t.Errorf("%v again: campaign %+v, %v; want campaign %d joined by both keys", m.keys, res.Campaign, err, m.want.Campaign.ID)
 		}
 	}
-}
-
-// The older string's move part: a full current string's records move
-// there (at the 49th key of a bucket, not the 48th), the part alone
-// rewritten in place, the closed part before it untouched; the part
-// grows with each move of the bucket; a damaged part (the string shorter
-// than the header says) is rebuilt, not written at a wrong offset; the
-// first write of a later bucket folds the part into the closed part; and
-// every key moved is found wherever it lies.
-func TestRedisMovePart(t *testing.T) {
-	r := testenv.StartRedis(t, testenv.RedisOptions{})
-	ctx := context.Background()
-	s, err := NewRedis(ctx, RedisOptions{Addrs: []string{r.Addr()}, FirstSightSplit: 1, Timeout: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// keys of one pointer string (one tag, the split is 1)
-	var ids []string
-	want := sigHash("v1:imatch.0:0") >> 50
-	for i := 0; len(ids) < 4*48+2; i++ {
-		id := fmt.Sprint("v1:imatch.0:", i)
-		if sigHash(id)>>50 == want {
-			ids = append(ids, id)
-		}
-	}
-	sk := s.sigKeys(ids[0], 1)
-	at := time.Now()
-	bl := s.c.bucketLen
-	observe := func(id, rcpt string, at time.Time) int64 {
-		t.Helper()
-		res, err := s.Observe(ctx, Observation{Keys: []string{id}, Recipients: []string{rcpt}, Time: at})
-		if err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-		return res.Volumes[0]
-	}
-	// the header's closed and move parts' bytes, the current string's
-	// records and the older string's length
-	parts := func() (closed, moved, recs, old int) {
-		t.Helper()
-		cur := s.client.Get(ctx, sk.keys[0]).Val()
-		if len(cur) < curHdr || (len(cur)-curHdr)%9 != 0 {
-			t.Fatalf("current string of %d bytes", len(cur))
-		}
-		for i := 0; i < 16; i++ {
-			n := int(binary.BigEndian.Uint16([]byte(cur[4+2*i:])))
-			if i < 8 {
-				closed += n
-			} else {
-				moved += n
-			}
-		}
-		return closed, moved, (len(cur) - curHdr) / 9, int(s.client.StrLen(ctx, sk.keys[1]).Val())
-	}
-	found := func(ids []string, at time.Time) {
-		t.Helper()
-		for _, id := range ids {
-			if v := observe(id, "again@x", at); v != 2 {
-				t.Errorf("%s: volume %d, want 2 (its pointer lost)", id, v)
-			}
-		}
-	}
-	for _, id := range ids[:48] {
-		observe(id, "a@x", at)
-	}
-	if c, m, n, o := parts(); c != 0 || m != 0 || n != 48 || o != 0 {
-		t.Fatalf("48 keys: closed %d, moved %d, records %d, older %d; want 0, 0, 48, 0", c, m, n, o)
-	}
-	observe(ids[48], "a@x", at)
-	c, m, n, o := parts()
-	if c != 0 || m < 48*9 || m > 48*9+4 || n != 1 || o != m {
-		t.Fatalf("the 49th key: closed %d, moved %d, records %d, older %d; want 0, 48 records, 1, the moved", c, m, n, o)
-	}
-	for _, id := range ids[49:97] {
-		observe(id, "a@x", at)
-	}
-	if c, m2, n, o := parts(); c != 0 || m2 < 96*9 || m2 > 96*9+4 || n != 1 || o != m2 {
-		t.Fatalf("a second move: closed %d, moved %d, records %d, older %d; want 0, 96 records, 1, the moved", c, m2, n, o)
-	}
-	found(ids[:97], at)
-
-	// a later bucket: the move part folds into the closed part
-	later := at.Add(bl)
-	observe(ids[97], "a@x", later)
-	c, m, n, o = parts()
-	if c < 97*9 || m != 0 || n != 1 || o != c {
-		t.Fatalf("a later bucket: closed %d, moved %d, records %d, older %d; want 97 records, 0, 1, the closed", c, m, n, o)
-	}
-	closed := s.client.GetRange(ctx, sk.keys[1], 0, int64(c-1)).Val()
-	// a move in that bucket leaves the closed part as it was
-	for _, id := range ids[98:146] {
-		observe(id, "a@x", later)
-	}
-	c2, m, n, o := parts()
-	if c2 != c || m < 48*9 || n != 1 || o != c+m {
-		t.Fatalf("a move after the fold: closed %d, moved %d, records %d, older %d; want %d, 48 records, 1, both", c2, m, n, o, c)
-	}
-	if got := s.client.GetRange(ctx, sk.keys[1], 0, int64(c-1)).Val(); got != closed {
-		t.Error("a move rewrote the closed part")
-	}
-	found(ids[98:146], later)
-	found(ids[:97], at) // the closed part, read at their bucket: nothing rewritten
-
-	// a damaged older string (a byte short of the header's lengths): the
-	// next move rebuilds it from what it moves (into the closed part),
-	// never writes at the header's offset of a part that is not there
-	full := s.client.Get(ctx, sk.keys[1]).Val()
-	s.client.Set(ctx, sk.keys[1], full[:len(full)-1], time.Hour)
-	for _, id := range ids[146:194] {
-		observe(id, "a@x", later)
-	}
-	c, m, n, o = parts()
-	if n != 1 || m != 0 || o != c || o < 48*9 || o > 48*9+4 {
-		t.Fatalf("a move over a damaged string: closed %d, moved %d, records %d, older %d; want the 48 moved records alone", c, m, n, o)
-	}
-	found(ids[145:194], later)
 }

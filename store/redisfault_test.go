@@ -496,7 +496,7 @@ func TestRedisKeysExpire(t *testing.T) {
 		}
 	}
 	keys := cli(t, r, "keys", "*")
-	for _, want := range []string{":mc:", ":f:", ":x:", ":c:", "bm2:meta"} {
+	for _, want := range []string{":kc:", ":f:", ":x:", ":c:", "bm2:meta"} {
 		if !strings.Contains(keys, want) {
 			t.Errorf("keys %q: no %q key", keys, want)
 		}

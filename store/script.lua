@@ -598,15 +598,8 @@ end
 -- in the script. A support family's key has the top bit of its check
 -- set (the client sets it), so that a move tells its records apart.
 local LANES, QCAP = 4, 48
--- The header: the bucket, then the lengths of the older string's two
--- parts' lanes, 2 * LANES each: the closed part (the window's buckets,
--- rewritten when a later bucket is first written), then the move part
--- (the records moved in the current string's bucket, rewritten alone by
--- SETRANGE when a full current string moves: the closed part, most of
--- the string at density, is neither read nor written then).
-local HDR = 4 + 8 * LANES
-local NOLANES = string.rep('\0', 8 * LANES) -- the lengths of no older string
-local NOPART = string.rep('\0', 4 * LANES) -- the lengths of an empty part
+local HDR = 4 + 4 * LANES
+local NOLANES = string.rep('\0', 4 * LANES) -- the lengths of no older string
 
 -- cur_ok tells whether current string s holds a header and whole
 -- records (a damaged one is replaced by the next write).
@@ -630,8 +623,8 @@ local function cur_read(s, field, cb, oldest)
   return nil, nil, bk == cb
 end
 
--- The older string (store/doc.go): its closed part then its move part,
--- each 2 * LANES lanes, the main records' LANES then the support ones'; a key's lane is the last byte of its
+-- The older string (store/doc.go): 2 * LANES lanes, the main part's
+-- LANES then the support part's; a key's lane is the last byte of its
 -- check mod LANES. A lane is the window's buckets newest first, from
 -- the bucket of the current string (its anchor), up to its oldest
 -- bucket with records: a count byte a bucket (at most 255 records),
@@ -730,44 +723,17 @@ local function lane_ptr(s, p, pl)
 end
 
 -- old_lanes returns each lane's first and last byte in older string
--- s, from the lanes' lengths lens (a current string's header: a part's
--- 2 * LANES, or both parts' 4 * LANES, the move part's from 2 * LANES),
--- or nil when s is not as long as they say.
+-- s, from the lanes' lengths lens (a current string's header), or nil
+-- when s is not as long as they say.
 local function old_lanes(s, lens)
   local out, pos = {}, 1
-  for l = 0, #lens / 2 - 1 do
+  for l = 0, 2 * LANES - 1 do
     local n = u16at(lens, 2 * l + 1)
     out[l] = {pos, pos + n - 1}
     pos = pos + n
   end
   if pos ~= #s + 1 then return nil end
   return out
-end
-
--- lane_probe looks for field in the lane of older string k at byte off
--- (0-based) of len bytes (records of a check of cl bytes and a pointer
--- of pl, at most nb buckets, anchored at bucket anchor): the counts and
--- checks by one GETRANGE (the whole lane when its length does not tell
--- how many), the pointer by a second only when the check is there. It
--- returns false when the lane disagrees with its length (the string is
--- then read whole), else true and the pointer and its bucket if found.
-local function lane_probe(k, off, len, cl, pl, field, anchor, cb, oldest, nb)
-  if len == 0 then return true end
-  local b, n = lane_shape(len, cl + pl, nb)
-  local want = b and b + n * cl or len
-  local v = redis.call('GETRANGE', k, itoa(off), itoa(off + want - 1))
-  if #v ~= want then return false end
-  if not b then b, n = lane_counts(v, 1, len, cl + pl, nb) end
-  local tot = 0
-  for i = 1, b or 0 do tot = tot + string.byte(v, i) end
-  if not b or tot ~= n then return false end
-  local j, bk = lane_find(v, 1, b, n, cl, field, anchor, cb, oldest)
-  if not j then return true end
-  local p = b + n * cl + j * pl -- the pointer's offset in the lane
-  if want == len then return true, lane_ptr(v, p + 1, pl), bk end
-  local pv = redis.call('GETRANGE', k, itoa(off + p), itoa(off + p + pl - 1))
-  if #pv ~= pl then return false end
-  return true, lane_ptr(pv, 1, pl), bk
 end
 
 -- OLDWHOLE: an older string of at most this many bytes is read whole,
@@ -817,18 +783,18 @@ local function old_secs(s, lens, anchor, nb)
   return secs
 end
 
--- old_build adds main records mrecs and support records srecs (6 bytes)
--- to bucket bk's section of part s of an older string (lanes' lengths
--- lens), anchored at bucket from and rebuilt anchored at bucket to (chk:
--- they are one record of that check, replaced in place if there; nil: a
--- bucket's records from a current string, newer than the section's, kept
--- as far as the section has room: cap records a bucket, 255 a lane), and
--- keeps the nb buckets from to back (the others left the window). It
--- returns the new part, its lanes' lengths and its newest bucket with
--- records (nil: none).
-local function old_build(s, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap)
+-- old_put adds main records mrecs and support records srecs (6 bytes) to
+-- bucket bk's section of older string k, anchored at bucket from and
+-- rewritten anchored at bucket to (chk: they are one record of that
+-- check, replaced in place if there; nil: a bucket's records from a
+-- current string, newer than the section's, kept as far as the section
+-- has room: cap records a bucket, 255 a lane), keeps the nb buckets
+-- from to back (the others left the window), and gives the string the
+-- life of its newest section. lens are the lanes' lengths now (the
+-- current string's header); it returns the new ones.
+local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
   local nb = cb - oldest + 1
-  local secs = old_secs(s, lens, from, nb)
+  local secs = old_secs(fs_get(k), lens, from, nb)
   local sec = secs[bk]
   if not sec then
     sec = {bk, {}}
@@ -902,109 +868,15 @@ local function old_build(s, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, c
     end
     nlens[l + 1] = u16(n)
   end
-  if newest == nil then return '', NOPART, nil end
-  return table.concat(out), table.concat(nlens), newest
-end
-
--- lens_total is the bytes of the lanes whose lengths lens gives.
-local function lens_total(lens)
-  local t = 0
-  for i = 1, #lens - 1, 2 do t = t + u16at(lens, i) end
-  return t
-end
-
--- part_recs returns the records of move part s (lanes' lengths lens, one
--- bucket) as a current string's move hands them to old_build: main
--- records (9 bytes) and support ones (6), oldest first (a lane holds them
--- newest first).
-local function part_recs(s, lens)
-  local m, u = {}, {}
-  local lanes = old_lanes(s, lens)
-  if not lanes then return '', '' end
-  for l = 0, 2 * LANES - 1 do
-    local cl, pl = lane_sizes(l >= LANES)
-    local from = lanes[l][1]
-    local b, n = lane_counts(s, from, lanes[l][2], cl + pl, 1)
-    if b then
-      local c0, p0 = from + b, from + b + n * cl
-      local out = l < LANES and m or u
-      for j = n - 1, 0, -1 do
-        out[#out + 1] = string.sub(s, c0 + j * cl, c0 + j * cl + cl - 1) .. string.sub(s, p0 + j * pl, p0 + j * pl + pl - 1)
-      end
-    end
-  end
-  return table.concat(m), table.concat(u)
-end
-
--- old_put adds records to older string k (header lens olen, both parts)
--- as old_build does to its closed part, bk's section, and empties its move
--- part into it when its records are not chk's (a bucket's move, or the
--- string re-anchored: the move part's records, of the bucket from, are
--- older than mrecs and srecs); it rewrites the string whole, gives it the
--- life of its newest section and returns the new header lens.
-local function old_put(k, olen, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
-  local s = fs_get(k)
-  local clen, rlen = string.sub(olen, 1, 4 * LANES), string.sub(olen, 4 * LANES + 1)
-  local c = lens_total(clen)
-  local closed, part = '', ''
-  if #olen == 8 * LANES and #s == c + lens_total(rlen) then
-    closed, part = string.sub(s, 1, c), string.sub(s, c + 1)
-  else
-    clen, rlen = NOPART, NOPART -- damaged: nothing in it is kept
-  end
-  local newest
-  if chk == nil and part ~= '' then
-    local pm, pu = part_recs(part, rlen)
-    mrecs, srecs = pm .. mrecs, pu .. srecs
-    part, rlen = '', NOPART
-  elseif part ~= '' then
-    newest = from -- the move part's bucket
-  end
-  local ns, nlens, cn = old_build(closed, clen, bk, mrecs, srecs, chk, from, to, cb, oldest, cap)
-  if cn and (newest == nil or cn > newest) then newest = cn end
-  ns = ns .. part
-  fscache[k] = ns
   if newest == nil then
+    fscache[k] = ''
     redis.call('DEL', k)
     return NOLANES
   end
+  local ns = table.concat(out)
+  fscache[k] = ns
   redis.call('SET', k, ns, 'PX', itoa(ttl - (cb - newest) * blen))
-  return nlens .. rlen
-end
-
--- old_move adds a full current string's records (main mrecs, support
--- srecs) of bucket bk, the message's, to the move part of older string k
--- (header lens olen): the part alone is read (GETRANGE from the closed
--- part's last byte, so that a string shorter or longer than the header
--- says is found) and written (SETRANGE), a few hundred bytes where the
--- whole string is ~14 KB at a million messages a day. It returns the new
--- header lens, or nil when the string does not match its header (old_put
--- then rebuilds it).
-local function old_move(k, olen, bk, mrecs, srecs, cb, oldest, cap, ttl)
-  if #olen ~= 8 * LANES then return nil end
-  local clen, rlen = string.sub(olen, 1, 4 * LANES), string.sub(olen, 4 * LANES + 1)
-  local c, r = lens_total(clen), lens_total(rlen)
-  local part
-  local s = fscache[k]
-  if s ~= nil then
-    if #s ~= c + r then return nil end
-    part = string.sub(s, c + 1)
-  elseif c > 0 then
-    part = redis.call('GETRANGE', k, itoa(c - 1), '-1')
-    if #part ~= r + 1 then return nil end
-    part = string.sub(part, 2)
-  else
-    part = redis.call('GET', k) or ''
-    if #part ~= r then return nil end
-  end
-  local np, nlens = old_build(part, rlen, bk, mrecs, srecs, nil, bk, bk, cb, oldest, cap)
-  if #np < #part then return nil end -- a damaged part (old_secs found no lanes)
-  if np ~= part then
-    redis.call('SETRANGE', k, itoa(c), np)
-    if s ~= nil then fscache[k] = string.sub(s, 1, c) .. np else fscache[k] = nil end
-  end
-  redis.call('PEXPIRE', k, itoa(ttl))
-  return clen .. nlens
+  return table.concat(nlens)
 end
 
 -- ptr_write records field -> pointer in current string pck (in place
@@ -1074,12 +946,10 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
   -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
     local m, u = cur_split(s)
-    local nl = bk == cb and old_move(pok, olen, bk, m, u, cb, oldest, cap, ttl)
-    olen = nl or old_put(pok, olen, bk, m, u, nil, bk, cb, cb, oldest, cap, ttl, blen)
+    olen = old_put(pok, olen, bk, m, u, nil, bk, cb, cb, oldest, cap, ttl, blen)
   elseif ok and olen ~= NOLANES then
-    -- an older string anchored at an earlier bucket: re-anchored (its
-    -- move part's records are of bucket bk)
-    olen = old_put(pok, olen, bk, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
+    -- an older string anchored at an earlier bucket: re-anchored
+    olen = old_put(pok, olen, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
   local ns = u32(cb) .. olen .. rec
@@ -1225,27 +1095,40 @@ if mode == 'c' or mode == 'r' then
       if not at[s] and cur_ok(cur) and string.sub(cur, 5, HDR) ~= NOLANES then
         anchor[s] = u32at(cur, 1)
         local l = lane(ARGV[f0 + s], issup[s])
-        -- the lane in the closed part (off, len) and in the move part
-        -- (roff, rlen), which holds the anchor's bucket alone
-        local total, off, len, roff, rlen = 0, 0, 0, 0, 0
+        local total, off, len = 0, 0, 0
         local h = {string.byte(cur, 5, HDR)}
-        for i = 0, 4 * LANES - 1 do
+        for i = 0, 2 * LANES - 1 do
           local n = h[2 * i + 1] * 256 + h[2 * i + 2]
           if i < l then off = off + n elseif i == l then len = n end
-          if i < 2 * LANES + l then roff = roff + n elseif i == 2 * LANES + l then rlen = n end
           total = total + n
         end
         -- ok: nothing (more) to read
-        local ok = total == 0
-        if total > OLDWHOLE then
+        local ok = total == 0 or (total > OLDWHOLE and len == 0)
+        if total > OLDWHOLE and len > 0 then
+          -- the lane's counts and checks (the whole lane when its length
+          -- does not tell how many)
           local cl, pl = lane_sizes(issup[s])
-          local p, bk
-          ok, p, bk = lane_probe(KEYS[nsig + s], roff, rlen, cl, pl, ARGV[f0 + s], anchor[s], cb, oldest, 1)
-          if ok and not p then
-            ok, p, bk = lane_probe(KEYS[nsig + s], off, len, cl, pl, ARGV[f0 + s], anchor[s], cb, oldest, nb)
-          end
-          if p then
-            ptrs[s], at[s] = p, bk - oldest + 1
+          local b, n = lane_shape(len, cl + pl, nb)
+          local want = b and b + n * cl or len
+          local v = redis.call('GETRANGE', KEYS[nsig + s], itoa(off), itoa(off + want - 1))
+          if #v == want then
+            if not b then b, n = lane_counts(v, 1, len, cl + pl, nb) end
+            local tot = 0
+            for i = 1, b or 0 do tot = tot + string.byte(v, i) end
+            if b and tot == n then
+              ok = true
+              local j, bk = lane_find(v, 1, b, n, cl, ARGV[f0 + s], anchor[s], cb, oldest)
+              if j then
+                local p = b + n * cl + j * pl -- the pointer's offset in the lane
+                if want == len then
+                  ptrs[s] = lane_ptr(v, p + 1, pl)
+                else
+                  local pv = redis.call('GETRANGE', KEYS[nsig + s], itoa(off + p), itoa(off + p + pl - 1))
+                  if #pv == pl then ptrs[s] = lane_ptr(pv, 1, pl) else ok = false end
+                end
+                if ptrs[s] then at[s] = bk - oldest + 1 end
+              end
+            end
           end
         end
         if not ok then whole[#whole + 1] = s end
@@ -1260,19 +1143,14 @@ if mode == 'c' or mode == 'r' then
         fscache[list[i]] = v
         local lanes = v ~= '' and old_lanes(v, string.sub(fscache[KEYS[s]], 5, HDR))
         if lanes then
-          -- the move part's lane (one bucket), then the closed part's
-          local l = lane(ARGV[f0 + s], issup[s])
+          local ln = lanes[lane(ARGV[f0 + s], issup[s])]
           local cl, pl = lane_sizes(issup[s])
-          for _, x in ipairs({{2 * LANES + l, 1}, {l, nb}}) do
-            local ln = lanes[x[1]]
-            local b, n = lane_counts(v, ln[1], ln[2], cl + pl, x[2])
-            local j, bk
-            if b then j, bk = lane_find(v, ln[1], b, n, cl, ARGV[f0 + s], anchor[s], cb, oldest) end
-            if j then
-              ptrs[s] = lane_ptr(v, ln[1] + b + n * cl + j * pl, pl)
-              at[s] = bk - oldest + 1
-              break
-            end
+          local b, n = lane_counts(v, ln[1], ln[2], cl + pl, nb)
+          local j, bk
+          if b then j, bk = lane_find(v, ln[1], b, n, cl, ARGV[f0 + s], anchor[s], cb, oldest) end
+          if j then
+            ptrs[s] = lane_ptr(v, ln[1] + b + n * cl + j * pl, pl)
+            at[s] = bk - oldest + 1
           end
         end
       end

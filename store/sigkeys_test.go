@@ -20,7 +20,7 @@ func (r *Redis) sigKeysSimple(id string, split uint64) sigKeys {
 	tag := fmt.Sprintf("%04x", h>>50)
 	base := r.prefix + "{" + tag + "}:"
 	sub := strconv.FormatUint((h>>32)%split, 10)
-	keys := [3]string{base + "mc:" + sub, base + "mo:" + sub, base + "v:" + id}
+	keys := [3]string{base + "kc:" + sub, base + "ko:" + sub, base + "v:" + id}
 	sup := !keepsClass(familyOf(id)) // a line key's record is whole, with its class
 	c := uint32(h) &^ (1 << 31)
 	if sup {
