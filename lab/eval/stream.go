@@ -356,7 +356,15 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 			r.PersonalHam++
 		}
 		var copies []refile.Copy
+		// The copy is this message's: spam tools reuse one Message-ID for
+		// many messages (23 of the stream's share one), and the mailbox in
+		// memory would take them for one copy. Dovecot's move, a search by
+		// Message-ID, would move them all at once; the figure counts the
+		// copies the refiler itself remembered.
 		msgID := strings.TrimSpace(msg.Header.Get("Message-Id"))
+		if msgID != "" {
+			msgID += " " + m.name
+		}
 		for _, a := range msg.Recipients {
 			copies = append(copies, sim.deliver(v, detect.NormaliseAddress(a), msgID, at))
 		}

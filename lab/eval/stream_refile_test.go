@@ -19,7 +19,9 @@ import (
 // campaign's first nine copies, delivered untagged to nine users, are
 // refiled once the tenth user's copy makes it bulk; a copy without a
 // Message-ID cannot be found and is counted; a personal message is left
-// alone; the trace's last column says which messages were refiled.
+// alone, though it reuses a refiled copy's Message-ID and recipient (spam
+// tools reuse Message-IDs: the replay counts each message's own copy);
+// the trace's last column says which messages were refiled.
 func TestReplayStreamRefiled(t *testing.T) {
 	dir := t.TempDir()
 	c := config.Default()
@@ -50,7 +52,7 @@ func TestReplayStreamRefiled(t *testing.T) {
 		msgs = append(msgs, streamMsg{name: fmt.Sprintf("inmail.%d", i+1), spam: true,
 			raw: mail(i, fmt.Sprintf("user%d@site.example", i), id, "Quality medication", body)})
 		if i == 2 {
-			msgs = append(msgs, streamMsg{name: "inmail.personal", raw: mail(40, "user1@site.example", "p@friend.example",
+			msgs = append(msgs, streamMsg{name: "inmail.personal", raw: mail(40, "user1@site.example", "c1@sender.example",
 				"lunch", "Shall we meet for lunch on Tuesday at the usual place? I will bring the draft of the report.")})
 		}
 	}
