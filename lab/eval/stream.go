@@ -102,6 +102,82 @@ type StreamResult struct {
 	PersonalRefiled []string `json:"personal_refiled,omitempty"`
 	// Groups sorts the untagged spam of the stream's campaigns.
 	Groups StreamGroups `json:"groups"`
+	// Classes sorts the untagged spam by what its campaign became.
+	Classes StreamClasses `json:"classes"`
+}
+
+// StreamClasses sorts the spam untagged at delivery by what its store
+// campaign became in the stream (its size: the most distinct recipients
+// or sending networks any of its messages saw, ham included): early
+// copies of a campaign that reached 10, a campaign that ended at 2–9, a
+// campaign of several messages that stayed at 1, a campaign of its own
+// (alone), unsigned. Each class counts its messages and, of them, those
+// the refiler moved later: what counting reached late, and what it never
+// reached.
+type StreamClasses struct {
+	Early    ClassCount `json:"early"`
+	Small    ClassCount `json:"small"`
+	Stuck    ClassCount `json:"stuck"`
+	Alone    ClassCount `json:"alone"`
+	Unsigned ClassCount `json:"unsigned"`
+}
+
+// ClassCount is a class's untagged spam and, of it, the refiled.
+type ClassCount struct {
+	Untagged int `json:"untagged"`
+	Refiled  int `json:"refiled"`
+}
+
+// classMsg is what StreamClasses needs of one message.
+type classMsg struct {
+	spam, bulk, unsigned, refiled bool
+	campaign                      uint32
+	size                          int64 // max(recipients, networks) at its delivery
+}
+
+// streamClasses sorts msgs' untagged spam by StreamClasses' classes.
+func streamClasses(msgs []classMsg) StreamClasses {
+	type camp struct {
+		n    int
+		size int64
+	}
+	camps := map[uint32]*camp{}
+	for _, m := range msgs {
+		if m.unsigned {
+			continue
+		}
+		c := camps[m.campaign]
+		if c == nil {
+			c = &camp{}
+			camps[m.campaign] = c
+		}
+		c.n++
+		c.size = max(c.size, m.size)
+	}
+	var out StreamClasses
+	for _, m := range msgs {
+		if !m.spam || m.bulk {
+			continue
+		}
+		var k *ClassCount
+		switch c := camps[m.campaign]; {
+		case m.unsigned:
+			k = &out.Unsigned
+		case c.size >= 10:
+			k = &out.Early
+		case c.size >= 2:
+			k = &out.Small
+		case c.n > 1:
+			k = &out.Stuck
+		default:
+			k = &out.Alone
+		}
+		k.Untagged++
+		if m.refiled {
+			k.Refiled++
+		}
+	}
+	return out
 }
 
 // StreamGroups sorts the untagged spam of the stream's campaigns: groups
@@ -300,6 +376,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	// got them, and trace its trace line until the refiler has run: both
 	// are read once the replay is over.
 	delivered := make([][]refile.Copy, 0, len(msgs))
+	classes := make([]classMsg, 0, len(msgs))
 	var trace []string
 	for _, m := range msgs {
 		if err := ctx.Err(); err != nil {
@@ -369,6 +446,8 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 			copies = append(copies, sim.deliver(v, detect.NormaliseAddress(a), msgID, at))
 		}
 		delivered = append(delivered, copies)
+		classes = append(classes, classMsg{spam: m.spam, bulk: v.Bulk, unsigned: v.Unsigned, campaign: v.Campaign.ID,
+			size: max(v.Campaign.Recipients, v.Campaign.Networks)})
 		if !v.Bulk && msgID == "" {
 			add(&r.NoMessageID)
 		}
@@ -425,6 +504,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	}
 	for i, m := range msgs[:len(delivered)] {
 		refiled := slices.ContainsFunc(delivered[i], func(c refile.Copy) bool { return moved[c] })
+		classes[i].refiled = refiled
 		if refiled {
 			switch {
 			case m.spam:
@@ -452,6 +532,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		window = 24 * time.Hour
 	}
 	r.Groups = streamGroups(spam, cfg.after(), window)
+	r.Classes = streamClasses(classes)
 	return r, nil
 }
 
@@ -610,6 +691,21 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 			row(fmt.Sprintf("recipients or networks ≥ %d", p.Threshold), p)
 			row(fmt.Sprintf("recipients, networks or senders ≥ %d", p.Threshold), r.Senders[i])
 			row(fmt.Sprintf("recipients or campaign networks ≥ %d", p.Threshold), r.CampaignNetworks[i])
+		}
+		fmt.Fprintln(w)
+		c := r.Classes
+		fmt.Fprintf(w, "| untagged spam by what its campaign became | messages | refiled later |\n|---|---|---|\n")
+		for _, k := range []struct {
+			name string
+			n    ClassCount
+		}{
+			{"early copies of a campaign that reached 10 recipients or networks", c.Early},
+			{"in a campaign that ended at 2–9", c.Small},
+			{"in a campaign of several messages that stayed at 1", c.Stuck},
+			{"alone: no other message joined its campaign", c.Alone},
+			{"unsigned", c.Unsigned},
+		} {
+			fmt.Fprintf(w, "| %s | %d | %d |\n", k.name, k.n.Untagged, k.n.Refiled)
 		}
 		fmt.Fprintln(w)
 		g := r.Groups

@@ -68,6 +68,9 @@ func TestReplayStreamRefiled(t *testing.T) {
 		t.Errorf("tagged %+v, refiled %+v, without Message-ID %+v; want 3 spam (the 10th to 12th copies), 8 (the first 9 but the one without a Message-ID), 1",
 			r.Tagged, r.Refiled, r.NoMessageID)
 	}
+	if want := (StreamClasses{Early: ClassCount{Untagged: 9, Refiled: 8}}); r.Classes != want {
+		t.Errorf("classes %+v, want %+v", r.Classes, want)
+	}
 	lines := strings.Split(strings.TrimSuffix(trace.String(), "\n"), "\n")
 	if len(lines) != len(msgs) {
 		t.Fatalf("%d trace lines, want %d", len(lines), len(msgs))
@@ -82,5 +85,29 @@ func TestReplayStreamRefiled(t *testing.T) {
 		if refiled != want || len(cols) != len(strings.Split(streamTraceHeader, "\t")) {
 			t.Errorf("line %d (%s, bulk %s): refiled %s, want %s; %d columns", i, name, bulk, refiled, want, len(cols))
 		}
+	}
+}
+
+// Untagged spam is sorted by what its campaign became, ham counting
+// towards a campaign's size and messages but never sorted itself.
+func TestStreamClasses(t *testing.T) {
+	spam := func(camp uint32, size int64, bulk, refiled bool) classMsg {
+		return classMsg{spam: true, campaign: camp, size: size, bulk: bulk, refiled: refiled}
+	}
+	msgs := []classMsg{
+		spam(1, 1, false, true), spam(1, 9, false, true), spam(1, 10, true, false), // early, refiled twice; tagged
+		spam(2, 1, false, false), spam(2, 3, false, true), // a campaign of 2–9
+		spam(3, 1, false, false), spam(3, 1, false, false), // stuck
+		spam(4, 1, false, false),                         // alone
+		spam(5, 1, false, false), {campaign: 5, size: 2}, // ham makes it 2
+		spam(6, 1, false, false), {campaign: 6, size: 1}, // and it makes it several
+		{spam: true, unsigned: true}, {spam: true, unsigned: true, bulk: true},
+	}
+	want := StreamClasses{
+		Early: ClassCount{2, 2}, Small: ClassCount{3, 1}, Stuck: ClassCount{3, 0},
+		Alone: ClassCount{1, 0}, Unsigned: ClassCount{1, 0},
+	}
+	if got := streamClasses(msgs); got != want {
+		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 }
