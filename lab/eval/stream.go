@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/lab/corpus"
 	"github.com/bulkmilter/bulkmilter/mailbox"
+	"github.com/bulkmilter/bulkmilter/refile"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
 
@@ -72,8 +74,15 @@ type StreamResult struct {
 	// WithClient the messages whose client address was found.
 	Recipients int `json:"recipients"`
 	WithClient int `json:"with_client"`
-	// Tagged is what the configuration itself decided.
+	// Tagged is what the configuration itself decided at delivery.
 	Tagged StreamPoint `json:"tagged"`
+	// Refiled is what the daemon's refiler (docs/refile.md, its defaults)
+	// moved to Bulk later: messages delivered untagged whose campaign
+	// crossed its threshold within the window after them. They are not in
+	// Tagged: an admin reads the two apart. NoMessageID is the untagged
+	// messages without a Message-ID, which refiling cannot find.
+	Refiled     StreamPoint `json:"refiled"`
+	NoMessageID StreamPoint `json:"untagged_no_message_id"`
 	// Curve is the same stream with one threshold for every family: a
 	// message is tagged at T when a family's volume reached T.
 	Curve []StreamPoint `json:"curve"`
@@ -87,10 +96,88 @@ type StreamResult struct {
 	// CampaignNetworks is tagged at T when the recipients or the
 	// campaign's distinct sending networks (store.Result.Campaign) reach T.
 	CampaignNetworks []StreamPoint `json:"curve_campaign_networks"`
-	// PersonalTagged names the personal ham the configuration tagged.
-	PersonalTagged []string `json:"personal_tagged,omitempty"`
+	// PersonalTagged names the personal ham the configuration tagged,
+	// PersonalRefiled the personal ham the refiler moved.
+	PersonalTagged  []string `json:"personal_tagged,omitempty"`
+	PersonalRefiled []string `json:"personal_refiled,omitempty"`
 	// Groups sorts the untagged spam of the stream's campaigns.
 	Groups StreamGroups `json:"groups"`
+	// Classes sorts the untagged spam by what its campaign became.
+	Classes StreamClasses `json:"classes"`
+}
+
+// StreamClasses sorts the spam untagged at delivery by what its store
+// campaign became in the stream (its size: the most distinct recipients
+// or sending networks any of its messages saw, ham included): early
+// copies of a campaign that reached 10, a campaign that ended at 2–9, a
+// campaign of several messages that stayed at 1, a campaign of its own
+// (alone), unsigned. Each class counts its messages and, of them, those
+// the refiler moved later: what counting reached late, and what it never
+// reached.
+type StreamClasses struct {
+	Early    ClassCount `json:"early"`
+	Small    ClassCount `json:"small"`
+	Stuck    ClassCount `json:"stuck"`
+	Alone    ClassCount `json:"alone"`
+	Unsigned ClassCount `json:"unsigned"`
+}
+
+// ClassCount is a class's untagged spam and, of it, the refiled.
+type ClassCount struct {
+	Untagged int `json:"untagged"`
+	Refiled  int `json:"refiled"`
+}
+
+// classMsg is what StreamClasses needs of one message.
+type classMsg struct {
+	spam, bulk, unsigned, refiled bool
+	campaign                      uint32
+	size                          int64 // max(recipients, networks) at its delivery
+}
+
+// streamClasses sorts msgs' untagged spam by StreamClasses' classes.
+func streamClasses(msgs []classMsg) StreamClasses {
+	type camp struct {
+		n    int
+		size int64
+	}
+	camps := map[uint32]*camp{}
+	for _, m := range msgs {
+		if m.unsigned {
+			continue
+		}
+		c := camps[m.campaign]
+		if c == nil {
+			c = &camp{}
+			camps[m.campaign] = c
+		}
+		c.n++
+		c.size = max(c.size, m.size)
+	}
+	var out StreamClasses
+	for _, m := range msgs {
+		if !m.spam || m.bulk {
+			continue
+		}
+		var k *ClassCount
+		switch c := camps[m.campaign]; {
+		case m.unsigned:
+			k = &out.Unsigned
+		case c.size >= 10:
+			k = &out.Early
+		case c.size >= 2:
+			k = &out.Small
+		case c.n > 1:
+			k = &out.Stuck
+		default:
+			k = &out.Alone
+		}
+		k.Untagged++
+		if m.refiled {
+			k.Refiled++
+		}
+	}
+	return out
 }
 
 // StreamGroups sorts the untagged spam of the stream's campaigns: groups
@@ -280,6 +367,17 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 	rcpts := map[string]bool{}
 	var last time.Time
 	var spam []groupSpam
+	sim, err := newRefileSim()
+	if err != nil {
+		return nil, err
+	}
+	defer sim.r.Close()
+	// delivered holds each message's copies as its recipients' inboxes
+	// got them, and trace its trace line until the refiler has run: both
+	// are read once the replay is over.
+	delivered := make([][]refile.Copy, 0, len(msgs))
+	classes := make([]classMsg, 0, len(msgs))
+	var trace []string
 	for _, m := range msgs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -334,10 +432,27 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 		default:
 			r.PersonalHam++
 		}
+		var copies []refile.Copy
+		// The copy is this message's: spam tools reuse one Message-ID for
+		// many messages (23 of the stream's share one), and the mailbox in
+		// memory would take them for one copy. Dovecot's move, a search by
+		// Message-ID, would move them all at once; the figure counts the
+		// copies the refiler itself remembered.
+		msgID := strings.TrimSpace(msg.Header.Get("Message-Id"))
+		if msgID != "" {
+			msgID += " " + m.name
+		}
+		for _, a := range msg.Recipients {
+			copies = append(copies, sim.deliver(v, detect.NormaliseAddress(a), msgID, at))
+		}
+		delivered = append(delivered, copies)
+		classes = append(classes, classMsg{spam: m.spam, bulk: v.Bulk, unsigned: v.Unsigned, campaign: v.Campaign.ID,
+			size: max(v.Campaign.Recipients, v.Campaign.Networks)})
+		if !v.Bulk && msgID == "" {
+			add(&r.NoMessageID)
+		}
 		if cfg.StreamTrace != nil {
-			if err := writeStreamTrace(cfg.StreamTrace, clock, m, msg, v); err != nil {
-				return nil, fmt.Errorf("stream trace: %w", err)
-			}
+			trace = append(trace, streamTraceLine(clock, m, msg, v))
 		}
 		if m.spam {
 			var parts []string
@@ -383,12 +498,41 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 			}
 		}
 	}
+	moved, err := sim.finish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range msgs[:len(delivered)] {
+		refiled := slices.ContainsFunc(delivered[i], func(c refile.Copy) bool { return moved[c] })
+		classes[i].refiled = refiled
+		if refiled {
+			switch {
+			case m.spam:
+				r.Refiled.Spam++
+			case m.list:
+				r.Refiled.List++
+			default:
+				r.Refiled.Personal++
+				r.PersonalRefiled = append(r.PersonalRefiled, m.name)
+			}
+		}
+		if cfg.StreamTrace != nil {
+			flag := 0
+			if refiled {
+				flag = 1
+			}
+			if _, err := fmt.Fprintf(cfg.StreamTrace, "%s\t%d\n", trace[i], flag); err != nil {
+				return nil, fmt.Errorf("stream trace: %w", err)
+			}
+		}
+	}
 	r.Recipients = len(rcpts)
 	window := cfg.Window
 	if window == 0 {
 		window = 24 * time.Hour
 	}
 	r.Groups = streamGroups(spam, cfg.after(), window)
+	r.Classes = streamClasses(classes)
 	return r, nil
 }
 
@@ -398,11 +542,12 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 // volume, the campaign (8 hex digits, "-" unsigned), its distinct
 // recipients and networks, the families whose keys joined it ("-" for a
 // campaign of its own), the message's keys per family, its time and its
-// Subject (60 characters).
-const streamTraceHeader = "clock\tname\tkind\tbulk\tscore\tcampaign\trecipients\tnetworks\tvia\tkeys\ttime\tsubject"
+// Subject (60 characters), and whether the refiler moved it later (1).
+const streamTraceHeader = "clock\tname\tkind\tbulk\tscore\tcampaign\trecipients\tnetworks\tvia\tkeys\ttime\tsubject\trefiled"
 
-// writeStreamTrace writes m's trace line (streamTraceHeader).
-func writeStreamTrace(w io.Writer, clock string, m streamMsg, msg *detect.Message, v detect.Verdict) error {
+// streamTraceLine is m's trace line (streamTraceHeader) but its last
+// column, refiled, which is known only once the stream is over.
+func streamTraceLine(clock string, m streamMsg, msg *detect.Message, v detect.Verdict) string {
 	kind := "personal"
 	switch {
 	case m.spam:
@@ -451,9 +596,8 @@ func writeStreamTrace(w io.Writer, clock string, m streamMsg, msg *detect.Messag
 	if rs := []rune(subj); len(rs) > 60 {
 		subj = string(rs[:60])
 	}
-	_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", clock, m.name, kind, bulk, score,
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s", clock, m.name, kind, bulk, score,
 		camp, v.Campaign.Recipients, v.Campaign.Networks, via, keys, msg.Time.UTC().Format(time.RFC3339), subj)
-	return err
 }
 
 // dimension counts, per key, the distinct values (sending networks,
@@ -536,6 +680,10 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 				p.Personal, r.PersonalHam, 1000*share(p.Personal, r.PersonalHam))
 		}
 		row("**the configuration**", r.Tagged)
+		row("refiled later (refile.enabled, its defaults; not in the row above)", r.Refiled)
+		row("tagged at delivery or refiled later", StreamPoint{Spam: r.Tagged.Spam + r.Refiled.Spam,
+			List: r.Tagged.List + r.Refiled.List, Personal: r.Tagged.Personal + r.Refiled.Personal})
+		row("untagged without a Message-ID (refiling cannot find them)", r.NoMessageID)
 		for _, p := range r.Curve {
 			row(fmt.Sprintf("threshold %d", p.Threshold), p)
 		}
@@ -543,6 +691,21 @@ func streamMarkdown(w io.Writer, rs []*StreamResult) {
 			row(fmt.Sprintf("recipients or networks ≥ %d", p.Threshold), p)
 			row(fmt.Sprintf("recipients, networks or senders ≥ %d", p.Threshold), r.Senders[i])
 			row(fmt.Sprintf("recipients or campaign networks ≥ %d", p.Threshold), r.CampaignNetworks[i])
+		}
+		fmt.Fprintln(w)
+		c := r.Classes
+		fmt.Fprintf(w, "| untagged spam by what its campaign became | messages | refiled later |\n|---|---|---|\n")
+		for _, k := range []struct {
+			name string
+			n    ClassCount
+		}{
+			{"early copies of a campaign that reached 10 recipients or networks", c.Early},
+			{"in a campaign that ended at 2–9", c.Small},
+			{"in a campaign of several messages that stayed at 1", c.Stuck},
+			{"alone: no other message joined its campaign", c.Alone},
+			{"unsigned", c.Unsigned},
+		} {
+			fmt.Fprintf(w, "| %s | %d | %d |\n", k.name, k.n.Untagged, k.n.Refiled)
 		}
 		fmt.Fprintln(w)
 		g := r.Groups

@@ -61,23 +61,16 @@ func TestStreamTrace(t *testing.T) {
 		Via:      []signature.Family{signature.FamilyIMatch, signature.FamilyContain},
 		Analysis: &detect.Analysis{Keys: []signature.Key{{Family: signature.FamilyContain, Hash: 1}, {Family: signature.FamilyIMatch, Hash: 2}, {Family: signature.FamilyContain, Hash: 3}}},
 	}
-	var sb strings.Builder
-	if err := writeStreamTrace(&sb, ClockDate, streamMsg{name: "inmail.7", spam: true}, msg, v); err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Split(strings.TrimSuffix(sb.String(), "\n"), "\t")
+	got := strings.Split(streamTraceLine(ClockDate, streamMsg{name: "inmail.7", spam: true}, msg, v), "\t")
 	want := []string{"date", "inmail.7", "spam", "1", "12", "7f3a91c2", "12", "4", "imatch,contain", "imatch:1,contain:2", "2007-04-08T17:07:21Z", "=?utf-8?q?x?= cheap pills"}
-	if n := len(strings.Split(streamTraceHeader, "\t")); len(got) != n {
+	// The replay adds the last column, refiled, once the stream is over.
+	if n := len(strings.Split(streamTraceHeader, "\t")); len(got) != n-1 {
 		t.Fatalf("%d columns, want %d: %q", len(got), n, got)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	sb.Reset()
-	if err := writeStreamTrace(&sb, ClockReceived, streamMsg{name: "inmail.8"}, msg, detect.Verdict{Unsigned: true}); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := sb.String(), "received\tinmail.8\tpersonal\t0\t0\t-\t0\t0\t-\t-\t2007-04-08T17:07:21Z\t=?utf-8?q?x?= cheap pills\n"; got != want {
+	if got, want := streamTraceLine(ClockReceived, streamMsg{name: "inmail.8"}, msg, detect.Verdict{Unsigned: true}), "received\tinmail.8\tpersonal\t0\t0\t-\t0\t0\t-\t-\t2007-04-08T17:07:21Z\t=?utf-8?q?x?= cheap pills"; got != want {
 		t.Errorf("unsigned: got %q, want %q", got, want)
 	}
 }
