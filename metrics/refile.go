@@ -25,7 +25,7 @@ func newRefileMetrics(f promauto.Factory) refileMetrics {
 		}),
 		skipped: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refile_skipped_total",
-			Help: "Copies not moved, by reason (not_in_inbox, voted_not_bulk, unknown_user, no_message_id, ledger_full, queue_full; state_unreadable counts unreadable state files).",
+			Help: "Copies not moved, by reason (not_in_inbox, voted_not_bulk, unknown_user, no_message_id, ambiguous_message_id, ledger_full, queue_full; state_unreadable counts unreadable state files).",
 		}, []string{"reason"}),
 		failed: f.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refile_failed_total",

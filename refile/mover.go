@@ -59,34 +59,88 @@ func (d *DoveadmHTTP) Move(ctx context.Context, _ string, copies []Copy) []Resul
 	return out
 }
 
+// batch searches INBOX for every copy in one request, then creates the
+// folder and moves, in a second request, only the copies found exactly
+// once: a Message-ID that more than one INBOX message has is not
+// evidence enough to move any of them.
 func (d *DoveadmHTTP) batch(ctx context.Context, copies []Copy) []Result {
-	var cmds []any
-	created := map[string]bool{}
-	for i, c := range copies {
-		tag := strconv.Itoa(i)
-		cmds = append(cmds, []any{"search", map[string]any{"user": c.Recipient, "query": query(c.MessageID)}, "s" + tag})
-		if !created[c.Recipient] {
-			created[c.Recipient] = true
-			cmds = append(cmds, []any{"mailboxCreate", map[string]any{"user": c.Recipient, "mailbox": []string{d.Folder}}, "c" + tag})
-		}
-		cmds = append(cmds, []any{"move", map[string]any{"user": c.Recipient, "destinationMailbox": d.Folder, "query": query(c.MessageID)}, "m" + tag})
-	}
-	all := func(err error) []Result {
-		out := make([]Result, len(copies))
+	out := make([]Result, len(copies))
+	fail := func(err error) []Result {
 		for i := range out {
 			out[i].Err = err
 		}
 		return out
 	}
+	var search []any
+	for i, c := range copies {
+		search = append(search, []any{"search", map[string]any{"user": c.Recipient, "query": query(c.MessageID)}, "s" + strconv.Itoa(i)})
+	}
+	found, err := d.call(ctx, search)
+	if err != nil {
+		return fail(err)
+	}
+	var moves []any
+	toMove := make([]bool, len(copies))
+	created := map[string]bool{}
+	for i, c := range copies {
+		s, ok := found["s"+strconv.Itoa(i)]
+		switch {
+		case !ok:
+			out[i].Err = errors.New("doveadm http: no answer to the search")
+		case s.code == exNoUser:
+			out[i].Outcome = UnknownUser
+		case !s.ok:
+			out[i].Err = fmt.Errorf("doveadm http: search failed with exit code %d", s.code)
+		case s.found == 0:
+			out[i].Outcome = NotInInbox
+		case s.found > 1:
+			out[i].Outcome = Ambiguous
+		default:
+			toMove[i] = true
+			if !created[c.Recipient] {
+				created[c.Recipient] = true
+				moves = append(moves, []any{"mailboxCreate", map[string]any{"user": c.Recipient, "mailbox": []string{d.Folder}}, "c" + strconv.Itoa(i)})
+			}
+			moves = append(moves, []any{"move", map[string]any{"user": c.Recipient, "destinationMailbox": d.Folder, "query": query(c.MessageID)}, "m" + strconv.Itoa(i)})
+		}
+	}
+	if len(moves) == 0 {
+		return out
+	}
+	moved, err := d.call(ctx, moves)
+	for i := range copies {
+		m, asked := moved["m"+strconv.Itoa(i)]
+		switch {
+		case !toMove[i]: // its outcome is the search's
+		case err != nil:
+			out[i].Err = err
+		case !asked || !m.ok:
+			out[i].Err = fmt.Errorf("doveadm http: move to %q failed with exit code %d", d.Folder, m.code)
+		default:
+			out[i].Outcome = Moved
+		}
+	}
+	return out
+}
+
+// doveadmAnswer is the API's answer to one command.
+type doveadmAnswer struct {
+	ok    bool
+	found int // messages a search found
+	code  int // the exit code of an error
+}
+
+// call sends one request of commands and returns the answers by tag.
+func (d *DoveadmHTTP) call(ctx context.Context, cmds []any) (map[string]doveadmAnswer, error) {
 	body, err := json.Marshal(cmds)
 	if err != nil {
-		return all(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, orDefault(d.Timeout, 10*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(body))
 	if err != nil {
-		return all(err)
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if d.APIKey != "" {
@@ -100,28 +154,23 @@ func (d *DoveadmHTTP) batch(ctx context.Context, copies []Copy) []Result {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return all(fmt.Errorf("doveadm http: %w", err))
+		return nil, fmt.Errorf("doveadm http: %w", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return all(fmt.Errorf("doveadm http: read reply: %w", err))
+		return nil, fmt.Errorf("doveadm http: read reply: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return all(fmt.Errorf("doveadm http: %s: %s", resp.Status, bytes.TrimSpace(data[:min(len(data), 200)])))
+		return nil, fmt.Errorf("doveadm http: %s: %s", resp.Status, bytes.TrimSpace(data[:min(len(data), 200)]))
 	}
 	// Each reply is ["doveadmResponse", result, tag] or
 	// ["error", {"type": ..., "exitCode": N}, tag].
 	var replies [][]json.RawMessage
 	if err := json.Unmarshal(data, &replies); err != nil {
-		return all(fmt.Errorf("doveadm http: reply: %w", err))
+		return nil, fmt.Errorf("doveadm http: reply: %w", err)
 	}
-	type answer struct {
-		ok    bool
-		found bool // a search that found the copy
-		code  int
-	}
-	answers := map[string]answer{}
+	answers := map[string]doveadmAnswer{}
 	for _, r := range replies {
 		if len(r) != 3 {
 			continue
@@ -134,37 +183,17 @@ func (d *DoveadmHTTP) batch(ctx context.Context, copies []Copy) []Result {
 		case "doveadmResponse":
 			var list []json.RawMessage
 			_ = json.Unmarshal(r[1], &list)
-			answers[tag] = answer{ok: true, found: len(list) > 0}
+			answers[tag] = doveadmAnswer{ok: true, found: len(list)}
 		case "error":
 			var e struct {
 				Type     string `json:"type"`
 				ExitCode int    `json:"exitCode"`
 			}
 			_ = json.Unmarshal(r[1], &e)
-			answers[tag] = answer{code: e.ExitCode}
+			answers[tag] = doveadmAnswer{code: e.ExitCode}
 		}
 	}
-	out := make([]Result, len(copies))
-	for i := range copies {
-		tag := strconv.Itoa(i)
-		s, sok := answers["s"+tag]
-		m, mok := answers["m"+tag]
-		switch {
-		case !sok:
-			out[i].Err = errors.New("doveadm http: no answer to the search")
-		case s.code == exNoUser:
-			out[i].Outcome = UnknownUser
-		case !s.ok:
-			out[i].Err = fmt.Errorf("doveadm http: search failed with exit code %d", s.code)
-		case !s.found:
-			out[i].Outcome = NotInInbox
-		case !mok || !m.ok:
-			out[i].Err = fmt.Errorf("doveadm http: move to %q failed with exit code %d", d.Folder, m.code)
-		default:
-			out[i].Outcome = Moved
-		}
-	}
-	return out
+	return answers, nil
 }
 
 // DoveadmCommand moves copies with the doveadm command, as root or a user
@@ -195,6 +224,9 @@ func (d *DoveadmCommand) Move(ctx context.Context, _ string, copies []Copy) []Re
 			continue
 		case strings.TrimSpace(found) == "":
 			out[i].Outcome = NotInInbox
+			continue
+		case strings.Count(strings.TrimSpace(found), "\n") > 0: // a line a message
+			out[i].Outcome = Ambiguous
 			continue
 		}
 		if !created[c.Recipient] {
@@ -332,6 +364,8 @@ func (h *Hook) Move(ctx context.Context, campaign string, copies []Copy) []Resul
 			out[i].Outcome = NotInInbox
 		case "unknown_user":
 			out[i].Outcome = UnknownUser
+		case "ambiguous_message_id":
+			out[i].Outcome = Ambiguous
 		default:
 			out[i].Err = fmt.Errorf("refile hook: status %q", s)
 		}

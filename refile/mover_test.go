@@ -22,7 +22,13 @@ func doveadmHTTPConfig(port int, password string) string {
 
 func deliver(t *testing.T, d *testenv.Dovecot, to, id string) {
 	t.Helper()
-	msg := "From: news@shop.example\r\nTo: " + to + "\r\nSubject: " + id + "\r\nMessage-ID: " + id + "\r\n\r\nHello.\r\n"
+	deliverAs(t, d, to, id, id)
+}
+
+// deliverAs delivers a message of that Message-ID and Subject.
+func deliverAs(t *testing.T, d *testenv.Dovecot, to, id, subject string) {
+	t.Helper()
+	msg := "From: news@shop.example\r\nTo: " + to + "\r\nSubject: " + subject + "\r\nMessage-ID: " + id + "\r\n\r\nHello.\r\n"
 	if err := d.Deliver("news@shop.example", []string{to}, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +55,10 @@ func subjects(t *testing.T, d *testenv.Dovecot, user, folder string) []string {
 
 // Every mover against a real Dovecot: a copy in INBOX is moved (once,
 // also when asked twice), a copy its user filed elsewhere stays, mail
-// with another Message-ID stays, an unknown user is skipped.
+// with another Message-ID stays, an unknown user is skipped, and a copy
+// whose Message-ID another INBOX message of its user has too (the
+// sender's to write: a forged or reused one) is not moved, nor is the
+// other message.
 func TestMoversDovecot(t *testing.T) {
 	port := testenv.FreePort(t)
 	d := testenv.StartDovecot(t, testenv.DovecotOptions{Config: doveadmHTTPConfig(port, "s3cret")})
@@ -65,6 +74,9 @@ func TestMoversDovecot(t *testing.T) {
 			deliver(t, d, alice, id("c1"))
 			deliver(t, d, alice, id("personal"))
 			deliver(t, d, bob, id("c1"))
+			carol := "carol@example.test"
+			deliver(t, d, carol, id("c1"))
+			deliverAs(t, d, carol, id("c1"), id("reply")) // a personal reply reusing the campaign's Message-ID
 			// bob files his copy himself before the campaign crosses.
 			if _, err := d.Doveadm("mailbox", "create", "-u", bob, "Keep-"+name); err != nil {
 				t.Fatal(err)
@@ -76,8 +88,9 @@ func TestMoversDovecot(t *testing.T) {
 				{Recipient: alice, MessageID: id("c1")},
 				{Recipient: bob, MessageID: id("c1")},
 				{Recipient: "nobody@example.test", MessageID: id("c1")},
+				{Recipient: carol, MessageID: id("c1")},
 			}
-			want := []Result{{Outcome: Moved}, {Outcome: NotInInbox}, {Outcome: UnknownUser}}
+			want := []Result{{Outcome: Moved}, {Outcome: NotInInbox}, {Outcome: UnknownUser}, {Outcome: Ambiguous}}
 			for attempt := range 2 {
 				got := mv.Move(context.Background(), "c", copies)
 				if len(got) != len(want) {
@@ -99,6 +112,9 @@ func TestMoversDovecot(t *testing.T) {
 			}
 			if got := subjects(t, d, bob, "Keep-"+name); !containsOnce(got, id("c1")) {
 				t.Errorf("bob's own folder = %v, want his copy to stay", got)
+			}
+			if got := subjects(t, d, carol, "INBOX"); !containsOnce(got, id("c1")) || !containsOnce(got, id("reply")) {
+				t.Errorf("carol's INBOX = %v, want both messages of the shared Message-ID left", got)
 			}
 			if got := subjects(t, d, bob, "Bulk"); len(got) != 0 && containsOnce(got, id("c1")) {
 				t.Errorf("bob's Bulk = %v, want not his filed copy", got)

@@ -28,6 +28,11 @@ const (
 	NotInInbox
 	// UnknownUser: the mail store has no such user; nothing was done.
 	UnknownUser
+	// Ambiguous: more than one message of the user's INBOX has that
+	// Message-ID; nothing was done. A Message-ID is the sender's to
+	// write, so a message of her own could share it, and a move by
+	// Message-ID would take it too.
+	Ambiguous
 )
 
 // Result is a mover's answer for one copy: Err when the move may be
@@ -52,12 +57,13 @@ type Votes interface {
 
 // Reasons a copy was not moved (Observer.RefileSkipped).
 const (
-	SkipNotInInbox  = "not_in_inbox"   // the user (or an earlier attempt) moved it
-	SkipVoted       = "voted_not_bulk" // the recipient voted "not bulk"
-	SkipUnknownUser = "unknown_user"   // the mail store has no such user
-	SkipNoMessageID = "no_message_id"  // a copy without Message-ID cannot be found again
-	SkipLedgerFull  = "ledger_full"    // forgotten to keep the ledger within its bounds
-	SkipQueueFull   = "queue_full"     // the queue held max_queue copies already
+	SkipNotInInbox  = "not_in_inbox"         // the user (or an earlier attempt) moved it
+	SkipVoted       = "voted_not_bulk"       // the recipient voted "not bulk"
+	SkipUnknownUser = "unknown_user"         // the mail store has no such user
+	SkipNoMessageID = "no_message_id"        // a copy without Message-ID cannot be found again
+	SkipAmbiguous   = "ambiguous_message_id" // INBOX has more than one message with its Message-ID
+	SkipLedgerFull  = "ledger_full"          // forgotten to keep the ledger within its bounds
+	SkipQueueFull   = "queue_full"           // the queue held max_queue copies already
 	// SkipUnreadable counts state files that could not be read (once per
 	// file: how many copies it held is unknown).
 	SkipUnreadable = "state_unreadable"
@@ -486,6 +492,8 @@ func (r *Refiler) run(j *job) {
 				skipped[SkipNotInInbox]++
 			case rs.Outcome == UnknownUser:
 				skipped[SkipUnknownUser]++
+			case rs.Outcome == Ambiguous:
+				skipped[SkipAmbiguous]++
 			}
 		}
 	}
