@@ -119,13 +119,7 @@ func decodeAndCheck(t *testing.T, now time.Time, b []byte) {
 // decodes again in full.
 func TestDecodeStateSlotRefOutOfRange(t *testing.T) {
 	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	e := memStore(t, now)
-	fillSeedState(e, now)
-	b, err := encodeState(e)
-	e.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := seedStateFile(t, now)
 	// The first record's first ref: i64 bucket, u32 first, u32 n, then
 	// u32 ref and u8 class.
 	off := chunkOffset(t, b, chunkSlots) + 5 + 8 + 4 + 4
@@ -146,13 +140,7 @@ func TestDecodeStateSlotRefOutOfRange(t *testing.T) {
 // pointer is still found.
 func TestDecodeStatePackedGroupBits(t *testing.T) {
 	now := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
-	e := memStore(t, now)
-	fillSeedState(e, now)
-	seed, err := encodeState(e)
-	e.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := seedStateFile(t, now)
 	const hdr = len(fileMagic) + 4 + 8 + 4 + 8 + 8 + 4
 	const sig, val = 0x5eed, 5 << switchBits
 	e2 := memStore(t, now)
@@ -187,4 +175,17 @@ func TestDecodeStatePackedGroupBits(t *testing.T) {
 		t.Errorf("the pointer read with fewer group bits: found %v, value %d; want %d", ok, d.val(i), val)
 	}
 	decodeAndCheck(t, now, b)
+}
+
+// seedStateFile is the encoded state of a store filled by fillSeedState.
+func seedStateFile(t *testing.T, now time.Time) []byte {
+	t.Helper()
+	e := memStore(t, now)
+	fillSeedState(e, now)
+	b, err := encodeState(e)
+	e.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
