@@ -65,19 +65,16 @@ func (d *DoveadmHTTP) Move(ctx context.Context, _ string, copies []Copy) []Resul
 // evidence enough to move any of them.
 func (d *DoveadmHTTP) batch(ctx context.Context, copies []Copy) []Result {
 	out := make([]Result, len(copies))
-	fail := func(err error) []Result {
-		for i := range out {
-			out[i].Err = err
-		}
-		return out
-	}
 	var search []any
 	for i, c := range copies {
 		search = append(search, []any{"search", map[string]any{"user": c.Recipient, "query": query(c.MessageID)}, "s" + strconv.Itoa(i)})
 	}
 	found, err := d.call(ctx, search)
 	if err != nil {
-		return fail(err)
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
 	}
 	var moves []any
 	toMove := make([]bool, len(copies))
@@ -215,6 +212,7 @@ func (d *DoveadmCommand) Move(ctx context.Context, _ string, copies []Copy) []Re
 	created := map[string]bool{}
 	for i, c := range copies {
 		found, code, err := d.run(ctx, append([]string{"search", "-u", c.Recipient}, query(c.MessageID)...))
+		hits := strings.TrimSpace(found) // a line a message
 		switch {
 		case code == exNoUser:
 			out[i].Outcome = UnknownUser
@@ -222,10 +220,10 @@ func (d *DoveadmCommand) Move(ctx context.Context, _ string, copies []Copy) []Re
 		case err != nil:
 			out[i].Err = err
 			continue
-		case strings.TrimSpace(found) == "":
+		case hits == "":
 			out[i].Outcome = NotInInbox
 			continue
-		case strings.Count(strings.TrimSpace(found), "\n") > 0: // a line a message
+		case strings.Contains(hits, "\n"):
 			out[i].Outcome = Ambiguous
 			continue
 		}
