@@ -173,7 +173,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"what"}),
 		storeFallbacks: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "store_cluster_fallbacks_total",
-			Help: "Script calls of a Redis Cluster's primary (a message's keys of every slot it serves) that it refused, a slot having moved or being migrated, sent again one call a slot, by call (read, write); and the free-ref probe or campaign count such a call carried, sent again alone (probe, count).",
+			Help: "Script calls of a Redis Cluster's primary (a message's keys of every slot it serves) that it refused, a slot having moved or being migrated, sent again one call a slot, by call (read, write).",
 		}, []string{"call"}),
 		votes: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "feedback_votes_total",
