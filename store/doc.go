@@ -236,15 +236,11 @@
 // cluster the keys of one message hash to many slots, so Observe takes two
 // round trips: one pipeline reads the pointers and votes (one script call
 // a primary, its keys of every slot it serves undeclared, on Redis 7.0 or
-// later; else one a slot) and probes the new ref (in the call of the
-// primary serving the ref's slot, when there is one); Go decides (the
-// pointers carry what "One sender's template" and spread lines ask:
-// model.go); a second pipeline writes the pointers that change (one call a
-// primary, or a slot) and counts the campaign (in the call of the primary
-// serving its slot, when there is one: it touches every key of the count
-// before writing anything and counts last, so that a refused call never
-// leaves a count half done, and the count is then sent again alone), and
-// the campaigns counted with it (a union, model.go), whose members it
+// later; else one a slot) and probes the new ref; Go decides (the pointers
+// carry what "One sender's template" and spread lines ask: model.go); a
+// second pipeline writes
+// the pointers that change (one call a primary, or a slot) and counts the campaign,
+// and the campaigns counted with it (a union, model.go), whose members it
 // returns, in the same pipeline. A message dated a window or more before
 // what the daemon wrote since in its slot of the ring of buckets (ahead.go's
 // written) is counted and keeps nothing, as on the embedded store: one

@@ -31,9 +31,7 @@ var updateStream = flag.Bool("update-stream", false, "rewrite testdata/redis-str
 // strings became kc:/ko: (a lane's checks before its pointers): the
 // script's text sent once (+3,838 bytes, the whole difference in length)
 // and the strings' names changed, no command; and when script.lua took a
-// Cluster primary's call ('X', c-xslot): its text (+2,694 bytes) alone;
-// and when a primary's call took the free-ref probe or the count (FOLD,
-// c-qk): its text (+1,671 bytes) alone.
+// Cluster primary's call ('X', c-xslot): its text (+2,694 bytes) alone.
 func TestRedisCommandStream(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
