@@ -348,8 +348,7 @@ func (m *Metrics) StoreAhead(what string, n int) {
 }
 
 // ObserveClusterFallback counts a Cluster primary's script call sent
-// again one call a slot (store.ClusterObserver): call is "read" or "write",
-// or "probe" or "count" for the call of one slot such a call carried.
+// again one call a slot (store.ClusterObserver): call is "read" or "write".
 func (m *Metrics) ObserveClusterFallback(call string) {
 	if m != nil {
 		m.storeFallbacks.WithLabelValues(call).Inc()

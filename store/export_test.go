@@ -10,6 +10,3 @@ func PerSlotForTest(r *Redis, on bool) { r.perSlot.Store(on) }
 
 // CrossSlotForTest reports whether r takes one call a primary.
 func CrossSlotForTest(r *Redis) bool { return r.xslot.Load() && !r.perSlot.Load() }
-
-// CampaignSlotForTest is the Cluster slot of the keys of campaign ref.
-func CampaignSlotForTest(ref uint32) int { return slotOf(campTag(ref)) }

@@ -873,7 +873,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		}
 		probe = append(probe, scriptArgs{keys, append(args, ob.cb-int64(nb)+1)})
 	}
-	groups, replies, extras, err := ob.sigCalls(ctx, "read", "probe", ob.groups(ctx, all), read, probe)
+	groups, replies, extras, err := ob.sigCalls(ctx, "read", ob.groups(ctx, all), read, probe)
 	if err != nil {
 		return campaignOutcome{}, err
 	}
@@ -959,7 +959,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		keys, args := ob.countCall(campCall{ref: ref, write: write, origin: origin, votes: "0", members: true})
 		counts = append(counts, scriptArgs{keys, args})
 	}
-	_, _, extras, err = ob.sigCalls(ctx, "write", "count", ob.groups(ctx, wsigs), writeCall, counts)
+	_, _, extras, err = ob.sigCalls(ctx, "write", ob.groups(ctx, wsigs), writeCall, counts)
 	if err != nil {
 		return campaignOutcome{}, err
 	}
@@ -1108,9 +1108,8 @@ func (ob *redisObs) bySlot(sigs []int) []callGroup {
 // failed, it writes again, which is idempotent (script.lua); the extra
 // call it carried is sent again alone, and had not run (the script
 // touches every key of a folded count before it writes anything, and
-// counts last), so that a campaign's count is never sent twice; it is
-// counted too, as folds ("probe", "count").
-func (ob *redisObs) sigCalls(ctx context.Context, what, folds string, groups []callGroup, call func(callGroup) scriptArgs,
+// counts last), so that a campaign's count is never sent twice.
+func (ob *redisObs) sigCalls(ctx context.Context, what string, groups []callGroup, call func(callGroup) scriptArgs,
 	extra []scriptArgs) ([]callGroup, []any, []any, error) {
 	r := ob.r
 	if len(extra) > 0 {
@@ -1174,9 +1173,6 @@ func (ob *redisObs) sigCalls(ctx context.Context, what, folds string, groups []c
 	for _, i := range failed {
 		if fo, ok := r.observer.(ClusterObserver); ok {
 			fo.ObserveClusterFallback(what)
-			if groups[i].fold {
-				fo.ObserveClusterFallback(folds)
-			}
 		}
 		slog.Debug("redis store: a primary's call sent again one call a slot", "call", what, "err", cmds[i].Err())
 		for _, g := range ob.bySlot(groups[i].idx) {

@@ -188,8 +188,7 @@ type Observer interface {
 // ClusterObserver is an Observer told of each script call of a Cluster's
 // primary that the server refused (a slot moved or being migrated, a node
 // that will not run it) and that was sent again one call a slot: call is
-// "read" or "write"; and "probe" or "count" for the free-ref probe or the
-// campaign's count such a call carried, sent again alone.
+// "read" or "write".
 type ClusterObserver interface {
 	ObserveClusterFallback(call string)
 }
