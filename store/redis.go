@@ -853,16 +853,19 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	for ref := fresh; len(cands) < refProbes && ref>>15 == fresh>>15 && ref <= refMask; ref++ {
 		cands = append(cands, ref)
 	}
-	read := func(g callGroup) scriptArgs {
+	extra := 0
+	if write {
+		extra = 1
+	}
+	read := func(p redis.Pipeliner, g callGroup, eval bool) *redis.Cmd {
 		sks := make([]sigKeys, len(g.idx))
 		for j, k := range g.idx {
 			sks[j] = ob.sks[k]
 		}
 		keys, args := ob.head("r", sks)
-		return scriptArgs{keys, args}
+		return callGroupScript(ctx, p, eval, g.runs, keys, args)
 	}
-	var probe []scriptArgs
-	if write {
+	groups, cmds, ecmds, err := ob.sigCalls(ctx, "read", ob.groups(ctx, all), read, extra, func(p redis.Pipeliner, _ int, eval bool) *redis.Cmd {
 		keys := make([]string, 0, len(cands)*(nb+1))
 		args := []any{"q", nb, len(cands), origin}
 		for _, ref := range cands {
@@ -871,9 +874,8 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			keys = append(keys, ks[:nb]...)
 			args = append(args, field)
 		}
-		probe = append(probe, scriptArgs{keys, append(args, ob.cb-int64(nb)+1)})
-	}
-	groups, replies, extras, err := ob.sigCalls(ctx, "read", ob.groups(ctx, all), read, probe)
+		return callScript(ctx, p, eval, keys, append(args, ob.cb-int64(nb)+1))
+	})
 	if err != nil {
 		return campaignOutcome{}, err
 	}
@@ -881,9 +883,9 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	now := make([]bool, len(ob.ids)) // found in the current bucket
 	m := campaignOutcome{votes: make([]any, len(ob.ids))}
 	for gi, g := range groups {
-		rows, ok := replies[gi].([]any)
+		rows, ok := cmds[gi].Val().([]any)
 		if !ok || len(rows) != len(g.idx) {
-			return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", replies[gi])
+			return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", cmds[gi].Val())
 		}
 		for j, row := range rows {
 			f, ok := row.([]any)
@@ -900,7 +902,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 	}
 	if write {
 		fresh = cands[len(cands)-1]
-		if i := int(asInt(extras[0])); i < len(cands) {
+		if i := int(asInt(ecmds[0].Val())); i < len(cands) {
 			fresh = cands[i]
 		} else if fresh < refMask {
 			fresh++ // every candidate live: the next, as the single server
@@ -933,7 +935,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 		cv = "d"
 	}
 	withUnion := len(m.d.union) > 0
-	writeCall := func(g callGroup) scriptArgs {
+	writeCall := func(p redis.Pipeliner, g callGroup, eval bool) *redis.Cmd {
 		n := len(g.idx)
 		keys := make([]string, 0, 2*n)
 		args := make([]any, 0, 9+2*n)
@@ -948,24 +950,24 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			args = append(args, nps[k])
 		}
 		args = append(args, supFlags(sup), r.c.aheadBucket())
-		return scriptArgs{keys, args}
+		return callGroupScript(ctx, p, eval, g.runs, keys, args)
 	}
-	// the joined (or new) campaign, then those counted with it: counted
-	// too, their members, their votes untouched
-	counts := make([]scriptArgs, 0, 1+len(m.d.union))
-	keys, args := ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
-	counts = append(counts, scriptArgs{keys, args})
-	for _, ref := range m.d.union {
-		keys, args := ob.countCall(campCall{ref: ref, write: write, origin: origin, votes: "0", members: true})
-		counts = append(counts, scriptArgs{keys, args})
-	}
-	_, _, extras, err = ob.sigCalls(ctx, "write", ob.groups(ctx, wsigs), writeCall, counts)
+	_, _, ecmds, err = ob.sigCalls(ctx, "write", ob.groups(ctx, wsigs), writeCall, 1+len(m.d.union), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		var keys []string
+		var args []any
+		if i == 0 { // the joined (or new) campaign
+			keys, args = ob.countCall(campCall{ref: m.d.ref, write: write, origin: origin, votes: cv, members: withUnion})
+		} else { // a campaign counted with it: counted too, its members, its votes untouched
+			keys, args = ob.countCall(campCall{ref: m.d.union[i-1], write: write, origin: origin, votes: "0", members: true})
+		}
+		return callScript(ctx, p, eval, keys, args)
+	})
 	if err != nil {
 		return campaignOutcome{}, err
 	}
-	f, ok := extras[0].([]any)
+	f, ok := ecmds[0].Val().([]any)
 	if !ok || len(f) < 5 {
-		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", extras[0])
+		return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", ecmds[0].Val())
 	}
 	m.cvotes = f[4]
 	if c := asInt(f[0]); c >= 0 {
@@ -974,17 +976,17 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 			// The union rule (model.go), in Go: the members come from
 			// several slots.
 			var u union
-			parts := []any{f[5:]}
-			for _, c := range extras[1:] {
-				uf, ok := c.([]any)
+			replies := []any{f[5:]}
+			for _, c := range ecmds[1:] {
+				uf, ok := c.Val().([]any)
 				switch {
 				case ok && len(uf) == 7:
-					parts = append(parts, uf[5:])
+					replies = append(replies, uf[5:])
 				case !ok || len(uf) != 5: // 5: a read found no campaign
-					return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", c)
+					return campaignOutcome{}, fmt.Errorf("unexpected script reply %T", c.Val())
 				}
 			}
-			for _, reply := range parts {
+			for _, reply := range replies {
 				fps, h, err := membersOf(reply)
 				if err != nil {
 					return campaignOutcome{}, err
@@ -1001,15 +1003,7 @@ func (ob *redisObs) runCluster(ctx context.Context) (campaignOutcome, error) {
 // one slot's, or (runs set) one primary's, in runs of one slot each.
 type callGroup struct {
 	idx  []int
-	runs string        // "": one slot; else each run's length, "3,5,1"
-	node *redis.Client // the primary a primary's call goes to; nil: one slot's
-	fold bool          // the call carries the round trip's first extra call (script.lua's FOLD)
-}
-
-// scriptArgs are one script call's keys and arguments.
-type scriptArgs struct {
-	keys []string
-	args []any
+	runs string // "": one slot; else each run's length, "3,5,1"
 }
 
 // groups groups sigs one call a primary, by the node go-redis's Cluster
@@ -1031,7 +1025,7 @@ func (ob *redisObs) groups(ctx context.Context, sigs []int) []callGroup {
 		if !ok {
 			g = len(out)
 			at[node] = g
-			out = append(out, callGroup{node: node})
+			out = append(out, callGroup{})
 		}
 		out[g].idx = append(out[g].idx, i)
 	}
@@ -1057,29 +1051,6 @@ func (ob *redisObs) groups(ctx context.Context, sigs []int) []callGroup {
 	return out
 }
 
-// foldInto marks the group whose primary serves the slot of key, which
-// then carries the round trip's first extra call, and makes its call a
-// primary's (script.lua's 'X') if it was one slot's. No group is marked
-// when none goes to that primary, or the groups are one a slot.
-func (ob *redisObs) foldInto(ctx context.Context, groups []callGroup, key string) {
-	if len(groups) == 0 || groups[0].node == nil {
-		return
-	}
-	node, err := ob.r.client.(*redis.ClusterClient).MasterForKey(ctx, key)
-	if err != nil {
-		return
-	}
-	for gi := range groups {
-		if g := &groups[gi]; g.node == node {
-			g.fold = true
-			if g.runs == "" {
-				g.runs = strconv.Itoa(len(g.idx))
-			}
-			return
-		}
-	}
-}
-
 // bySlot groups sigs one call a slot.
 func (ob *redisObs) bySlot(sigs []int) []callGroup {
 	var out []callGroup
@@ -1096,141 +1067,80 @@ func (ob *redisObs) bySlot(sigs []int) []callGroup {
 	return out
 }
 
-// sigCalls sends one script call a group and, in the same pipeline, the
-// extra calls, each of one slot's keys (the free-ref probe, a campaign's
-// count), and returns the groups as answered, their replies, and the
-// extra calls' replies. The first extra call rides in the call of the
-// group whose primary serves its slot, if any (foldInto): two calls a
-// message fewer. A primary's call the server refuses (a slot moved or
-// being migrated since go-redis read the Cluster's state, a node that
-// will not run it) is sent again one call a slot, which go-redis
-// redirects (MOVED, ASK), and counted: what its script wrote before it
-// failed, it writes again, which is idempotent (script.lua); the extra
-// call it carried is sent again alone, and had not run (the script
-// touches every key of a folded count before it writes anything, and
-// counts last), so that a campaign's count is never sent twice.
-func (ob *redisObs) sigCalls(ctx context.Context, what string, groups []callGroup, call func(callGroup) scriptArgs,
-	extra []scriptArgs) ([]callGroup, []any, []any, error) {
+// sigCalls sends one script call a group and, in the same pipeline,
+// extra calls that belong to no group (add), and returns the groups as
+// answered, their commands, and the extra ones'. A primary's call the
+// server refuses (a slot moved or being migrated since go-redis read the
+// Cluster's state, a node that will not run it) is sent again one call a
+// slot, which go-redis redirects (MOVED, ASK), and counted: what its
+// script wrote before it failed, it writes again, which is idempotent
+// (script.lua), and a campaign's count is one of the extra calls, sent
+// once.
+func (ob *redisObs) sigCalls(ctx context.Context, what string, groups []callGroup, call func(redis.Pipeliner, callGroup, bool) *redis.Cmd,
+	extra int, add func(redis.Pipeliner, int, bool) *redis.Cmd) ([]callGroup, []*redis.Cmd, []*redis.Cmd, error) {
 	r := ob.r
-	if len(extra) > 0 {
-		ob.foldInto(ctx, groups, extra[0].keys[0])
-	}
-	lines := make([]scriptArgs, len(groups))
-	for i, g := range groups {
-		lines[i] = call(g)
-	}
-	folded := slices.ContainsFunc(groups, func(g callGroup) bool { return g.fold })
-	alone := extra
-	if folded {
-		alone = extra[1:]
-	}
-	cmds := make([]*redis.Cmd, len(groups)+len(alone))
+	cmds := make([]*redis.Cmd, len(groups)+extra)
 	soft := make([]bool, len(cmds))
 	for i, g := range groups {
 		soft[i] = g.runs != ""
 	}
 	failed, err := r.runSoft(ctx, len(cmds), soft, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
 		if i < len(groups) {
-			var fold *scriptArgs
-			if groups[i].fold {
-				fold = &extra[0]
-			}
-			cmds[i] = callGroupScript(ctx, p, eval, groups[i].runs, lines[i], fold)
+			cmds[i] = call(p, groups[i], eval)
 		} else {
-			cmds[i] = callScript(ctx, p, eval, alone[i-len(groups)].keys, alone[i-len(groups)].args)
+			cmds[i] = add(p, i-len(groups), eval)
 		}
 		return cmds[i]
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	replies := make([]any, 0, len(groups))
-	extras := make([]any, len(extra))
-	for i, c := range cmds[len(groups):] {
-		extras[len(extra)-len(alone)+i] = c.Val()
-	}
-	var outG []callGroup
-	for i, g := range groups {
-		if slices.Contains(failed, i) {
-			continue
-		}
-		v := cmds[i].Val()
-		if g.fold {
-			f, ok := v.([]any)
-			if !ok || len(f) != 2 {
-				return nil, nil, nil, fmt.Errorf("unexpected script reply %T", v)
-			}
-			v, extras[0] = f[0], f[1]
-		}
-		outG, replies = append(outG, g), append(replies, v)
-	}
 	if len(failed) == 0 {
-		return outG, replies, extras, nil
+		return groups, cmds[:len(groups)], cmds[len(groups):], nil
 	}
 	var again []callGroup
-	var againLines []scriptArgs
-	carried := false // the folded call is sent again alone
 	for _, i := range failed {
 		if fo, ok := r.observer.(ClusterObserver); ok {
 			fo.ObserveClusterFallback(what)
 		}
 		slog.Debug("redis store: a primary's call sent again one call a slot", "call", what, "err", cmds[i].Err())
-		for _, g := range ob.bySlot(groups[i].idx) {
-			again, againLines = append(again, g), append(againLines, call(g))
-		}
-		carried = carried || groups[i].fold
+		again = append(again, ob.bySlot(groups[i].idx)...)
 	}
-	n := len(again)
-	if carried {
-		n++
-	}
-	acmds := make([]*redis.Cmd, n)
-	if err := r.run(ctx, n, func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
-		if i < len(again) {
-			acmds[i] = callScript(ctx, p, eval, againLines[i].keys, againLines[i].args)
-		} else {
-			acmds[i] = callScript(ctx, p, eval, extra[0].keys, extra[0].args)
-		}
+	acmds := make([]*redis.Cmd, len(again))
+	if err := r.run(ctx, len(again), func(p redis.Pipeliner, i int, eval bool) *redis.Cmd {
+		acmds[i] = call(p, again[i], eval)
 		return acmds[i]
 	}); err != nil {
 		return nil, nil, nil, err
 	}
-	for i := range again {
-		replies = append(replies, acmds[i].Val())
+	var outG []callGroup
+	var outC []*redis.Cmd
+	for i, g := range groups {
+		if !slices.Contains(failed, i) {
+			outG, outC = append(outG, g), append(outC, cmds[i])
+		}
 	}
-	if carried {
-		extras[0] = acmds[len(again)].Val()
-	}
-	return append(outG, again...), replies, extras, nil
+	return append(outG, again...), append(outC, acmds...), cmds[len(groups):], nil
 }
 
 // callGroupScript is callScript for a group's call: a primary's (runs
 // set) names its keys in ARGV (script.lua's 'X'), and goes where its
-// first key's slot is served; it may carry one call of one slot (fold).
-func callGroupScript(ctx context.Context, p redis.Pipeliner, eval bool, runs string, c scriptArgs, fold *scriptArgs) *redis.Cmd {
+// first key's slot is served.
+func callGroupScript(ctx context.Context, p redis.Pipeliner, eval bool, runs string, keys []string, args []any) *redis.Cmd {
 	if runs == "" {
-		return callScript(ctx, p, eval, c.keys, c.args)
+		return callScript(ctx, p, eval, keys, args)
 	}
-	line := make([]any, 0, 8+len(c.keys)+len(c.args))
+	line := make([]any, 0, 6+len(keys)+len(args))
 	if eval {
 		line = append(line, "eval", scriptSrcArg)
 	} else {
 		line = append(line, "evalsha", scriptHashArg)
 	}
-	line = append(line, 0, "X", len(c.keys), runs)
-	for i := range c.keys {
-		line = append(line, &c.keys[i])
+	line = append(line, 0, "X", len(keys), runs)
+	for i := range keys {
+		line = append(line, &keys[i])
 	}
-	if fold == nil {
-		line = append(line, 0)
-	} else {
-		line = append(line, 1+len(fold.keys)+len(fold.args), len(fold.keys))
-		for i := range fold.keys {
-			line = append(line, &fold.keys[i])
-		}
-		line = append(line, fold.args...)
-	}
-	cmd := redis.NewCmd(ctx, append(line, c.args...)...)
+	cmd := redis.NewCmd(ctx, append(line, args...)...)
 	cmd.SetFirstKeyPos(6)
 	_ = p.Process(ctx, cmd)
 	return cmd

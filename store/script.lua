@@ -14,8 +14,7 @@
 --
 -- ARGV[1] is the mode: 'c' observe on one server; on a cluster 'r' read
 -- pointers and votes, 'q' find a free campaign ref, 'w' write pointers,
--- 'k' count a campaign; 'v' vote; 'X' a primary's call of 'r' or 'w',
--- which may carry a 'q' or a 'k' (below).
+-- 'k' count a campaign; 'v' vote.
 
 local CHUNK = 1000 -- arguments per command, below Lua's stack limit
 
@@ -31,23 +30,11 @@ local CHUNK = 1000 -- arguments per command, below Lua's stack limit
 -- runs: the lengths of the runs of signatures of one slot, in order
 -- (RUN[s]: signature s's run), so that each multi-key command (MGET,
 -- EXISTS) takes one slot's keys.
--- After the keys, ne, then ne values of a one-slot call folded in (FOLD):
--- its number of keys, its keys, its own ARGV; a read ('r') carries the
--- free-ref probe ('q'), a write ('w') the campaign's count ('k'), so that
--- neither costs a call of its own. The reply is then {the call's, the
--- folded call's}.
-local KEYS, ARGV, RUN, FOLD = KEYS, ARGV, nil, nil
+local KEYS, ARGV, RUN = KEYS, ARGV, nil
 if ARGV[1] == 'X' then
   local n, k, a = tonumber(ARGV[2]), {}, {}
   for i = 1, n do k[i] = ARGV[3 + i] end
-  local ne = tonumber(ARGV[4 + n])
-  if ne > 0 then
-    local nk, fk, fa = tonumber(ARGV[5 + n]), {}, {}
-    for i = 1, nk do fk[i] = ARGV[5 + n + i] end
-    for i = 6 + n + nk, 4 + n + ne do fa[#fa + 1] = ARGV[i] end
-    FOLD = {KEYS = fk, ARGV = fa}
-  end
-  for i = 5 + n + ne, #ARGV do a[i - 4 - n - ne] = ARGV[i] end
+  for i = 4 + n, #ARGV do a[i - 3 - n] = ARGV[i] end
   RUN = {}
   local s, r = 0, 0
   for len in string.gmatch(ARGV[3], '%d+') do
@@ -1056,60 +1043,6 @@ local function camp_keys(prefix, split, ref, nb, cb)
   return ck
 end
 
--- probe_call is mode 'q', alone or folded into a primary's read.
-local function probe_call(KEYS, ARGV)
-  -- KEYS per candidate ref: its exact set, then its nb first-sighting
-  -- strings. ARGV: 'q', nb, candidates, origin, their fields, the
-  -- window's oldest bucket. Returns the 0-based index of the first
-  -- candidate no campaign holds.
-  local nb, n, origin = tonumber(ARGV[2]), tonumber(ARGV[3]), u32(tonumber(ARGV[4]))
-  local oldest = tonumber(ARGV[5 + n]) -- the window's oldest bucket
-  for i = 1, n do
-    local kb = (i - 1) * (nb + 1)
-    local ck = {x = KEYS[kb + 1], f = {}, nb = nb, field = ARGV[4 + i]}
-    for j = 1, nb do ck.f[j] = KEYS[kb + 1 + j] end
-    if not camp_live(ck, origin, oldest) then return i - 1 end
-  end
-  return n
-end
-
--- count_call is mode 'k', alone or folded into a primary's write.
-local function count_call(KEYS, ARGV)
-  -- KEYS: the campaign's nb first-sighting strings, exact set, nb
-  -- HyperLogLogs, vote hash. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now,
-  -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
-  -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
-  -- campaign), horizon, members ('1': a union, the reply adds
-  -- camp_members' HyperLogLog count and fingerprints), old ('1': keep no
-  -- first sighting, store/ahead.go's written).
-  -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
-  local nb = tonumber(ARGV[2])
-  local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
-    cap = tonumber(ARGV[6]), elim = tonumber(ARGV[7]), now = tonumber(ARGV[8]), f = {}, c = {}}
-  local nr = tonumber(ARGV[9])
-  local rs = {}
-  for j = 1, nr do rs[j] = ARGV[9 + j] end
-  local a = 9 + nr
-  ck.field = ARGV[a + 1]
-  for i = 1, nb do
-    ck.f[i] = KEYS[i]
-    ck.c[i] = KEYS[nb + 1 + i]
-  end
-  ck.x = KEYS[nb + 1]
-  ck.origin, ck.old = u32(tonumber(ARGV[a + 5])), ARGV[a + 9] == '1'
-  local write = ARGV[a + 4] == '1'
-  local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
-  local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
-  if not count then return {-1, 0, 0, 0, cv} end
-  if ARGV[a + 8] == '1' then
-    -- a union (model.go): the campaign's members too, after this message
-    local fps, h = camp_members(ck)
-    return {count, nets, snds, first, cv, h, fps}
-  end
-  return {count, nets, snds, first, cv}
-end
-
-
 if mode == 'c' or mode == 'r' then
   -- ARGV: mode, nb, blen, ttl, cb, cap, elim, now, hz, nsig, nr, nr
   -- recipients (6 bytes), nsig fields (4 bytes), a '0'/'1' per key (1: a
@@ -1241,10 +1174,6 @@ if mode == 'c' or mode == 'r' then
     local out = {}
     for s = 1, nsig do
       out[s] = {ptrs[s] or -1, at[s] or 0, votes[s][1], votes[s][2], votes[s][3]}
-    end
-    if FOLD then
-      RUN = nil -- the probe's keys are of one slot
-      return {out, probe_call(FOLD.KEYS, FOLD.ARGV)}
     end
     return out
   end
@@ -1515,19 +1444,27 @@ if mode == 'c' or mode == 'r' then
   return out
 end
 
+if mode == 'q' then
+  -- KEYS per candidate ref: its exact set, then its nb first-sighting
+  -- strings. ARGV: 'q', nb, candidates, origin, their fields, the
+  -- window's oldest bucket. Returns the 0-based index of the first candidate no campaign holds.
+  local nb, n, origin = tonumber(ARGV[2]), tonumber(ARGV[3]), u32(tonumber(ARGV[4]))
+  local oldest = tonumber(ARGV[5 + n]) -- the window's oldest bucket
+  for i = 1, n do
+    local kb = (i - 1) * (nb + 1)
+    local ck = {x = KEYS[kb + 1], f = {}, nb = nb, field = ARGV[4 + i]}
+    for j = 1, nb do ck.f[j] = KEYS[kb + 1 + j] end
+    if not camp_live(ck, origin, oldest) then return i - 1 end
+  end
+  return n
+end
+
 if mode == 'w' then
   -- KEYS: per key its current and older pointer strings. ARGV: 'w', ttl,
   -- cap, n, cb, nb, blen, n fields, n pointers, a '0'/'1' per key (1: a
   -- support family's but the line family's), the last bucket not ahead of the clock.
   local ttl, cap, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local cb, nb, blen = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  -- A folded count must run whole or not at all: a command on a key of
-  -- a slot this node does not serve fails the call where it stands, and
-  -- the store then sends the count again alone. So every key of it is
-  -- touched first, before anything is written (EXISTS fails when the
-  -- slot moved, or is being migrated and lacks one of them), and the
-  -- count runs last, once the pointers are written.
-  if FOLD then redis.call('EXISTS', unpack(FOLD.KEYS)) end
   local cur = {}
   for i = 1, n do cur[i] = KEYS[2 * i - 1] end
   fs_mget(cur)
@@ -1535,14 +1472,43 @@ if mode == 'w' then
     ptr_write(KEYS[2 * i - 1], KEYS[2 * i], ARGV[7 + i], string.byte(ARGV[8 + 2 * n], i) == 49,
       tonumber(ARGV[7 + n + i]), cb, cb - nb + 1, cap, ttl, blen, tonumber(ARGV[9 + 2 * n]))
   end
-  if FOLD then
-    RUN = nil -- the count's keys are of one slot
-    return {n, count_call(FOLD.KEYS, FOLD.ARGV)}
-  end
   return n
 end
 
-if mode == 'q' then return probe_call(KEYS, ARGV) end
-if mode == 'k' then return count_call(KEYS, ARGV) end
+if mode == 'k' then
+  -- KEYS: the campaign's nb first-sighting strings, exact set, nb
+  -- HyperLogLogs, vote hash. ARGV: 'k', nb, blen, ttl, cb, cap, elim, now,
+  -- nr, nr recipients, field, network, sender, write (0 or 1), origin,
+  -- campaign votes (0, 'r' read them: a strong join, 'd' drop them: a new
+  -- campaign), horizon, members ('1': a union, the reply adds
+  -- camp_members' HyperLogLog count and fingerprints), old ('1': keep no
+  -- first sighting, store/ahead.go's written).
+  -- Returns {count or -1, networks, senders, first, {notbulk, bulk, votes}}.
+  local nb = tonumber(ARGV[2])
+  local ck = {nb = nb, blen = tonumber(ARGV[3]), ttl = tonumber(ARGV[4]), cb = tonumber(ARGV[5]),
+    cap = tonumber(ARGV[6]), elim = tonumber(ARGV[7]), now = tonumber(ARGV[8]), f = {}, c = {}}
+  local nr = tonumber(ARGV[9])
+  local rs = {}
+  for j = 1, nr do rs[j] = ARGV[9 + j] end
+  local a = 9 + nr
+  ck.field = ARGV[a + 1]
+  for i = 1, nb do
+    ck.f[i] = KEYS[i]
+    ck.c[i] = KEYS[nb + 1 + i]
+  end
+  ck.x = KEYS[nb + 1]
+  ck.origin, ck.old = u32(tonumber(ARGV[a + 5])), ARGV[a + 9] == '1'
+  local write = ARGV[a + 4] == '1'
+  local count, nets, snds, first = camp_count(ck, rs, write, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]))
+  local cv = camp_votes(KEYS[2 * nb + 2], ARGV[a + 6] == 'r', ARGV[a + 6] == 'd', rs, ck.now, tonumber(ARGV[a + 7]))
+  if not count then return {-1, 0, 0, 0, cv} end
+  if ARGV[a + 8] == '1' then
+    -- a union (model.go): the campaign's members too, after this message
+    local fps, h = camp_members(ck)
+    return {count, nets, snds, first, cv, h, fps}
+  end
+  return {count, nets, snds, first, cv}
+end
+
 
 return redis.error_reply('unknown mode ' .. tostring(mode))
