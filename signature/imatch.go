@@ -256,7 +256,8 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		if k+1 < len(sc.seq) {
 			next = p.th[sc.seq[k+1]]
 		}
-		s.inCtx = m.ctx.has(m.pairHash(prev, h)) || m.ctx.has(m.pairHash(h, next))
+		s.inCtx = s.info.mayFollow(prev) && m.ctx.has(m.pairHash(prev, h)) ||
+			s.info.mayPrecede(next) && m.ctx.has(m.pairHash(h, next))
 	}
 	if unique == 0 {
 		e.Declined = "no I-Match terms"
@@ -282,7 +283,7 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 			}
 		}
 		if s.info.class() == classSecondary {
-			sc.sec = append(sc.sec, secTerm{rank: s.info.rank(), idx: s.idx, h: s.h, keep: keep, inCtx: s.inCtx})
+			sc.sec = append(sc.sec, secTerm{rank: m.kl.rank(s.idx, s.info), idx: s.idx, h: s.h, keep: keep, inCtx: s.inCtx})
 			continue
 		}
 		if report {

@@ -34,11 +34,12 @@ func nonZero(h uint64) uint64 {
 // string. It is built once per secret and lexicon.
 //
 // A slot is a 16-byte record: the top 40 bits of the hash with the term
-// index + 1 (24 bits), then termInfo, everything the families read about
-// the term in signing. Four slots fill a cache line and the table's lines
+// index + 1 (24 bits), then termInfo, what the families read about the
+// term in signing. Four slots fill a cache line and the table's lines
 // are aligned (a large allocation starts on a page), so a token's lookup
 // reads one line where it read the slot and then the class, keep, rank and
-// df tables apart: those were half of a message's simulated L2 misses
+// df tables apart, and I-Match's context filter for most terms: those were
+// half of a message's simulated L2 misses
 // (docs/performance.md, "Fifteenth pass"). The load is at most 2/3. Two
 // tokens whose keyed hashes share the slot position and those 40 bits
 // (probability about 2⁻⁴⁰ per lookup) would be confused.
@@ -54,23 +55,57 @@ type lexSlot struct {
 	info termInfo
 }
 
-// termInfo packs a lexicon term's class (bits 0–1), I-Match's keep mask
-// (2–17: bit i set = kept in lexicon i), its secondary rank (18–41) and its
-// document frequency saturated at dfSaturated (42–63).
+// termInfo packs what the families read about a lexicon term:
+//
+//	bits  0–1   class
+//	bits  2–17  I-Match's keep mask (bit i set = kept in lexicon i)
+//	bits 18–33  secondary rank, saturated at rankSaturated
+//	bits 34–45  document frequency, saturated at dfSaturated
+//	bits 46–53  the term's preceding contexts: bit ctxBit(c) for each
+//	bits 54–61  the term's following contexts, likewise
+//
+// A saturated field is read from the Lexicon (keyedLexicon.rank, .df);
+// the bundled lexicon saturates neither. The context bits are a filter
+// without false negatives in front of I-Match's set of context pairs (a
+// pair counts for both its terms): 33,830 of the bundled lexicon's 40,994
+// L and B terms are in none, and a check of such a term reads no table.
 type termInfo uint64
 
-const dfSaturated = 1<<22 - 1
+const (
+	rankSaturated = 1<<16 - 1
+	dfSaturated   = 1<<12 - 1
+)
 
 func (t termInfo) class() uint8 { return uint8(t & 3) }
 func (t termInfo) keep() uint16 { return uint16(t >> 2) }
-func (t termInfo) rank() uint32 { return uint32(t>>18) & (1<<24 - 1) }
 
-// df returns the term's document frequency, or dfSaturated for that many
-// or more: the caller reads Lexicon.df then.
-func (t termInfo) df() uint32 { return uint32(t >> 42) }
+// mayFollow reports whether the term may have been seen after the token
+// of keyed hash prev in training; mayPrecede, before the token of hash next.
+func (t termInfo) mayFollow(prev uint64) bool  { return t>>46&ctxBit(prev) != 0 }
+func (t termInfo) mayPrecede(next uint64) bool { return t>>54&ctxBit(next) != 0 }
+
+// ctxBit is a context's bit in a term's 8-bit filter: the top 3 bits of
+// its keyed hash.
+func ctxBit(h uint64) termInfo { return 1 << (h >> 61) }
 
 func newTermInfo(class uint8, keep uint16, rank, df uint32) termInfo {
-	return termInfo(class) | termInfo(keep)<<2 | termInfo(rank)<<18 | termInfo(min(df, dfSaturated))<<42
+	return termInfo(class) | termInfo(keep)<<2 | termInfo(min(rank, rankSaturated))<<18 | termInfo(min(df, dfSaturated))<<34
+}
+
+// rank returns the secondary rank of term i, whose record is t.
+func (k *keyedLexicon) rank(i int32, t termInfo) uint32 {
+	if r := uint32(t>>18) & rankSaturated; r != rankSaturated {
+		return r
+	}
+	return k.lex.rank[i]
+}
+
+// df returns the document frequency of term i, whose record is t.
+func (k *keyedLexicon) df(i int32, t termInfo) uint32 {
+	if d := uint32(t>>34) & dfSaturated; d != dfSaturated {
+		return d
+	}
+	return k.lex.df[i]
 }
 
 // keepRule is I-Match's lexicon randomization: a term is removed from
@@ -150,7 +185,41 @@ func newKeyedLexicon(lex *Lexicon, th tokenHasher, keep keepRule) (*keyedLexicon
 		}
 		k.slots[j] = lexSlot{key: h&^(1<<24-1) | uint64(i+1), info: newTermInfo(lex.class[i], m, lex.rank[i], lex.df[i])}
 	}
+	ctxHash := func(id uint32) uint64 {
+		if id == 0 {
+			return th.boundary
+		}
+		return termHash[id-1]
+	}
+	// A pair (a, b) is a valid context of both its terms: b stored with a
+	// before it, or a with b after it, so each term's filter takes the pair.
+	pair := func(a, b uint32) {
+		if a != 0 {
+			k.slot(termHash[a-1]).info |= ctxBit(ctxHash(b)) << 54
+		}
+		if b != 0 {
+			k.slot(termHash[b-1]).info |= ctxBit(ctxHash(a)) << 46
+		}
+	}
+	for _, e := range lex.ctx {
+		for _, id := range e.left {
+			pair(id, e.term+1)
+		}
+		for _, id := range e.right {
+			pair(e.term+1, id)
+		}
+	}
 	return k, termHash, nil
+}
+
+// slot returns the slot of a term's keyed hash, which must be in k.
+func (k *keyedLexicon) slot(h uint64) *lexSlot {
+	tag := h &^ (1<<24 - 1)
+	j := h & k.mask
+	for k.slots[j].key&^(1<<24-1) != tag {
+		j = (j + 1) & k.mask
+	}
+	return &k.slots[j]
 }
 
 // lookup returns the term index and record of a keyed token hash, or -1.

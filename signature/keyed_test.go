@@ -86,10 +86,42 @@ func TestKeyedLexiconRecords(t *testing.T) {
 		}
 		idx, info := kl.lookup(h)
 		if idx != int32(i) || info.class() != lex.class[i] || info.keep() != keep ||
-			info.rank() != lex.rank[i] || info.df() != lex.df[i] {
+			kl.rank(idx, info) != lex.rank[i] || kl.df(idx, info) != lex.df[i] {
 			t.Fatalf("term %d %q: index %d class %d keep %#x rank %d df %d, want %d %d %#x %d %d",
-				i, term, idx, info.class(), info.keep(), info.rank(), info.df(),
+				i, term, idx, info.class(), info.keep(), kl.rank(idx, info), kl.df(idx, info),
 				i, lex.class[i], keep, lex.rank[i], lex.df[i])
+		}
+	}
+	// The context filters: both terms of every stored pair pass their
+	// side's filter (no false negatives: I-Match's set answers for the
+	// pair whichever term stored it), and a term in no pair passes none.
+	ctxHash := func(id uint32) uint64 {
+		if id == 0 {
+			return th.boundary
+		}
+		return termHash[id-1]
+	}
+	inPair := make([]bool, len(lex.terms)+1)
+	check := func(a, b uint32) {
+		inPair[a], inPair[b] = true, true
+		if _, info := kl.lookup(ctxHash(b)); b != 0 && !info.mayFollow(ctxHash(a)) {
+			t.Fatalf("%q after context %d: filtered out", lex.terms[b-1], a)
+		}
+		if _, info := kl.lookup(ctxHash(a)); a != 0 && !info.mayPrecede(ctxHash(b)) {
+			t.Fatalf("%q before context %d: filtered out", lex.terms[a-1], b)
+		}
+	}
+	for _, e := range lex.ctx {
+		for _, id := range e.left {
+			check(id, e.term+1)
+		}
+		for _, id := range e.right {
+			check(e.term+1, id)
+		}
+	}
+	for i, h := range termHash {
+		if _, info := kl.lookup(h); !inPair[i+1] && info>>46 != 0 {
+			t.Fatalf("%q is in no context pair, filter %#x", lex.terms[i], uint64(info>>46))
 		}
 	}
 	for i := range 100000 {
@@ -101,29 +133,32 @@ func TestKeyedLexiconRecords(t *testing.T) {
 }
 
 // TestTermInfoFields: each field of a record holds its widest value without
-// touching its neighbours, and a document frequency past the record's
-// width is read from the lexicon by the containment family's test.
+// touching its neighbours, and a rank or document frequency past the
+// record's width is read from the lexicon.
 func TestTermInfoFields(t *testing.T) {
 	for _, c := range []struct {
-		class      uint8
-		keep       uint16
-		rank, df   uint32
-		wantDF     uint32
-		wantCommon bool // df >= minDF below
+		class    uint8
+		keep     uint16
+		rank, df uint32
 	}{
-		{0, 0, 0, 1, 1, false},
-		{classSecondary, 0xffff, 1<<24 - 1, dfSaturated - 1, dfSaturated - 1, false},
-		{classPrimary, 0x5555, 0xaaaaaa, dfSaturated, dfSaturated, true},
-		{classSecondary, 0xaaaa, 0x555555, 1 << 31, dfSaturated, true},
-		{classDict, 1, 1, math.MaxUint32, dfSaturated, true},
+		{0, 0, 0, 1},
+		{classSecondary, 0xffff, rankSaturated - 1, dfSaturated - 1},
+		{classPrimary, 0x5555, rankSaturated, dfSaturated},
+		{classSecondary, 0xaaaa, 1<<24 - 2, 1 << 31},
+		{classDict, 1, 1 << 20, math.MaxUint32},
 	} {
-		ti := newTermInfo(c.class, c.keep, c.rank, c.df)
-		if ti.class() != c.class || ti.keep() != c.keep || ti.rank() != c.rank || ti.df() != c.wantDF {
-			t.Errorf("%+v: class %d keep %#x rank %#x df %d", c, ti.class(), ti.keep(), ti.rank(), ti.df())
-		}
-		sh := &Shingle{minDF: dfSaturated, kl: &keyedLexicon{lex: &Lexicon{df: []uint32{c.df}}}}
-		if got := sh.common(0, ti); got != c.wantCommon {
-			t.Errorf("%+v: common = %v, want %v", c, got, c.wantCommon)
+		for _, f := range []termInfo{0, 0xff << 46, 0xff << 54, 0xa5 << 46, 0x5a << 54} {
+			ti := newTermInfo(c.class, c.keep, c.rank, c.df) | f
+			kl := &keyedLexicon{lex: &Lexicon{rank: []uint32{c.rank}, df: []uint32{c.df}}}
+			if ti.class() != c.class || ti.keep() != c.keep || kl.rank(0, ti) != c.rank || kl.df(0, ti) != c.df {
+				t.Errorf("%+v, filter %#x: class %d keep %#x rank %d df %d", c, uint64(f), ti.class(), ti.keep(), kl.rank(0, ti), kl.df(0, ti))
+			}
+			for b := range uint64(8) {
+				h := b << 61
+				if ti.mayFollow(h) != (f>>46&(1<<b) != 0) || ti.mayPrecede(h) != (f>>54&(1<<b) != 0) {
+					t.Errorf("%+v, filter %#x: context bit %d read as %v, %v", c, uint64(f), b, ti.mayFollow(h), ti.mayPrecede(h))
+				}
+			}
 		}
 	}
 }

@@ -109,17 +109,6 @@ func (s *Shingle) OutOfDictionary(d *Doc) float64 {
 	return 1 - float64(in)/float64(len(d.Tokens))
 }
 
-// common reports whether the term of index idx and record t is in at least
-// minDF documents; the record's saturated df leaves only huge counts to
-// the lexicon's own table.
-func (s *Shingle) common(idx int32, t termInfo) bool {
-	df := t.df()
-	if df == dfSaturated {
-		df = s.kl.lex.df[idx]
-	}
-	return df >= s.minDF
-}
-
 type wordScratch struct {
 	seq []uint64
 	o   oph
@@ -133,7 +122,7 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
 	for i, idx := range p.lex {
-		if idx >= 0 && (s.minDF == 0 || s.common(idx, p.info[i])) {
+		if idx >= 0 && (s.minDF == 0 || s.kl.df(idx, p.info[i]) >= s.minDF) {
 			sc.seq = append(sc.seq, p.th[i])
 		}
 	}
