@@ -77,7 +77,7 @@ func (p ContainParams) shingle() ShingleParams {
 // NewContain returns a containment signer keyed with s; lex supplies the
 // frequency dictionary.
 func NewContain(s Secret, lex *Lexicon, p ContainParams) (*Shingle, error) {
-	th, kl, err := keyedFor("contain", s, lex, " (the frequency dictionary)")
+	th, kl, _, err := keyedFor("contain", s, lex, " (the frequency dictionary)", keepRule{})
 	if err != nil {
 		return nil, err
 	}

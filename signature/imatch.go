@@ -95,49 +95,35 @@ func (p IMatchParams) Validate() error {
 type IMatch struct {
 	p    IMatchParams
 	th   tokenHasher
-	kl   *keyedLexicon
-	keep []uint16 // per term index: bit i set = kept in lexicon i (bit 0: primary)
-	ctx  u64set   // keyed (previous, next) pairs valid as context
+	kl   *keyedLexicon // its records carry the keep masks (keepRule)
+	ctx  u64set        // keyed (previous, next) pairs valid as context
 	pair mixer
 	fin  sipKey
 }
 
 // NewIMatch returns an I-Match signer keyed with s over lex.
 func NewIMatch(s Secret, lex *Lexicon, p IMatchParams) (*IMatch, error) {
-	th, kl, err := keyedFor("imatch", s, lex, "")
+	th, kl, termHash, err := keyedFor("imatch", s, lex, "", newKeepRule(s, p))
 	if err != nil {
 		return nil, err
 	}
-	return newIMatch(s, th, kl, p)
+	return newIMatch(s, th, kl, termHash, p)
 }
 
-func newIMatch(s Secret, th tokenHasher, kl *keyedLexicon, p IMatchParams) (*IMatch, error) {
+// newIMatch builds the signer over kl, keyed with newKeepRule(s, p);
+// termHash is the keyed hash of every term by index (newKeyedLexicon).
+func newIMatch(s Secret, th tokenHasher, kl *keyedLexicon, termHash []uint64, p IMatchParams) (*IMatch, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if kl.keep != newKeepRule(s, p) {
+		return nil, errors.New("imatch: lexicon keyed for another randomization")
 	}
 	lex := kl.lex
 	m := &IMatch{
 		p: p, th: th, kl: kl,
-		keep: make([]uint16, len(lex.terms)),
 		pair: newMixer(s.derive("imatch/context")),
 		fin:  s.derive("imatch/final"),
-	}
-	member := s.derive("imatch/randomize")
-	// A term is removed from randomized lexicon i when a keyed hash of
-	// (term, i) falls below p·2⁶⁴: independent Bernoulli(p) removals, the
-	// model behind Kolcz's 1 − (1 − pⁿ)ᴷ.
-	cut := uint64(p.RemoveFraction * (1 << 64))
-	for i, c := range lex.class {
-		if c == classDict {
-			continue
-		}
-		mask := uint16(1)
-		for j := 1; j <= p.Randomized; j++ {
-			if member.words(kl.th[i], uint64(j)) >= cut {
-				mask |= 1 << j
-			}
-		}
-		m.keep[i] = mask
 	}
 	if p.Hardening != HardeningOff {
 		var pairs []uint64
@@ -145,10 +131,10 @@ func newIMatch(s Secret, th tokenHasher, kl *keyedLexicon, p IMatchParams) (*IMa
 			if id == 0 {
 				return th.boundary
 			}
-			return kl.th[id-1]
+			return termHash[id-1]
 		}
 		for _, e := range lex.ctx {
-			t := kl.th[e.term]
+			t := termHash[e.term]
 			for _, id := range e.left {
 				pairs = append(pairs, m.pairHash(ctxHash(id), t))
 			}
@@ -201,8 +187,8 @@ func (m *IMatch) Report(d *Doc) IMatchReport {
 
 type uniqSlot struct {
 	h     uint64
+	info  termInfo
 	idx   int32
-	class uint8
 	inCtx bool
 }
 
@@ -255,12 +241,12 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		s := &sc.uniq[j]
 		if s.h == 0 {
 			unique++
-			*s = uniqSlot{h: h, idx: p.lex[pos], class: p.class[pos]}
-			if s.idx >= 0 && s.class != classDict {
+			*s = uniqSlot{h: h, idx: p.lex[pos], info: p.info[pos]}
+			if s.idx >= 0 && s.info.class() != classDict {
 				sc.lex = append(sc.lex, int32(j))
 			}
 		}
-		if !harden || s.idx < 0 || s.class == classDict || s.inCtx {
+		if !harden || s.idx < 0 || s.info.class() == classDict || s.inCtx {
 			continue
 		}
 		prev, next := m.th.boundary, m.th.boundary
@@ -270,7 +256,8 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 		if k+1 < len(sc.seq) {
 			next = p.th[sc.seq[k+1]]
 		}
-		s.inCtx = m.ctx.has(m.pairHash(prev, h)) || m.ctx.has(m.pairHash(h, next))
+		s.inCtx = s.info.mayFollow(prev) && m.ctx.has(m.pairHash(prev, h)) ||
+			s.info.mayPrecede(next) && m.ctx.has(m.pairHash(h, next))
 	}
 	if unique == 0 {
 		e.Declined = "no I-Match terms"
@@ -288,15 +275,15 @@ func (m *IMatch) sign(p *prepared, dst []Key, report bool) ([]Key, Explain, IMat
 	noise := 0
 	for _, j := range sc.lex {
 		s := &sc.uniq[j]
-		keep := m.keep[s.idx]
+		keep := s.info.keep()
 		if harden && !s.inCtx {
 			noise++
 			if report {
 				rep.OutOfContext = append(rep.OutOfContext, m.kl.lex.terms[s.idx])
 			}
 		}
-		if s.class == classSecondary {
-			sc.sec = append(sc.sec, secTerm{rank: m.kl.lex.rank[s.idx], idx: s.idx, h: s.h, keep: keep, inCtx: s.inCtx})
+		if s.info.class() == classSecondary {
+			sc.sec = append(sc.sec, secTerm{rank: m.kl.rank(s.idx, s.info), idx: s.idx, h: s.h, keep: keep, inCtx: s.inCtx})
 			continue
 		}
 		if report {

@@ -3,7 +3,10 @@ package signature
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -426,4 +429,103 @@ func TestIMatchParamsValidate(t *testing.T) {
 	if _, err := NewIMatch(Secret{}, handLexicon(t), DefaultIMatchParams()); err == nil {
 		t.Error("NewIMatch accepted a zero secret")
 	}
+}
+
+// TestIMatchContextAgainstLexicon: the terms I-Match finds out of context
+// are those the lexicon's stored contexts say, read by string: an
+// occurrence of a term is in context when the I-Match term before it is one
+// of its stored preceding contexts (the boundary at the start), or the one
+// after it one of its following contexts, or the term is stored as a
+// following context of the one before or a preceding context of the one
+// after (a pair is valid for both its terms). Documents are drawn from the
+// bundled lexicon's terms with contexts, their contexts and other words,
+// so that both answers occur often. A filter with a false negative, or a
+// pair read for one of its terms only, fails it.
+func TestIMatchContextAgainstLexicon(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "bundled", "lexicon.bmlx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lex, err := LoadLexicon(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testIMatch(t, lex, nil)
+	var withCtx []string
+	for _, e := range lex.ctx {
+		withCtx = append(withCtx, lex.terms[e.term])
+	}
+	others := lex.Terms("secondary")[:2000]
+	r := rand.New(rand.NewPCG(7, 19))
+	pick := func(s []string) string {
+		if len(s) == 0 {
+			return ""
+		}
+		return s[r.IntN(len(s))]
+	}
+	inPairs, outPairs := 0, 0
+	for range 3000 {
+		var toks []string
+		for range 5 + r.IntN(40) {
+			term := pick(withCtx)
+			before, after := lex.Contexts(term)
+			switch r.IntN(6) {
+			case 0:
+				if b := pick(before); b != "" {
+					toks = append(toks, b)
+				}
+			case 1:
+				toks = append(toks, pick(others))
+			case 2:
+				toks = append(toks, "zzqx"+strconv.Itoa(r.IntN(50))) // not a term
+			}
+			toks = append(toks, term)
+			if r.IntN(3) == 0 {
+				if a := pick(after); a != "" {
+					toks = append(toks, a)
+				}
+			}
+		}
+		var seq []string
+		for _, tok := range toks {
+			if IMatchTerm(tok) {
+				seq = append(seq, tok)
+			}
+		}
+		inCtx := map[string]bool{}
+		lexTerm := map[string]bool{}
+		for k, term := range seq {
+			if info, ok := lex.Lookup(term); !ok || !(info.Primary || info.Secondary) {
+				continue
+			}
+			lexTerm[term] = true
+			prev, next := "", ""
+			if k > 0 {
+				prev = seq[k-1]
+			}
+			if k+1 < len(seq) {
+				next = seq[k+1]
+			}
+			before, after := lex.Contexts(term)
+			_, prevAfter := lex.Contexts(prev)
+			nextBefore, _ := lex.Contexts(next)
+			ok := slices.Contains(before, prev) || slices.Contains(after, next) ||
+				prev != "" && slices.Contains(prevAfter, term) || next != "" && slices.Contains(nextBefore, term)
+			inCtx[term] = inCtx[term] || ok
+		}
+		var want []string
+		for term := range lexTerm {
+			if inCtx[term] {
+				inPairs++
+			} else {
+				want = append(want, term)
+				outPairs++
+			}
+		}
+		slices.Sort(want)
+		if got := m.Report(docOf(toks)).OutOfContext; !slices.Equal(got, want) {
+			t.Fatalf("%q: out of context %q, want %q", toks, got, want)
+		}
+	}
+	t.Logf("%d terms in context, %d out of context", inPairs, outPairs)
 }

@@ -227,6 +227,7 @@ func FuzzLoadLexicon(f *testing.F) {
 			if !bytes.Equal(l2.raw, in) {
 				t.Fatalf("loaded lexicon re-encodes differently")
 			}
+			checkKeyedRecords(t, l)
 			sec, err := NewSet(SetParams{Secret: testSecret(t), Lexicon: l, IMatch: DefaultIMatchParams(), Shingle: DefaultShingleParams()})
 			if err != nil {
 				t.Fatalf("valid lexicon rejected by NewSet: %v", err)

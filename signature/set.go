@@ -105,13 +105,18 @@ func NewSet(p SetParams) (*Set, error) {
 	sidePool.Start()
 	s := &Set{th: newTokenHasher(p.Secret)}
 	var err error
+	var termHash []uint64
 	if needLex && p.Lexicon != nil {
-		if s.kl, err = newKeyedLexicon(p.Lexicon, s.th); err != nil {
+		var keep keepRule
+		if p.IMatch.Enabled && p.IMatch.Validate() == nil {
+			keep = newKeepRule(p.Secret, p.IMatch)
+		}
+		if s.kl, termHash, err = newKeyedLexicon(p.Lexicon, s.th, keep); err != nil {
 			return nil, fmt.Errorf("signature set: %w", err)
 		}
 	}
 	if p.IMatch.Enabled && s.kl != nil {
-		if s.imatch, err = newIMatch(p.Secret, s.th, s.kl, p.IMatch); err != nil {
+		if s.imatch, err = newIMatch(p.Secret, s.th, s.kl, termHash, p.IMatch); err != nil {
 			errs = append(errs, err)
 		} else {
 			s.signers = append(s.signers, s.imatch)

@@ -63,7 +63,7 @@ type Shingle struct {
 // NewShingle returns a word-shingle signer keyed with s; lex supplies the
 // frequency dictionary.
 func NewShingle(s Secret, lex *Lexicon, p ShingleParams) (*Shingle, error) {
-	th, kl, err := keyedFor("shingle", s, lex, " (the frequency dictionary)")
+	th, kl, _, err := keyedFor("shingle", s, lex, " (the frequency dictionary)", keepRule{})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
 	for i, idx := range p.lex {
-		if idx >= 0 && (s.minDF == 0 || s.kl.lex.df[idx] >= s.minDF) {
+		if idx >= 0 && (s.minDF == 0 || s.kl.df(idx, p.info[i]) >= s.minDF) {
 			sc.seq = append(sc.seq, p.th[i])
 		}
 	}

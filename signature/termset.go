@@ -48,7 +48,7 @@ type TermSet struct {
 // NewTermSet returns a term-set signer keyed with s; lex supplies the
 // lexicons.
 func NewTermSet(s Secret, lex *Lexicon, p TermSetParams) (*TermSet, error) {
-	th, kl, err := keyedFor("term set", s, lex, "")
+	th, kl, _, err := keyedFor("term set", s, lex, "", keepRule{})
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (t *TermSet) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	// indexes cost more than the rest of the family.
 	sc.bit = grow(sc.bit, (len(t.kl.lex.terms)+63)/64)
 	for i, idx := range p.lex {
-		if idx < 0 || p.class[i] == classDict || !p.kolcz[i] {
+		if idx < 0 || p.info[i].class() == classDict || !p.kolcz[i] {
 			continue
 		}
 		// A repeated term offers the same value again, which min-hashing
