@@ -60,8 +60,7 @@ type Embedded struct {
 	votes  voteBook
 	// aliases: the stored merge of split campaigns (model.go, alias.go)
 	aliases aliasBook
-	age     ageBook // measurement, branch n-age (model.go AgeAlone)
-	noMerge bool    // the model a Redis Cluster runs: no stored merge (TestStoresAgree)
+	noMerge bool // the model a Redis Cluster runs: no stored merge (TestStoresAgree)
 	// mixedUpTo: the buckets up to it, read from a file of version 4 or
 	// before, hold the support families' pointers in the main ring too
 	// (math.MinInt64: none).
@@ -603,25 +602,10 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if !e.noMerge {
 		e.aliases.resolve(kps, oldest)
 	}
-	if AgeAlone > 0 || AgeLines > 0 {
-		e.age.mark(kps, raw, sigs)
-	}
 	fc := familyCounts(fams)
 	d := decide(fams, fc, kps, 0, fp16(o.Sender))
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
-	// AgeKeep: a message that joins nothing leaves early containment keys
-	// on their campaign (no move, no weak event), so the offer stays early.
-	var kept []bool
-	if AgeKeep && !d.join {
-		kept = make([]bool, len(ids))
-		for i := range kps {
-			kept[i] = fams[i] == "contain" && kps[i].found && kps[i].early && kps[i].p.switches() == 0
-		}
-	}
-	if write && (AgeAlone > 0 || AgeLines > 0) {
-		defer func() { e.age.wrote(d.ref, kps, raw, sigs, kept) }()
-	}
 	if !d.join {
 		if !write {
 			return Campaign{}, d
@@ -631,9 +615,6 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	if write {
 		var ms msgSlots
 		for i, sig := range sigs {
-			if kept != nil && kept[i] {
-				continue
-			}
 			np, changed := repoint(kps[i], d, fams[i], d.weak && d.voters[i])
 			changed = changed || (raw[i].found && np != raw[i].p)
 			moved := inMain != nil && inMain[i]
@@ -1540,52 +1521,4 @@ func (vb *voteBook) list(q VoteQuery, voter pseudonym, byVoter bool, cutoff int6
 		}
 	}
 	return out
-}
-
-// ageBook is the key-age rule's side table (measurement, branch n-age):
-// for each key, the campaign it points to and the campaign's copy that
-// first pointed it there (1: the copy that started it or first gave the
-// key to it); for each campaign, its copies written. Not saved, never
-// expired: enough for one bulklab eval.
-type ageBook struct {
-	mu     sync.Mutex
-	keys   map[uint64]ageRec
-	copies map[uint32]uint32
-}
-
-type ageRec struct{ ref, born uint32 }
-
-// mark sets kps[i].early for the keys that a campaign's first AgeFirst
-// copies pointed to it (AgeFirst 0: every key; decide also asks that the
-// key never switched).
-func (a *ageBook) mark(kps, raw []keyPtr, sigs []uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for i := range kps {
-		if !kps[i].found {
-			continue
-		}
-		r, ok := a.keys[sigs[i]]
-		kps[i].early = AgeFirst == 0 || ok && r.ref == raw[i].p.ref() && r.born <= uint32(AgeFirst)
-	}
-}
-
-// wrote records a message written to campaign ref: its keys that did not
-// point there now do, born with this copy.
-func (a *ageBook) wrote(ref uint32, kps, raw []keyPtr, sigs []uint64, kept []bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.keys == nil {
-		a.keys, a.copies = map[uint64]ageRec{}, map[uint32]uint32{}
-	}
-	a.copies[ref]++
-	for i := range kps {
-		if kept != nil && kept[i] {
-			continue
-		}
-		if r, ok := a.keys[sigs[i]]; ok && r.ref == ref && raw[i].found && raw[i].p.ref() == ref {
-			continue
-		}
-		a.keys[sigs[i]] = ageRec{ref: ref, born: a.copies[ref]}
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -276,10 +275,6 @@ func newRef(ids []string) (ref, origin uint32) {
 type keyPtr struct {
 	found bool
 	p     ptr
-	// early (measurement, branch n-age): the key has pointed to its
-	// campaign since one of the campaign's first AgeFirst copies wrote it
-	// (the embedded store's side table; never set on Redis).
-	early bool
 }
 
 // decision is the outcome of decide.
@@ -383,18 +378,14 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 		f   string
 		ref uint32
 	}
-	sup := map[famRef]int{}      // a support family's keys naming each campaign
-	supEarly := map[famRef]int{} // of them, keys early in their campaign (AgeAlone)
-	mine := map[uint32]bool{}    // campaigns a spread family's key names that the message's sender wrote
+	sup := map[famRef]int{}   // a support family's keys naming each campaign
+	mine := map[uint32]bool{} // campaigns a spread family's key names that the message's sender wrote
 	for i, kp := range ptrs {
 		if !kp.found || kp.p.switches() >= WeakCap {
 			continue
 		}
 		if supportFamily(fams[i]) {
 			sup[famRef{fams[i], kp.p.ref()}]++
-			if kp.early && kp.p.switches() == 0 {
-				supEarly[famRef{fams[i], kp.p.ref()}]++
-			}
 			if supportSpread(fams[i]) > 0 && sc != 0 && kp.p.class() == sc {
 				mine[kp.p.ref()] = true
 			}
@@ -414,17 +405,12 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 	alone := map[uint32]int{}
 	for fr, k := range sup {
 		if supportAdds(fr.f) && 100*k >= supportShare(fr.f)*n[fr.f] {
-			a := k * (supportWhole / supportAlone(fr.f))
-			if na := ageAlone(fr.f); na > 0 {
-				a = max(a, supEarly[fr]*(supportWhole/na))
-			}
-			alone[fr.ref] += a
+			alone[fr.ref] += k * (supportWhole / supportAlone(fr.f))
 		}
 	}
 	var spread map[uint32]bool // campaigns spread lines name
 	for fr, k := range sup {
-		na := ageAlone(fr.f)
-		ok := (named[fr.ref] || k >= supportAlone(fr.f) || na > 0 && supEarly[fr] >= na || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
+		ok := (named[fr.ref] || k >= supportAlone(fr.f) || supportAdds(fr.f) && alone[fr.ref] >= supportWhole) &&
 			100*k >= supportShare(fr.f)*n[fr.f]
 		if !ok && supportSpread(fr.f) > 0 && sc != 0 && !mine[fr.ref] && k >= supportAlone(fr.f) && 100*k >= supportSpread(fr.f)*n[fr.f] {
 			if spread == nil {
@@ -735,34 +721,4 @@ func mergeParts(root uint32, have []part, merged []uint32, cb int64, partsOf fun
 		added = append(added, add...)
 	}
 	return out, added
-}
-
-// The key-age rule (measurement, branch n-age; docs/evaluation.md "n-age"):
-// containment keys that have pointed to their campaign since one of its
-// first AgeFirst copies wrote them, never re-pointed (no weak event),
-// name it alone with AgeAlone keys instead of ContainAlone. Read from the
-// environment for the runs; 0: off.
-var (
-	AgeAlone = envInt("BM_AGE_ALONE", 0)
-	AgeFirst = envInt("BM_AGE_FIRST", 0) // 0: any (the key never switched)
-	AgeLines = envInt("BM_AGE_LINES", 0) // AgeAlone for the line family
-	AgeKeep  = os.Getenv("BM_AGE_KEEP") != ""
-)
-
-func ageAlone(f string) int {
-	switch f {
-	case "contain":
-		return AgeAlone
-	case "lines":
-		return AgeLines
-	}
-	return 0
-}
-
-func envInt(k string, def int) int {
-	v, err := strconv.Atoi(os.Getenv(k))
-	if err != nil {
-		return def
-	}
-	return v
 }
