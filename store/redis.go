@@ -486,7 +486,7 @@ func (r *Redis) appendSigKeys(b *strings.Builder, id string, split uint64) sigKe
 	ends[2] = b.Len() - start
 	// The top bit of the check tells the script a support family's
 	// record from the others in a current string, whose records are in
-	// the order written (script.lua's old_put); a line key's record is
+	// the order written (script.lua's cur_split); a line key's record is
 	// as the others, whole with its class (model.go's keepsClass).
 	sup := !keepsClass(familyOf(id))
 	var f [4]byte

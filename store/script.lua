@@ -741,6 +741,21 @@ end
 -- not one a key).
 local OLDWHOLE = 512
 
+-- cur_split returns current string s's main records and its support
+-- records in the older string's 6 bytes (the class, 0, dropped), each in
+-- the order written.
+local function cur_split(s)
+  local m, u = {}, {}
+  for p = HDR + 1, #s - REC + 1, REC do
+    if string.byte(s, p) < 128 then
+      m[#m + 1] = string.sub(s, p, p + REC - 1)
+    else
+      u[#u + 1] = string.sub(s, p + 2, p + 7)
+    end
+  end
+  return table.concat(m), table.concat(u)
+end
+
 -- old_secs returns the records of older string s (lanes' lengths lens)
 -- by bucket (anchored at anchor) and lane, {bucket, {lane -> {checks,
 -- pointers}}} (none when s is not whole lanes).
@@ -768,17 +783,16 @@ local function old_secs(s, lens, anchor, nb)
   return secs
 end
 
--- old_put adds to bucket bk's section of older string k, anchored at
--- bucket from and rewritten anchored at bucket to, either the records of
--- current string cur (a full one, or one of an earlier bucket: newer than
--- the section's, kept as far as the section has room: cap records a
--- bucket, 255 a lane), or (cur nil) the one record crec of check chk
--- (a support family's when sup: 6 bytes, else 9), replaced in place if
--- there; it keeps the nb buckets from to back (the others left the
--- window), and gives the string the life of its newest section. lens are
--- the lanes' lengths now (the current string's header); it returns the
--- new ones.
-local function old_put(k, lens, bk, cur, chk, crec, sup, from, to, cb, oldest, cap, ttl, blen)
+-- old_put adds main records mrecs and support records srecs (6 bytes) to
+-- bucket bk's section of older string k, anchored at bucket from and
+-- rewritten anchored at bucket to (chk: they are one record of that
+-- check, replaced in place if there; nil: a bucket's records from a
+-- current string, newer than the section's, kept as far as the section
+-- has room: cap records a bucket, 255 a lane), keeps the nb buckets
+-- from to back (the others left the window), and gives the string the
+-- life of its newest section. lens are the lanes' lengths now (the
+-- current string's header); it returns the new ones.
+local function old_put(k, lens, bk, mrecs, srecs, chk, from, to, cb, oldest, cap, ttl, blen)
   local nb = cb - oldest + 1
   local secs = old_secs(fs_get(k), lens, from, nb)
   local sec = secs[bk]
@@ -791,88 +805,65 @@ local function old_put(k, lens, bk, cur, chk, crec, sup, from, to, cb, oldest, c
   for l = 0, 2 * LANES - 1 do
     if ls[l] then have = have + #ls[l][1] / (l < LANES and 4 or 2) end
   end
-  -- the records moved from cur: a lane's places in cur, in the order
-  -- written (main records first, then support ones); made into one
-  -- string of checks and one of pointers a lane below, not two strings a
-  -- record (every string made is hashed byte by byte and swept by the
-  -- collector: they cost more than the rest of the move)
+  -- the records moved from a current string, a list a lane in the order
+  -- written (emitted newest first): one string made of them all below,
+  -- not one a record (every string made costs its every byte again)
   local new = {}
-  if chk then
-    local cl = lane_sizes(sup)
-    local c, v = string.sub(crec, 1, cl), string.sub(crec, cl + 1)
-    local l = string.byte(c, cl) % LANES + (sup and LANES or 0)
-    local body = ls[l] or {'', ''}
-    local cs, ps = body[1], body[2]
-    local q = rec_find(cs, c, 1, #cs, cl)
-    if q then
-      local o = (q - 1) / cl * #v
-      ps = string.sub(ps, 1, o) .. v .. string.sub(ps, o + #v + 1)
-    elseif have < cap and #cs < 255 * cl then
-      cs, ps = cs .. c, ps .. v
-    end
-    ls[l] = {cs, ps}
-  else
-    for pass = 0, 1 do
-      for p = HDR + 1, #cur - REC + 1, REC do
-        local top, d = string.byte(cur, p), string.byte(cur, p + 3)
-        if (top >= 128 and 1 or 0) == pass then
-          local l = d % LANES + pass * LANES
-          local cl = lane_sizes(pass == 1)
-          local nw = new[l] or {}
-          new[l] = nw
-          if have < cap and #(ls[l] and ls[l][1] or '') + #nw * cl < 255 * cl then
-            nw[#nw + 1] = p
-            have = have + 1
-          end
+  local function add(recs, rec, sup)
+    local cl = lane_sizes(sup) -- the check's length
+    for p = 1, #recs - rec + 1, rec do
+      local c, v = string.sub(recs, p, p + cl - 1), string.sub(recs, p + cl, p + rec - 1)
+      local l = string.byte(c, cl) % LANES + (sup and LANES or 0)
+      local body = ls[l] or {'', ''}
+      local cs, ps = body[1], body[2]
+      local nw = new[l] or {}
+      if chk then
+        local q = rec_find(cs, c, 1, #cs, cl)
+        if q then
+          local o = (q - 1) / cl * #v
+          ps = string.sub(ps, 1, o) .. v .. string.sub(ps, o + #v + 1)
+        elseif have < cap and #cs < 255 * cl then
+          cs, ps = cs .. c, ps .. v
         end
+      elseif have < cap and #cs + #nw * cl / 2 < 255 * cl then
+        nw[#nw + 1], nw[#nw + 2] = c, v
+        new[l] = nw
+        have = have + 1
       end
+      ls[l] = {cs, ps}
     end
   end
+  add(mrecs, REC, false)
+  add(srecs, SREC, true)
   local out, nlens, newest = {}, {}, nil
   for l = 0, 2 * LANES - 1 do
-    local sp = l >= LANES
-    local cl, pl = lane_sizes(sp)
+    local cl = l < LANES and 4 or 2
     local nw = new[l] or {}
     -- up to the lane's oldest bucket with records
     local last, n = -1, 0
     for i = 0, nb - 1 do
-      local r = secs[to - i] and secs[to - i][2][l]
-      if (r and r[1] ~= '') or (to - i == bk and #nw > 0) then last = i end
+      local sc = secs[to - i]
+      if sc and sc[2][l] and (sc[2][l][1] ~= '' or (to - i == bk and #nw > 0)) then last = i end
     end
     local cnt = {}
     for i = 0, last do
       local b = to - i
-      local r = secs[b] and secs[b][2][l] or {'', ''}
-      local k = #r[1] / cl + (b == bk and #nw or 0)
+      local sc = secs[b]
+      local r = sc and sc[2][l] or {'', ''}
+      local k = #r[1] / cl + (b == bk and #nw / 2 or 0)
       if k > 0 and (newest == nil or b > newest) then newest = b end
       cnt[i + 1] = string.char(k)
-      n = n + 1 + #r[1] + #r[2] + (b == bk and #nw * (cl + pl) or 0)
+      n = n + 1 + #r[1] + #r[2] + (b == bk and #nw / 2 * (cl + (l < LANES and 5 or 4)) or 0)
     end
     out[#out + 1] = table.concat(cnt)
-    -- the moved records' checks and pointers, newest first, from their
-    -- bytes: a support record's are its check's last 2 bytes and its
-    -- pointer without the class
-    local mc, mp = '', ''
-    if #nw > 0 then
-      local cs, ps = {}, {}
-      for j = #nw, 1, -1 do
-        local a, b, c, d, e, f, g, h, x = string.byte(cur, nw[j], nw[j] + REC - 1)
-        if sp then
-          cs[#cs + 1], cs[#cs + 2] = c, d
-          ps[#ps + 1], ps[#ps + 2], ps[#ps + 3], ps[#ps + 4] = e, f, g, h
-        else
-          cs[#cs + 1], cs[#cs + 2], cs[#cs + 3], cs[#cs + 4] = a, b, c, d
-          ps[#ps + 1], ps[#ps + 2], ps[#ps + 3], ps[#ps + 4], ps[#ps + 5] = e, f, g, h, x
-        end
-      end
-      mc, mp = string.char(unpack(cs)), string.char(unpack(ps))
-    end
     for part = 1, 2 do
       for i = 0, last do
         local b = to - i
-        if b == bk then out[#out + 1] = part == 1 and mc or mp end
-        local r = secs[b] and secs[b][2][l]
-        if r then out[#out + 1] = r[part] end
+        local sc = secs[b]
+        if b == bk then
+          for j = #nw - 2 + part, 1, -2 do out[#out + 1] = nw[j] end
+        end
+        if sc and sc[2][l] then out[#out + 1] = sc[2][l][part] end
       end
     end
     nlens[l + 1] = u16(n)
@@ -935,9 +926,9 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
     -- current string a window or more ahead, a clock stepped back,
     -- gives its place to the present below)
     if sup then
-      olen = old_put(pok, olen, cb, nil, field, string.sub(field, 3, 4) .. string.sub(e, 1, 4), true, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, '', string.sub(field, 3, 4) .. string.sub(e, 1, 4), field, bk, bk, cb, oldest, cap, ttl, blen)
     else
-      olen = old_put(pok, olen, cb, nil, field, rec, false, bk, bk, cb, oldest, cap, ttl, blen)
+      olen = old_put(pok, olen, cb, rec, '', field, bk, bk, cb, oldest, cap, ttl, blen)
     end
     redis.call('SETRANGE', pck, '4', olen)
     fscache[pck] = string.sub(s, 1, 4) .. olen .. string.sub(s, HDR + 1)
@@ -954,10 +945,11 @@ local function ptr_write(pck, pok, field, sup, v, cb, oldest, cap, ttl, blen, ah
   -- move to the older string, anchored at this bucket (records of
   -- buckets ahead of it are dropped)
   if bk >= oldest and #s > HDR then
-    olen = old_put(pok, olen, bk, s, nil, nil, false, bk, cb, cb, oldest, cap, ttl, blen)
+    local m, u = cur_split(s)
+    olen = old_put(pok, olen, bk, m, u, nil, bk, cb, cb, oldest, cap, ttl, blen)
   elseif ok and olen ~= NOLANES then
     -- an older string anchored at an earlier bucket: re-anchored
-    olen = old_put(pok, olen, cb, '', nil, nil, false, bk, cb, cb, oldest, cap, ttl, blen)
+    olen = old_put(pok, olen, cb, '', '', nil, bk, cb, cb, oldest, cap, ttl, blen)
   end
   if olen == '' then olen = NOLANES end
   local ns = u32(cb) .. olen .. rec
