@@ -314,6 +314,16 @@ func TestRedisCurrentStringFull(t *testing.T) {
 		if n, want := s.client.StrLen(ctx, sk.keys[1]).Val(), int64(9*48+9*older+counts); n != want {
 			t.Errorf("older %d: older string of %d bytes after the move, want %d", older, n, want)
 		}
+		// the moved records newest first: lane 0's first check and first
+		// pointer are the last "n" filler's (the others: "m", rec's)
+		nc, n0 := counts-1, 47+older
+		if rec[3]%4 == 0 {
+			nc, n0 = counts, n0+1
+		}
+		o := s.client.Get(ctx, sk.keys[1]).Val()
+		if len(o) < nc+4*n0+5 || o[nc:nc+4] != "n000" || o[nc+4*n0:nc+4*n0+5] != "0022\x00" {
+			t.Errorf("older %d: lane 0 of the older string %q, want the newest record first", older, o[:min(len(o), 48)])
+		}
 		second, err := s.Observe(ctx, Observation{Keys: []string{k1, "v1:sift.0:00000000000000b2"}, Recipients: []string{"b@x"}, Time: at})
 		if err != nil || second.Campaign.ID != first.Campaign.ID || len(second.Campaign.Joined) != 1 || second.Volumes[0] != 2 {
 			t.Errorf("older %d: k1 again: campaign %+v, volumes %v, %v; want campaign %d, volume 2",

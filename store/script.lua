@@ -1309,13 +1309,17 @@ if mode == 'c' or mode == 'r' then
     end
   end
   inu[best] = true
+  -- vs: voters as characters, not numbers, for table.concat: a number
+  -- there is formatted with sprintf's "%.14g", ~2,000 instructions each
+  local vs = {}
   for s = 1, nsig do
     voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and 1 or 0
+    vs[s] = voters[s] == 1 and '1' or '0'
   end
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
   -- a reply of nested tables costs the server more than the script.
-  local out = {ref, join and 1 or 0, -1, 0, 0, 0, table.concat(voters), votes}
+  local out = {ref, join and 1 or 0, -1, 0, 0, 0, table.concat(vs), votes}
   if not join and not write then return out end
   local ck
   if not join then
