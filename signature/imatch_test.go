@@ -3,8 +3,6 @@ package signature
 import (
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -442,14 +440,7 @@ func TestIMatchParamsValidate(t *testing.T) {
 // so that both answers occur often. A filter with a false negative, or a
 // pair read for one of its terms only, fails it.
 func TestIMatchContextAgainstLexicon(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "bundled", "lexicon.bmlx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lex, err := LoadLexicon(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lex := bundledLexicon(t)
 	m := testIMatch(t, lex, nil)
 	var withCtx []string
 	for _, e := range lex.ctx {

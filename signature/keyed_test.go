@@ -52,6 +52,13 @@ func TestU64setFilter(t *testing.T) {
 // say, and tokens outside the lexicon are not found. A record that drops
 // or shifts a field, or a probe that stops early, fails it.
 func TestKeyedLexiconRecords(t *testing.T) {
+	lex := bundledLexicon(t)
+	checkKeyedRecords(t, lex)
+}
+
+// bundledLexicon loads the lexicon the daemon ships.
+func bundledLexicon(t testing.TB) *Lexicon {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "bundled", "lexicon.bmlx"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +67,7 @@ func TestKeyedLexiconRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkKeyedRecords(t, lex)
+	return lex
 }
 
 // checkKeyedRecords keys lex and checks every term's record (FuzzLoadLexicon

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"net/mail"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -58,15 +57,9 @@ func TestMeasureRemoteImageHam(t *testing.T) {
 			return out
 		}},
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "bundled", "lexicon.bmlx"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	sp := DefaultSetParams()
 	sp.Secret = testSecret(t)
-	if sp.Lexicon, err = LoadLexicon(raw); err != nil {
-		t.Fatal(err)
-	}
+	sp.Lexicon = bundledLexicon(t)
 	set, err := NewSet(sp)
 	if err != nil {
 		t.Fatal(err)
