@@ -127,19 +127,13 @@ func newIMatch(s Secret, th tokenHasher, kl *keyedLexicon, termHash []uint64, p 
 	}
 	if p.Hardening != HardeningOff {
 		var pairs []uint64
-		ctxHash := func(id uint32) uint64 {
-			if id == 0 {
-				return th.boundary
-			}
-			return termHash[id-1]
-		}
 		for _, e := range lex.ctx {
 			t := termHash[e.term]
 			for _, id := range e.left {
-				pairs = append(pairs, m.pairHash(ctxHash(id), t))
+				pairs = append(pairs, m.pairHash(contextHash(th, termHash, id), t))
 			}
 			for _, id := range e.right {
-				pairs = append(pairs, m.pairHash(t, ctxHash(id)))
+				pairs = append(pairs, m.pairHash(t, contextHash(th, termHash, id)))
 			}
 		}
 		m.ctx = newU64set(pairs)

@@ -172,6 +172,7 @@ func newKeyedLexicon(lex *Lexicon, th tokenHasher, keep keepRule) (*keyedLexicon
 	}
 	k := &keyedLexicon{lex: lex, slots: make([]lexSlot, size), mask: uint64(size - 1), keep: keep}
 	termHash := make([]uint64, n)
+	at := make([]uint32, n) // each term's slot, for the context bits below
 	for i, t := range lex.terms {
 		h := th.hash(t)
 		termHash[i] = h
@@ -179,26 +180,21 @@ func newKeyedLexicon(lex *Lexicon, th tokenHasher, keep keepRule) (*keyedLexicon
 		for k.slots[j].key != 0 {
 			j = (j + 1) & k.mask
 		}
+		at[i] = uint32(j)
 		var m uint16
 		if lex.class[i] != classDict {
 			m = keep.mask(h)
 		}
 		k.slots[j] = lexSlot{key: h&^(1<<24-1) | uint64(i+1), info: newTermInfo(lex.class[i], m, lex.rank[i], lex.df[i])}
 	}
-	ctxHash := func(id uint32) uint64 {
-		if id == 0 {
-			return th.boundary
-		}
-		return termHash[id-1]
-	}
 	// A pair (a, b) is a valid context of both its terms: b stored with a
 	// before it, or a with b after it, so each term's filter takes the pair.
 	pair := func(a, b uint32) {
 		if a != 0 {
-			k.slot(termHash[a-1]).info |= ctxBit(ctxHash(b)) << 54
+			k.slots[at[a-1]].info |= ctxBit(contextHash(th, termHash, b)) << 54
 		}
 		if b != 0 {
-			k.slot(termHash[b-1]).info |= ctxBit(ctxHash(a)) << 46
+			k.slots[at[b-1]].info |= ctxBit(contextHash(th, termHash, a)) << 46
 		}
 	}
 	for _, e := range lex.ctx {
@@ -212,14 +208,13 @@ func newKeyedLexicon(lex *Lexicon, th tokenHasher, keep keepRule) (*keyedLexicon
 	return k, termHash, nil
 }
 
-// slot returns the slot of a term's keyed hash, which must be in k.
-func (k *keyedLexicon) slot(h uint64) *lexSlot {
-	tag := h &^ (1<<24 - 1)
-	j := h & k.mask
-	for k.slots[j].key&^(1<<24-1) != tag {
-		j = (j + 1) & k.mask
+// contextHash is the keyed hash of a stored context: term id − 1, or the
+// text's boundary for id 0.
+func contextHash(th tokenHasher, termHash []uint64, id uint32) uint64 {
+	if id == 0 {
+		return th.boundary
 	}
-	return &k.slots[j]
+	return termHash[id-1]
 }
 
 // lookup returns the term index and record of a keyed token hash, or -1.
