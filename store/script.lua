@@ -1309,17 +1309,15 @@ if mode == 'c' or mode == 'r' then
     end
   end
   inu[best] = true
-  -- vs: voters as characters, not numbers, for table.concat: a number
-  -- there is formatted with sprintf's "%.14g", ~2,000 instructions each
-  local vs = {}
+  -- voters as characters, not numbers: table.concat formats a number
+  -- with sprintf's "%.14g", ~2,000 instructions each
   for s = 1, nsig do
-    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and 1 or 0
-    vs[s] = voters[s] == 1 and '1' or '0'
+    voters[s] = (join and ptrs[s] and ptrs[s] % 8 < WEAKCAP and inu[pref(ptrs[s])]) and '1' or '0'
   end
   local write = nr > 0
   -- voters as one string of '0'/'1', votes empty when no key has any:
   -- a reply of nested tables costs the server more than the script.
-  local out = {ref, join and 1 or 0, -1, 0, 0, 0, table.concat(vs), votes}
+  local out = {ref, join and 1 or 0, -1, 0, 0, 0, table.concat(voters), votes}
   if not join and not write then return out end
   local ck
   if not join then
@@ -1341,7 +1339,7 @@ if mode == 'c' or mode == 'r' then
         local _, _, sp = support(fams[s])
         if sp > 0 then kc = sc end
       end
-      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, kc, weak and voters[s] == 1)
+      local v, changed = repoint(ptrs[s] ~= nil, ptrs[s] or 0, ref, kc, weak and voters[s] == '1')
       if changed or at[s] ~= nb or (raw[s] and raw[s] ~= v) then
         ptr_write(KEYS[s], KEYS[nsig + s], ARGV[f0 + s], issup[s], v, cb, oldest, cap, ttl, blen, ahead, without[s])
       end
@@ -1356,7 +1354,7 @@ if mode == 'c' or mode == 'r' then
   local parts = {}
   local via = not weak
   for s = 1, nsig do
-    if voters[s] == 1 and pref(raw[s]) ~= pref(ptrs[s]) then via = true end
+    if voters[s] == '1' and pref(raw[s]) ~= pref(ptrs[s]) then via = true end
   end
   if join and via and count then parts = parts_parse(ck.parts, oldest) end
   if count and (#union > 0 or #parts > 0) then
