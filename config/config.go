@@ -186,6 +186,9 @@ type Attach struct {
 	// ShortText also signs the shapes of offer-sized images of messages
 	// whose signed text has at most this many words (0: never).
 	ShortText int `yaml:"short_text"`
+	// SoleImage also signs the shape of an offer-sized image that is the
+	// message's only non-text part, whatever the length of its text.
+	SoleImage bool `yaml:"sole_image"`
 	// Remote keys a message no family signs otherwise by the set of its
 	// remote images' paths (image spam whose images are on a web server).
 	Remote bool `yaml:"remote"`

@@ -32,7 +32,7 @@ func defaultSignatures() Signatures {
 		},
 		TermSet: TermSet{Enabled: p.TermSet.Enabled, Sample: sampleOf(p.TermSet.Sample)},
 		Contain: Contain{Enabled: p.Contain.Enabled, Width: p.Contain.Width, Bins: p.Contain.Bins, MinShingles: p.Contain.MinShingles, MinDF: p.Contain.MinDF},
-		Attach:  Attach{Enabled: p.Attach.Enabled, MinBytes: p.Attach.MinBytes, MaxKeys: p.Attach.MaxKeys, WithText: p.Attach.WithText, Shape: p.Attach.Shape, MaxPixels: p.Attach.MaxPixels, ShortText: p.Attach.ShortText, Remote: p.Attach.Remote},
+		Attach:  Attach{Enabled: p.Attach.Enabled, MinBytes: p.Attach.MinBytes, MaxKeys: p.Attach.MaxKeys, WithText: p.Attach.WithText, Shape: p.Attach.Shape, MaxPixels: p.Attach.MaxPixels, ShortText: p.Attach.ShortText, SoleImage: p.Attach.SoleImage, Remote: p.Attach.Remote},
 		Lines:   Lines{Enabled: p.Lines.Enabled, MinWords: p.Lines.MinWords, Keys: p.Lines.Keys},
 	}
 }
@@ -70,7 +70,7 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.TermSet.Enabled = s.TermSet.Enabled
 	p.TermSet.Sample = s.TermSet.Sample.params()
 	p.Contain = signature.ContainParams{Enabled: s.Contain.Enabled, Width: s.Contain.Width, Bins: s.Contain.Bins, MinShingles: s.Contain.MinShingles, MinDF: s.Contain.MinDF}
-	p.Attach = signature.AttachParams{Enabled: s.Attach.Enabled, MinBytes: s.Attach.MinBytes, MaxKeys: s.Attach.MaxKeys, WithText: s.Attach.WithText, Shape: s.Attach.Shape, MaxPixels: s.Attach.MaxPixels, ShortText: s.Attach.ShortText, Remote: s.Attach.Remote}
+	p.Attach = signature.AttachParams{Enabled: s.Attach.Enabled, MinBytes: s.Attach.MinBytes, MaxKeys: s.Attach.MaxKeys, WithText: s.Attach.WithText, Shape: s.Attach.Shape, MaxPixels: s.Attach.MaxPixels, ShortText: s.Attach.ShortText, SoleImage: s.Attach.SoleImage, Remote: s.Attach.Remote}
 	p.Lines = signature.LineParams{Enabled: s.Lines.Enabled, MinWords: s.Lines.MinWords, Keys: s.Lines.Keys}
 	return p
 }

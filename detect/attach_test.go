@@ -117,7 +117,10 @@ func offerGIF(t *testing.T, seed uint64, stamps ...int) []byte {
 //   - stamped: every copy stamped differently (a cell or two of its shape
 //     flipped, in one band), so that no two copies have the same shape, is
 //     counted by the shape's near keys (exact shape keys count each copy
-//     alone).
+//     alone);
+//   - filler: the randomised image beside a filler of 150 random words of
+//     its own per copy, over short_text, which no text family joins, is
+//     counted by the shape of its sole image (SoleImage).
 func TestVariedImageSpam(t *testing.T) {
 	words := strings.Fields("harbour lantern meadow quarrel saddle thimble velvet whisper orchard pebble candle ribbon tunnel garden window silver kettle ladder")
 	stamps := [][]int{{0}, {1}, {2}, {3}, {4}, {5}, {0, 1}, {2, 3}, {4, 5}, {0, 5}, {1, 4}}
@@ -131,6 +134,18 @@ func TestVariedImageSpam(t *testing.T) {
 			return offerGIF(t, uint64(i)), strings.Join(words[:12], " ")
 		}},
 		{"stamped", func(i int) ([]byte, string) { return offerGIF(t, 1, stamps[i]...), "" }},
+		{"filler", func(i int) ([]byte, string) {
+			r := rand.New(rand.NewPCG(uint64(i), 5))
+			filler := make([]string, 150)
+			for j := range filler {
+				w := make([]byte, 4+r.IntN(6))
+				for k := range w {
+					w[k] = byte('a' + r.IntN(26))
+				}
+				filler[j] = string(w)
+			}
+			return offerGIF(t, uint64(i)), strings.Join(filler, " ")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,6 +46,14 @@ type AttachParams struct {
 	// ShortText canonical words: image spam padded with a few random words
 	// or a quotation, which join nothing by their text. 0: never.
 	ShortText int
+	// SoleImage signs, with Shape, the shape of an offer-sized image that
+	// is a message's only non-text part whatever the length of its signed
+	// text: image spam whose filler (a novel's sentences, random words)
+	// is over ShortText carries one picture, randomised per copy, while a
+	// newsletter, whose advertisement different titles share, carries
+	// several parts (logos, photos, spacers) (docs/evaluation.md, "The
+	// alone class").
+	SoleImage bool
 	// Remote keys a message that no family signs otherwise (not by its
 	// text, not by its attachments) by the set of its remote images'
 	// paths (Doc.Images): image spam whose offer is images on a web
@@ -59,7 +67,7 @@ type AttachParams struct {
 // DefaultAttachParams returns the defaults; docs/evaluation.md ("The
 // attachment family") gives the measurements behind them.
 func DefaultAttachParams() AttachParams {
-	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100, Remote: true}
+	return AttachParams{Enabled: true, MinBytes: 512, MaxKeys: 16, Shape: true, MaxPixels: 1 << 20, ShortText: 100, SoleImage: true, Remote: true}
 }
 
 // maxAttachKeys bounds AttachParams.MaxKeys.

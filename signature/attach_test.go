@@ -84,7 +84,9 @@ func TestSetAttachOnlyUnsigned(t *testing.T) {
 				n++
 			}
 		}
-		want, declined := 0, "the text is signed"
+		// The part is the message's only one, so SoleImage (a default)
+		// looks for an offer-sized image in it, and finds none.
+		want, declined := 0, "the text is signed, and no image is an offer's size"
 		if withText {
 			want, declined = 1, ""
 		}

@@ -209,8 +209,10 @@ func FuzzImageShape(f *testing.F) {
 }
 
 // With signed text, the Set signs the shapes of offer-sized images only of
-// a message whose text has at most ShortText words: image spam padded with
-// a quotation, not a newsletter's banner or a long text beside a picture.
+// a message whose text has at most ShortText words (image spam padded with
+// a quotation, not a newsletter's banner or a long text beside a picture),
+// or, with SoleImage, whose only non-text part is such an image (image spam
+// padded with a novel's sentences, not a newsletter of several parts).
 func TestSetAttachShortText(t *testing.T) {
 	offer := Attachment{Data: encode(t, "gif", offerImage(1, 1, 100))}
 	banner := Attachment{Data: encode(t, "png", offerImage(2, 1, 100).SubImage(image.Rect(0, 0, 400, 60)))} // 60 pixels high
@@ -221,18 +223,24 @@ func TestSetAttachShortText(t *testing.T) {
 		text      string
 		parts     []Attachment
 		shortText int
+		soleImage bool
 		keys      int
 		declined  string
 	}{
-		{"short text, offer", short, []Attachment{offer}, 100, shapeBands, ""},
-		{"short text, banner", short, []Attachment{banner}, 100, 0, "the text is signed, and no image is an offer's size"},
-		{"short text, not an image", short, []Attachment{part("pdf", 5000)}, 100, 0, "the text is signed, and no image is an offer's size"},
-		{"short text, offer, off", short, []Attachment{offer}, 0, 0, "the text is signed"},
-		{"long text, offer", long, []Attachment{offer}, 100, 0, "the text is signed"},
+		{"short text, offer", short, []Attachment{offer}, 100, false, shapeBands, ""},
+		{"short text, banner", short, []Attachment{banner}, 100, false, 0, "the text is signed, and no image is an offer's size"},
+		{"short text, not an image", short, []Attachment{part("pdf", 5000)}, 100, false, 0, "the text is signed, and no image is an offer's size"},
+		{"short text, offer, off", short, []Attachment{offer}, 0, false, 0, "the text is signed"},
+		{"long text, offer", long, []Attachment{offer}, 100, false, 0, "the text is signed"},
+		{"long text, sole offer, sole image", long, []Attachment{offer}, 100, true, shapeBands, ""},
+		{"long text, sole banner, sole image", long, []Attachment{banner}, 100, true, 0, "the text is signed, and no image is an offer's size"},
+		{"long text, offer and banner, sole image", long, []Attachment{banner, offer}, 100, true, 0, "the text is signed"},
+		{"long text, offer and a spacer, sole image", long, []Attachment{offer, part("gif", 43)}, 100, true, 0, "the text is signed"},
+		{"short text, offer and banner, sole image", short, []Attachment{banner, offer}, 100, true, shapeBands, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := fixtureSetWith(t, func(p *SetParams) { p.Attach.ShortText = tc.shortText })
+			s := fixtureSetWith(t, func(p *SetParams) { p.Attach.ShortText, p.Attach.SoleImage = tc.shortText, tc.soleImage })
 			d := textDoc(tc.text)
 			d.Attachments = tc.parts
 			keys, exps := s.Sign(d, nil, nil)

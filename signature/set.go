@@ -301,7 +301,7 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 			keys, e = s.attach.Sign(d, keys)
 		case len(d.Attachments) == 0:
 			e = Explain{Family: FamilyAttach, Declined: "no attachment"}
-		case ap.Shape && d.Stats.Words <= ap.ShortText:
+		case ap.Shape && (d.Stats.Words <= ap.ShortText || ap.SoleImage && len(d.Attachments) == 1):
 			keys, e = s.attach.sign(d, keys, true)
 		default:
 			e = Explain{Family: FamilyAttach, Declined: "the text is signed"}

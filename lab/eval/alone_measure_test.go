@@ -499,8 +499,8 @@ func TestMeasureAlone(t *testing.T) {
 			cn.keyed["alone"], cn.keyed["list"], cn.keyed["personal"], cn.keyed["personal, a mail client's"], cn.clientLike)
 		if i == 1 || i == 2 {
 			top := slices.SortedFunc(maps.Keys(cn.spamKeys), func(a, b string) int { return cn.spamKeys[b] - cn.spamKeys[a] })
-			for _, k := range top[:min(5, len(top))] {
-				t.Logf("   a key of %d spam messages: %q", cn.spamKeys[k], cn.samples[k])
+			for _, k := range top[:min(8, len(top))] {
+				t.Logf("   a key of %d spam messages: %q; the key: %.300s", cn.spamKeys[k], cn.samples[k], k)
 			}
 		}
 		t.Logf("   most networks / recipients a ham key reached: list %d / %d, personal %d / %d", cn.hamNets[0], cn.hamRcpts[0], cn.hamNets[1], cn.hamRcpts[1])
