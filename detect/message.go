@@ -89,6 +89,13 @@ type Field struct{ Name, Value string }
 // sends (Postfix turns it into an X-Mailbox-Line field, which no analysis
 // reads), is skipped. Split never fails: anything is a header and a body.
 func Split(raw []byte) (fields []Field, body []byte) {
+	fields, body = split(raw, nil)
+	return fields, crlfBody(body)
+}
+
+// split is Split with the body as it is in raw (its line ends not yet
+// made CRLF), the fields appended to fields.
+func split(raw []byte, fields []Field) ([]Field, []byte) {
 	if bytes.HasPrefix(raw, []byte("From ")) {
 		_, raw = cutLine(raw)
 	}
@@ -108,17 +115,17 @@ func Split(raw []byte) (fields []Field, body []byte) {
 		switch {
 		case len(content) == 0:
 			endField()
-			return fields, crlfBody(next)
+			return fields, next
 		case content[0] == ' ' || content[0] == '\t':
 			if len(fields) == 0 {
-				return fields, crlfBody(rest)
+				return fields, rest
 			}
 			vend = len(raw) - len(next)
 		default:
 			name, colon, ok := fieldName(content)
 			if !ok {
 				endField()
-				return fields, crlfBody(rest)
+				return fields, rest
 			}
 			endField()
 			fields = append(fields, Field{Name: string(name)})
@@ -190,18 +197,44 @@ func crlfBody(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
-	if lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n' {
+	if isCRLF(b) {
 		return b
 	}
-	out := make([]byte, 0, len(b)+lf-crlf+2)
+	return appendCRLF(make([]byte, 0, len(b)+bytes.Count(b, []byte("\n"))+2), b, -1)
+}
+
+// isCRLF reports whether every line of b (not empty) ends with CRLF and
+// no other CR is in it: crlfBody leaves it as it is.
+func isCRLF(b []byte) bool {
+	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
+	return lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
+}
+
+// crlfLen is len(crlfBody(b)) for a b that is not isCRLF.
+func crlfLen(b []byte) int {
+	n := 0
 	for len(b) > 0 {
 		line, rest := cutLine(b)
-		out = append(out, trimEOL(line)...)
-		out = append(out, '\r', '\n')
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		n += len(bytes.TrimRight(line, "\r")) + 2 // trimEOL keeps the length of what it keeps
 		b = rest
 	}
-	return out
+	return n
+}
+
+// appendCRLF appends crlfBody(b), cut at max bytes when max >= 0.
+func appendCRLF(dst, b []byte, max int) []byte {
+	start := len(dst)
+	for len(b) > 0 {
+		line, rest := cutLine(b)
+		dst = append(dst, trimEOL(line)...)
+		dst = append(dst, '\r', '\n')
+		if max >= 0 && len(dst)-start >= max {
+			return dst[:start+max]
+		}
+		b = rest
+	}
+	return dst
 }
 
 // unfold joins a folded value into one line for analysis (RFC 5322
@@ -305,9 +338,10 @@ type Builder struct {
 	subjects  int
 	subjectOK bool // the first Subject was kept whole
 	levels    int
-	results   int   // Authentication-Results fields so far
-	forged    []int // indexes (from 1) among them of the forged ones
-	below     bool  // a field other than Authentication-Results was seen
+	results   int     // Authentication-Results fields so far
+	forged    []int   // indexes (from 1) among them of the forged ones
+	below     bool    // a field other than Authentication-Results was seen
+	split     []Field // ReadRaw's fields, emptied after use
 }
 
 // maxTrustedResults bounds the Authentication-Results fields trusted: a
@@ -498,11 +532,33 @@ func (b *Builder) Body(chunk []byte) {
 // ReadRaw adds a raw message's header fields and body as Split cuts them,
 // the way the MTA would have sent them.
 func (b *Builder) ReadRaw(raw []byte) {
-	fields, body := Split(raw)
-	for _, f := range fields {
+	var body []byte
+	b.split, body = split(raw, b.split[:0])
+	for _, f := range b.split {
 		b.Header(f.Name, f.Value)
 	}
-	b.Body(body)
+	clear(b.split) // no message's strings kept past it
+	b.readBody(body)
+}
+
+// readBody is Body(crlfBody(body)) with the line ends made CRLF straight
+// into the body buffer: crlfBody's copy of a body with LF line ends (every
+// mailbox's) was a second copy of it, as large as the first.
+func (b *Builder) readBody(body []byte) {
+	if len(body) == 0 || isCRLF(body) {
+		b.Body(body)
+		return
+	}
+	n := crlfLen(body)
+	if room := b.lim.BodyBytes - b.body.Len(); room < n {
+		n = max(room, 0)
+		b.msg.Truncated = true
+	}
+	if n == 0 || !b.take(n) {
+		return
+	}
+	b.body.Grow(n)
+	b.body.Write(appendCRLF(b.body.AvailableBuffer(), body, n))
 }
 
 // Message returns the message built so far. Its body shares the
