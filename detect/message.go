@@ -197,44 +197,37 @@ func crlfBody(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	if isCRLF(b) {
+	lf, ok := isCRLF(b)
+	if ok {
 		return b
 	}
-	return appendCRLF(make([]byte, 0, len(b)+bytes.Count(b, []byte("\n"))+2), b, -1)
+	out, _ := appendCRLF(make([]byte, 0, len(b)+lf+2), b, -1)
+	return out
 }
 
 // isCRLF reports whether every line of b (not empty) ends with CRLF and
-// no other CR is in it: crlfBody leaves it as it is.
-func isCRLF(b []byte) bool {
+// no other CR is in it: crlfBody leaves it as it is. lf is b's count of
+// LF.
+func isCRLF(b []byte) (lf int, ok bool) {
 	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
-	return lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
+	return lf, lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
 }
 
-// crlfLen is len(crlfBody(b)) for a b that is not isCRLF.
-func crlfLen(b []byte) int {
-	n := 0
-	for len(b) > 0 {
-		line, rest := cutLine(b)
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		n += len(bytes.TrimRight(line, "\r")) + 2 // trimEOL keeps the length of what it keeps
-		b = rest
-	}
-	return n
-}
-
-// appendCRLF appends crlfBody(b), cut at max bytes when max >= 0.
-func appendCRLF(dst, b []byte, max int) []byte {
+// appendCRLF appends crlfBody(b), cut at max bytes when max >= 0; cut
+// reports that crlfBody(b) is longer than max.
+func appendCRLF(dst, b []byte, max int) (out []byte, cut bool) {
 	start := len(dst)
 	for len(b) > 0 {
 		line, rest := cutLine(b)
 		dst = append(dst, trimEOL(line)...)
 		dst = append(dst, '\r', '\n')
-		if max >= 0 && len(dst)-start >= max {
-			return dst[:start+max]
-		}
 		b = rest
+		if max >= 0 && len(dst)-start >= max {
+			// Every line left adds at least its CRLF.
+			return dst[:start+max], len(dst)-start > max || len(b) > 0
+		}
 	}
-	return dst
+	return dst, false
 }
 
 // unfold joins a folded value into one line for analysis (RFC 5322
@@ -545,20 +538,25 @@ func (b *Builder) ReadRaw(raw []byte) {
 // into the body buffer: crlfBody's copy of a body with LF line ends (every
 // mailbox's) was a second copy of it, as large as the first.
 func (b *Builder) readBody(body []byte) {
-	if len(body) == 0 || isCRLF(body) {
+	lf, ok := 0, len(body) == 0
+	if !ok {
+		lf, ok = isCRLF(body)
+	}
+	if ok {
 		b.Body(body)
 		return
 	}
-	n := crlfLen(body)
-	if room := b.lim.BodyBytes - b.body.Len(); room < n {
-		n = max(room, 0)
+	room := max(b.lim.BodyBytes-b.body.Len(), 0)
+	// No longer than body with a CR before every LF and a final CRLF.
+	b.body.Grow(min(len(body)+lf+2, room))
+	out, cut := appendCRLF(b.body.AvailableBuffer(), body, room)
+	if cut {
 		b.msg.Truncated = true
 	}
-	if n == 0 || !b.take(n) {
+	if len(out) == 0 || !b.take(len(out)) {
 		return
 	}
-	b.body.Grow(n)
-	b.body.Write(appendCRLF(b.body.AvailableBuffer(), body, n))
+	b.body.Write(out)
 }
 
 // Message returns the message built so far. Its body shares the

@@ -311,8 +311,9 @@ func diffBuilt(b *Builder, lim Limits, raw []byte) string {
 // ReadRaw makes the body's line ends CRLF straight into the builder's
 // buffer (readBody), and Runtime.Check reuses builders: each message,
 // read after larger, cut or broken ones by one builder, is built as a
-// fresh builder builds it from Split. A body or field left from the
-// message before, or a cut at another byte, fails it.
+// fresh builder builds it from Split, cut at a line end with lines left
+// (10 bytes) and without (20), or inside a line. A body or field left
+// from the message before, or a cut at another byte, fails it.
 func TestReadRawReused(t *testing.T) {
 	big := "Subject: big\nX-A: 1\n\n" + strings.Repeat("a long line of the large message\n", 10000)
 	msgs := []string{
@@ -327,7 +328,7 @@ func TestReadRawReused(t *testing.T) {
 		big,
 		"X-C: 3\n\n" + strings.Repeat("0123456789\n", 40),
 	}
-	for _, lim := range []Limits{DefaultLimits, {BodyBytes: 25}, {BodyBytes: 12, HeaderFields: 1}} {
+	for _, lim := range []Limits{DefaultLimits, {BodyBytes: 25}, {BodyBytes: 20}, {BodyBytes: 10}, {BodyBytes: 12, HeaderFields: 1}} {
 		lim = lim.orDefault()
 		for _, grant := range []func(int, bool) bool{nil, func(_ int, must bool) bool { return must }} {
 			b := NewBuilder(lim, "X-Bulk", "X-Bulk-Feedback")
