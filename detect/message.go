@@ -457,7 +457,8 @@ func (b *Builder) Header(name, value string) FieldKind {
 	// The first of each field the text is read from is always kept: a
 	// sender who puts a thousand fields first must not choose whether his
 	// Content-Type or Subject is read.
-	first := textField(name) && !b.hdr.hasText(name)
+	text := textField(name)
+	first := text && !b.hdr.hasText(name)
 	if !first && (b.fields >= b.lim.HeaderFields || b.hdrBytes+len(v) > b.lim.HeaderBytes) || !b.take(len(v)+len(name)) {
 		b.msg.Truncated = true
 		return FieldDropped
@@ -468,7 +469,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	b.fields++
 	b.hdrBytes += len(v)
-	b.hdr.add(name, v)
+	b.hdr.add(name, v, text)
 	b.built = false
 	return FieldKept
 }
