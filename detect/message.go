@@ -213,18 +213,18 @@ func isCRLF(b []byte) (lf int, ok bool) {
 	return lf, lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
 }
 
-// appendCRLF appends crlfBody(b), cut at max bytes when max >= 0; cut
-// reports that crlfBody(b) is longer than max.
-func appendCRLF(dst, b []byte, max int) (out []byte, cut bool) {
+// appendCRLF appends crlfBody(b), cut at limit bytes when limit >= 0;
+// cut reports that crlfBody(b) is longer than limit.
+func appendCRLF(dst, b []byte, limit int) (out []byte, cut bool) {
 	start := len(dst)
 	for len(b) > 0 {
 		line, rest := cutLine(b)
 		dst = append(dst, trimEOL(line)...)
 		dst = append(dst, '\r', '\n')
 		b = rest
-		if max >= 0 && len(dst)-start >= max {
+		if limit >= 0 && len(dst)-start >= limit {
 			// Every line left adds at least its CRLF.
-			return dst[:start+max], len(dst)-start > max || len(b) > 0
+			return dst[:start+limit], len(dst)-start > limit || len(b) > 0
 		}
 	}
 	return dst, false
@@ -334,7 +334,7 @@ type Builder struct {
 	results   int     // Authentication-Results fields so far
 	forged    []int   // indexes (from 1) among them of the forged ones
 	below     bool    // a field other than Authentication-Results was seen
-	split     []Field // ReadRaw's fields, emptied after use
+	rawFields []Field // ReadRaw's fields, emptied after use
 }
 
 // maxTrustedResults bounds the Authentication-Results fields trusted: a
@@ -527,11 +527,11 @@ func (b *Builder) Body(chunk []byte) {
 // the way the MTA would have sent them.
 func (b *Builder) ReadRaw(raw []byte) {
 	var body []byte
-	b.split, body = split(raw, b.split[:0])
-	for _, f := range b.split {
+	b.rawFields, body = split(raw, b.rawFields[:0])
+	for _, f := range b.rawFields {
 		b.Header(f.Name, f.Value)
 	}
-	clear(b.split) // no message's strings kept past it
+	clear(b.rawFields) // no message's strings kept past it
 	b.readBody(body)
 }
 
