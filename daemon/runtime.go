@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 
 	"github.com/bulkmilter/bulkmilter/admin"
@@ -54,6 +55,8 @@ type Runtime struct {
 	votes       *votesOf // the refiler's view of the store
 	refilerKey  string
 	ownsRefiler bool
+	// builders are Check's builders between messages (replay.go).
+	builders chan *detect.Builder
 }
 
 // NewRuntime builds a runtime. When prev (may be nil) uses the same store
@@ -77,7 +80,8 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, set: set, storeKey: storeKey(cfg, secret), adminToken: admin.Token(secret)}
+	rt := &Runtime{cfg: cfg, set: set, storeKey: storeKey(cfg, secret), adminToken: admin.Token(secret),
+		builders: make(chan *detect.Builder, 4*runtime.GOMAXPROCS(0))}
 	if prev != nil {
 		rt.limiter = prev.limiter
 	}

@@ -146,10 +146,10 @@ func (l *fieldList) reset() {
 }
 
 // add keeps a field, name trimmed, as Header.Add would keep it with its
-// value unfolded.
-func (l *fieldList) add(name, value string) {
+// value unfolded; text is textField(name), which the caller has.
+func (l *fieldList) add(name, value string, text bool) {
 	k := textproto.CanonicalMIMEHeaderKey(name)
-	if textField(name) && !slices.Contains(l.texts, k) {
+	if text && !slices.Contains(l.texts, k) {
 		l.texts = append(l.texts, k)
 	}
 	l.keys, l.values = append(l.keys, k), append(l.values, l.arena.unfold(value))

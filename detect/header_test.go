@@ -45,7 +45,7 @@ func added(fields []Field) textproto.Header {
 func buildFields(fields []Field) textproto.Header {
 	l := fieldList{arena: arena{limit: 1 << 20}}
 	for _, f := range fields {
-		l.add(f.Name, f.Value)
+		l.add(f.Name, f.Value, textField(f.Name))
 	}
 	return l.build()
 }
@@ -99,7 +99,7 @@ func TestBuildHeader(t *testing.T) {
 			sameHeaders(t, got, want)
 			var l fieldList
 			for _, f := range tt.fields {
-				l.add(f.Name, f.Value)
+				l.add(f.Name, f.Value, textField(f.Name))
 			}
 			sameHeaders(t, l.buildByAdd(), want) // the fallback
 			// Changed afterwards the way feedback and go-message do, they
@@ -213,13 +213,13 @@ func FuzzBuildHeader(f *testing.F) {
 			if textField(f.Name) && l.hasText(f.Name) != want.Has(f.Name) {
 				t.Fatalf("hasText(%q) = %v, Header.Has %v", f.Name, l.hasText(f.Name), want.Has(f.Name))
 			}
-			l.add(f.Name, f.Value)
+			l.add(f.Name, f.Value, textField(f.Name))
 			want.Add(f.Name, unfold(f.Value))
 		}
 		sameHeaders(t, l.build(), want)
 		// Reused, as a Builder reuses it.
 		l.reset()
-		l.add("Subject", "again")
+		l.add("Subject", "again", true)
 		sameHeaders(t, l.build(), added([]Field{{"Subject", "again"}}))
 	})
 }

@@ -89,6 +89,13 @@ type Field struct{ Name, Value string }
 // sends (Postfix turns it into an X-Mailbox-Line field, which no analysis
 // reads), is skipped. Split never fails: anything is a header and a body.
 func Split(raw []byte) (fields []Field, body []byte) {
+	fields, body = split(raw, nil)
+	return fields, crlfBody(body)
+}
+
+// split is Split with the body as it is in raw (its line ends not yet
+// made CRLF), the fields appended to fields.
+func split(raw []byte, fields []Field) ([]Field, []byte) {
 	if bytes.HasPrefix(raw, []byte("From ")) {
 		_, raw = cutLine(raw)
 	}
@@ -108,17 +115,17 @@ func Split(raw []byte) (fields []Field, body []byte) {
 		switch {
 		case len(content) == 0:
 			endField()
-			return fields, crlfBody(next)
+			return fields, next
 		case content[0] == ' ' || content[0] == '\t':
 			if len(fields) == 0 {
-				return fields, crlfBody(rest)
+				return fields, rest
 			}
 			vend = len(raw) - len(next)
 		default:
 			name, colon, ok := fieldName(content)
 			if !ok {
 				endField()
-				return fields, crlfBody(rest)
+				return fields, rest
 			}
 			endField()
 			fields = append(fields, Field{Name: string(name)})
@@ -190,18 +197,37 @@ func crlfBody(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
-	if lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n' {
+	lf, ok := isCRLF(b)
+	if ok {
 		return b
 	}
-	out := make([]byte, 0, len(b)+lf-crlf+2)
+	out, _ := appendCRLF(make([]byte, 0, len(b)+lf+2), b, -1)
+	return out
+}
+
+// isCRLF reports whether every line of b (not empty) ends with CRLF and
+// no other CR is in it: crlfBody leaves it as it is. lf is b's count of
+// LF.
+func isCRLF(b []byte) (lf int, ok bool) {
+	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
+	return lf, lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
+}
+
+// appendCRLF appends crlfBody(b), cut at limit bytes when limit >= 0;
+// cut reports that crlfBody(b) is longer than limit.
+func appendCRLF(dst, b []byte, limit int) (out []byte, cut bool) {
+	start := len(dst)
 	for len(b) > 0 {
 		line, rest := cutLine(b)
-		out = append(out, trimEOL(line)...)
-		out = append(out, '\r', '\n')
+		dst = append(dst, trimEOL(line)...)
+		dst = append(dst, '\r', '\n')
 		b = rest
+		if limit >= 0 && len(dst)-start >= limit {
+			// Every line left adds at least its CRLF.
+			return dst[:start+limit], len(dst)-start > limit || len(b) > 0
+		}
 	}
-	return out
+	return dst, false
 }
 
 // unfold joins a folded value into one line for analysis (RFC 5322
@@ -305,9 +331,10 @@ type Builder struct {
 	subjects  int
 	subjectOK bool // the first Subject was kept whole
 	levels    int
-	results   int   // Authentication-Results fields so far
-	forged    []int // indexes (from 1) among them of the forged ones
-	below     bool  // a field other than Authentication-Results was seen
+	results   int     // Authentication-Results fields so far
+	forged    []int   // indexes (from 1) among them of the forged ones
+	below     bool    // a field other than Authentication-Results was seen
+	rawFields []Field // ReadRaw's fields, emptied after use
 }
 
 // maxTrustedResults bounds the Authentication-Results fields trusted: a
@@ -430,7 +457,8 @@ func (b *Builder) Header(name, value string) FieldKind {
 	// The first of each field the text is read from is always kept: a
 	// sender who puts a thousand fields first must not choose whether his
 	// Content-Type or Subject is read.
-	first := textField(name) && !b.hdr.hasText(name)
+	text := textField(name)
+	first := text && !b.hdr.hasText(name)
 	if !first && (b.fields >= b.lim.HeaderFields || b.hdrBytes+len(v) > b.lim.HeaderBytes) || !b.take(len(v)+len(name)) {
 		b.msg.Truncated = true
 		return FieldDropped
@@ -441,7 +469,7 @@ func (b *Builder) Header(name, value string) FieldKind {
 	}
 	b.fields++
 	b.hdrBytes += len(v)
-	b.hdr.add(name, v)
+	b.hdr.add(name, v, text)
 	b.built = false
 	return FieldKept
 }
@@ -498,11 +526,38 @@ func (b *Builder) Body(chunk []byte) {
 // ReadRaw adds a raw message's header fields and body as Split cuts them,
 // the way the MTA would have sent them.
 func (b *Builder) ReadRaw(raw []byte) {
-	fields, body := Split(raw)
-	for _, f := range fields {
+	var body []byte
+	b.rawFields, body = split(raw, b.rawFields[:0])
+	for _, f := range b.rawFields {
 		b.Header(f.Name, f.Value)
 	}
-	b.Body(body)
+	clear(b.rawFields) // no message's strings kept past it
+	b.readBody(body)
+}
+
+// readBody is Body(crlfBody(body)) with the line ends made CRLF straight
+// into the body buffer: crlfBody's copy of a body with LF line ends (every
+// mailbox's) was a second copy of it, as large as the first.
+func (b *Builder) readBody(body []byte) {
+	lf, ok := 0, len(body) == 0
+	if !ok {
+		lf, ok = isCRLF(body)
+	}
+	if ok {
+		b.Body(body)
+		return
+	}
+	room := max(b.lim.BodyBytes-b.body.Len(), 0)
+	// No longer than body with a CR before every LF and a final CRLF.
+	b.body.Grow(min(len(body)+lf+2, room))
+	out, cut := appendCRLF(b.body.AvailableBuffer(), body, room)
+	if cut {
+		b.msg.Truncated = true
+	}
+	if len(out) == 0 || !b.take(len(out)) {
+		return
+	}
+	b.body.Write(out)
 }
 
 // Message returns the message built so far. Its body shares the

@@ -103,6 +103,7 @@ type canonState struct {
 	norm    []byte // normalised texts, concatenated
 	spans   []span // each text in norm
 	tmp     []byte
+	sbuf    []byte // a Strip word, normalised (buildStrip)
 	rs      []rune
 	out     []byte // one chunk, canonical
 	join    []byte
@@ -158,7 +159,7 @@ func (st *canonState) reset() {
 func (st *canonState) release() {
 	const big = 1 << 20
 	if cap(st.norm) > big || cap(st.tok) > big {
-		st.norm, st.tok, st.tmp, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil
+		st.norm, st.tok, st.tmp, st.sbuf, st.out, st.join, st.letters = nil, nil, nil, nil, nil, nil, nil
 		st.refs, st.chunks, st.rs, st.lines = nil, nil, nil, nil
 	}
 	statePool.Put(st)

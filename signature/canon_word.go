@@ -265,8 +265,10 @@ func (st *canonState) buildStrip(strip []string) {
 	for _, s := range strip {
 		n0 := len(st.refs)
 		t0 := len(st.tok)
-		var buf [256]byte
-		b, ascii := st.normalize(buf[:0], s)
+		// In the state, not an array on the stack: text's callees keep
+		// the slice, so the array escaped, 256 bytes a Strip word.
+		b, ascii := st.normalize(st.sbuf[:0], s)
+		st.sbuf = b
 		st.text(b, ascii)
 		for _, r := range st.refs[n0:] {
 			w := string(st.tok[r.start:r.end])
