@@ -103,16 +103,16 @@ func TestDisplayNameOfBodyWordsStripsNothing(t *testing.T) {
 	}
 }
 
-// deadlines hands every call to the real embedded store and records how
-// much of its budget each Observe call had left when it began.
+// deadlines hands every call to the real embedded store and records the
+// deadline each Observe call was given.
 type deadlines struct {
 	*store.Embedded
-	left []time.Duration
+	at []time.Time
 }
 
 func (d *deadlines) Observe(ctx context.Context, o store.Observation) (store.Result, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		d.left = append(d.left, time.Until(dl))
+		d.at = append(d.at, dl)
 	}
 	return d.Embedded.Observe(ctx, o)
 }
@@ -129,22 +129,39 @@ func TestSlowAnalysisIsNotAStoreFailure(t *testing.T) {
 	f := newFixtureWith(t, d)
 	var slow atomic.Int32
 	opt := f.e.opt
-	opt.StoreTimeout, opt.SlowAnalysis, opt.Observer = time.Second, time.Nanosecond, slowCounter{&slow}
+	opt.StoreTimeout, opt.SlowAnalysis, opt.Observer = time.Second, 5*time.Millisecond, slowCounter{&slow}
 	e, err := New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A large message: its analysis takes tens of milliseconds.
+	// A large message: its analysis takes tens of milliseconds, more than
+	// SlowAnalysis on any machine.
 	m := newsletter("gardening", "a@example.test")
 	body, _ := io.ReadAll(m.Body)
 	m.Body = strings.NewReader(strings.Repeat(string(body), 2000))
+	before := time.Now()
 	v := e.Check(context.Background(), m)
 	if v.Err != nil || !v.Slow || !strings.HasSuffix(v.Header(false), "; slow") || slow.Load() != 1 {
 		t.Fatalf("verdict %q (err %v, slow %v), slow analyses counted %d", v.Header(false), v.Err, v.Slow, slow.Load())
 	}
-	if len(d.left) != 1 || d.left[0] < 900*time.Millisecond {
-		t.Errorf("the store call had %v of its 1s budget left: the analysis ate it", d.left)
+	// The verdict is slow, so the analysis took more than SlowAnalysis
+	// after before: a budget that starts after it ends no sooner than
+	// before+SlowAnalysis+StoreTimeout. The bound holds on a machine of
+	// any speed or load (a stall only moves the deadline later), where a
+	// bound on the budget left when the call began failed whenever the
+	// process was descheduled between the two.
+	if len(d.at) != 1 || d.at[0].Sub(before) < opt.SlowAnalysis+opt.StoreTimeout {
+		t.Errorf("store deadlines %v, %v after the check began; want one, at least %v: the analysis ate the budget",
+			d.at, durationsSince(d.at, before), opt.SlowAnalysis+opt.StoreTimeout)
 	}
+}
+
+func durationsSince(ts []time.Time, t0 time.Time) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		out[i] = t.Sub(t0)
+	}
+	return out
 }
 
 // slowCounter counts slow analyses and observes nothing else.
