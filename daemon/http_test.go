@@ -30,10 +30,14 @@ func TestHTTPSlowClientsClosed(t *testing.T) {
 			return
 		}
 		fmt.Fprintln(w, "ok")
-	}), HTTPTimeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, Write: time.Second, Idle: 300 * time.Millisecond})
+	}), HTTPTimeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, Write: time.Minute, Idle: 300 * time.Millisecond})
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
+	// No case here tests Write, which starts when the header is read: at
+	// a second, the 400 for a trickled body had to be written within half
+	// a second of the Read timeout, and a process descheduled that long
+	// (a busy machine) closed the connection without it.
 	const trickle = 3000 // bytes, one every 20 ms: a minute
 	tests := []struct {
 		name  string
