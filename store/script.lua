@@ -88,27 +88,8 @@ end
 -- itoa formats an integer for a command or a key name: a Lua number
 -- handed to redis.call is formatted with "%.17g" and one concatenated
 -- with "%.14g", each a multi-precision printf_fp in glibc (~4 % of
--- redis-server's instructions an observation). Below a million (the
--- offsets of GETRANGE, ~100 a message at density, buckets) it joins
--- two-digit strings, which costs a quarter of string.format's '%d'
--- (a C call, a printf and a new string, ~1,800 instructions); the
--- tables are made on a call's first use (docs/performance.md, s-call).
-local D1, D2 -- '0'..'99' and '00'..'99'
-local function itoa(n)
-  if n >= 0 and n < 1000000 and n % 1 == 0 then
-    if not D1 then
-      D1 = {'0','1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17','18','19','20','21','22','23','24','25','26','27','28','29','30','31','32','33','34','35','36','37','38','39','40','41','42','43','44','45','46','47','48','49','50','51','52','53','54','55','56','57','58','59','60','61','62','63','64','65','66','67','68','69','70','71','72','73','74','75','76','77','78','79','80','81','82','83','84','85','86','87','88','89','90','91','92','93','94','95','96','97','98','99'}
-      D2 = {'00','01','02','03','04','05','06','07','08','09','10','11','12','13','14','15','16','17','18','19','20','21','22','23','24','25','26','27','28','29','30','31','32','33','34','35','36','37','38','39','40','41','42','43','44','45','46','47','48','49','50','51','52','53','54','55','56','57','58','59','60','61','62','63','64','65','66','67','68','69','70','71','72','73','74','75','76','77','78','79','80','81','82','83','84','85','86','87','88','89','90','91','92','93','94','95','96','97','98','99'}
-    end
-    if n < 100 then return D1[n + 1] end
-    local lo = n % 100
-    local hi = (n - lo) / 100
-    if hi < 100 then return D1[hi + 1] .. D2[lo + 1] end
-    local mid = hi % 100
-    return D1[(hi - mid) / 100 + 1] .. D2[mid + 1] .. D2[lo + 1]
-  end
-  return string.format('%d', n)
-end
+-- redis-server's instructions an observation); "%d" is not.
+local function itoa(n) return string.format('%d', n) end
 
 local function chunks(cmd, key, list, from, to)
   local out = {}
