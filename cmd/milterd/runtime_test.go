@@ -616,10 +616,18 @@ func TestRedisLeastPrivilegeACL(t *testing.T) {
 	if got := d.metric(t, `bulkmilter_store_errors_total{op="observe"}`); got != 0 {
 		t.Errorf("store_errors_total{op=observe} = %v as the ACL user", got)
 	}
-	// The same user cannot wipe the database.
+	// The same user cannot wipe the database, nor the server's scripts and
+	// functions (other applications' too).
 	cl2 := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: "bulkmilter", Password: pw})
 	defer cl2.Close()
-	if err := cl2.FlushAll(context.Background()).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
-		t.Errorf("FLUSHALL as the bulkmilter user: %v, want NOPERM", err)
+	ctx := context.Background()
+	for name, cmd := range map[string]redis.Cmder{
+		"FLUSHALL":       cl2.FlushAll(ctx),
+		"SCRIPT FLUSH":   cl2.ScriptFlush(ctx),
+		"FUNCTION FLUSH": cl2.FunctionFlush(ctx),
+	} {
+		if err := cmd.Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%s as the bulkmilter user: %v, want NOPERM", name, err)
+		}
 	}
 }
