@@ -267,28 +267,6 @@ var aloneCandidates = []struct {
 	}},
 }
 
-// aloneCount counts one candidate key's distinct recipients and networks
-// within 24 hours of message time.
-type aloneCount map[string]map[string]time.Time
-
-func (c aloneCount) add(key, value string, at time.Time) int {
-	m := c[key]
-	if m == nil {
-		m = map[string]time.Time{}
-		c[key] = m
-	}
-	if value != "" {
-		m[value] = at
-	}
-	n := 0
-	for _, t := range m {
-		if d := at.Sub(t); d < 24*time.Hour && d > -24*time.Hour {
-			n++
-		}
-	}
-	return n
-}
-
 // readTraceClasses reads a stream trace's received clock: each message's
 // class (tagged, early, small, stuck, alone, unsigned for spam; list or
 // personal for ham), as streamClasses sorts them.
@@ -363,19 +341,19 @@ func TestMeasureAlone(t *testing.T) {
 	relays := []netip.Prefix{netip.MustParsePrefix(StreamRelays[0])}
 	type tally map[string]int // class → reached
 	counts := make([]struct {
-		rcpts, nets aloneCount
+		rcpts, nets dimension[string] // each candidate key's distinct recipients and networks
 		reached     tally
 		strict      tally // networks at 10 too
 		personal    []string
-		hamNets     [2]int // most networks a list, personal message's key reached
-		hamRcpts    [2]int
+		hamNets     [2]int64 // most networks a list, personal message's key reached
+		hamRcpts    [2]int64
 		spamKeys    map[string]int // spam messages with the key
 		keyed       tally          // messages with a key, by class
 		clientLike  int            // alone spam reached whose X-Mailer names a mail client
 		samples     map[string][]string
 	}, len(aloneCandidates))
 	for i := range counts {
-		counts[i].rcpts, counts[i].nets = aloneCount{}, aloneCount{}
+		counts[i].rcpts, counts[i].nets = dimension[string]{}, dimension[string]{}
 		counts[i].reached, counts[i].strict = tally{}, tally{}
 		counts[i].spamKeys = map[string]int{}
 		counts[i].keyed, counts[i].samples = tally{}, map[string][]string{}
@@ -426,14 +404,14 @@ func TestMeasureAlone(t *testing.T) {
 			if cls == "personal" && aloneClientRe.MatchString(f.mailer) {
 				cn.keyed["personal, a mail client's"]++
 			}
-			r := 0
+			var r int64
 			for _, a := range msg.Recipients {
-				r = cn.rcpts.add(k, detect.NormaliseAddress(a), at)
+				r = cn.rcpts.add([]string{k}, detect.NormaliseAddress(a), at)
 			}
 			if len(msg.Recipients) == 0 {
-				r = cn.rcpts.add(k, "", at)
+				r = cn.rcpts.add([]string{k}, "", at)
 			}
-			nw := cn.nets.add(k, network, at)
+			nw := cn.nets.add([]string{k}, network, at)
 			if r >= 10 || nw >= 5 {
 				either = either || i == 1 || i == 2
 				cn.reached[cls]++

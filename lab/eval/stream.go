@@ -363,7 +363,7 @@ func replayStream(ctx context.Context, cfg *Config, msgs []streamMsg, clock stri
 			(*c)[i].Threshold = t
 		}
 	}
-	nets, senders := dimension{}, dimension{}
+	nets, senders := dimension[signature.Key]{}, dimension[signature.Key]{}
 	rcpts := map[string]bool{}
 	var last time.Time
 	var spam []groupSpam
@@ -602,12 +602,13 @@ func streamTraceLine(clock string, m streamMsg, msg *detect.Message, v detect.Ve
 
 // dimension counts, per key, the distinct values (sending networks,
 // envelope senders) seen with it within a day of message time: the lab's
-// measure of a volume dimension the store does not count by key.
-type dimension map[signature.Key]map[string]time.Time
+// measure of a volume dimension the store does not count by key (keys of
+// the signature set, or candidate keys measured offline).
+type dimension[K comparable] map[K]map[string]time.Time
 
 // add records value for the keys at at and returns the highest count of
 // distinct values over the keys, this one's included ("" counts nothing).
-func (d dimension) add(keys []signature.Key, value string, at time.Time) int64 {
+func (d dimension[K]) add(keys []K, value string, at time.Time) int64 {
 	var best int64
 	for _, k := range keys {
 		m := d[k]

@@ -15,7 +15,7 @@ import (
 // A dimension counts distinct values per key within a day either side of
 // the message's time; the message's count is its keys' highest.
 func TestDimension(t *testing.T) {
-	d := dimension{}
+	d := dimension[signature.Key]{}
 	k1, k2 := signature.Key{Family: 1, Hash: 1}, signature.Key{Family: 2, Hash: 2}
 	t0 := time.Date(2007, 4, 8, 12, 0, 0, 0, time.UTC)
 	for i, c := range []struct {
