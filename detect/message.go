@@ -205,10 +205,13 @@ func crlfBody(b []byte) []byte {
 	return out
 }
 
-// isCRLF reports whether every line of b (not empty) ends with CRLF and
-// no other CR is in it: crlfBody leaves it as it is. lf is b's count of
-// LF.
+// isCRLF reports whether every line of b ends with CRLF and no other CR
+// is in it (true for an empty b): crlfBody leaves it as it is. lf is b's
+// count of LF.
 func isCRLF(b []byte) (lf int, ok bool) {
+	if len(b) == 0 {
+		return 0, true
+	}
 	lf, crlf := bytes.Count(b, []byte("\n")), bytes.Count(b, []byte("\r\n"))
 	return lf, lf == crlf && crlf == bytes.Count(b, []byte("\r")) && b[len(b)-1] == '\n'
 }
@@ -539,10 +542,7 @@ func (b *Builder) ReadRaw(raw []byte) {
 // into the body buffer: crlfBody's copy of a body with LF line ends (every
 // mailbox's) was a second copy of it, as large as the first.
 func (b *Builder) readBody(body []byte) {
-	lf, ok := 0, len(body) == 0
-	if !ok {
-		lf, ok = isCRLF(body)
-	}
+	lf, ok := isCRLF(body)
 	if ok {
 		b.Body(body)
 		return
@@ -554,10 +554,7 @@ func (b *Builder) readBody(body []byte) {
 	if cut {
 		b.msg.Truncated = true
 	}
-	if len(out) == 0 || !b.take(len(out)) {
-		return
-	}
-	b.body.Write(out)
+	b.Body(out) // within room: Body only accounts for it and keeps it
 }
 
 // Message returns the message built so far. Its body shares the
