@@ -53,31 +53,14 @@ func run(t *testing.T, dir, name string, args ...string) (string, error) {
 		case err := <-done:
 			return out.String(), err
 		case <-tick.C:
-			if cpu := processCPU(cmd.Process.Pid); cpu > time.Minute {
+			// An error is a process gone since the tick: Wait answers.
+			if cpu, err := testenv.ProcessCPU(cmd.Process.Pid); err == nil && cpu > time.Minute {
 				cmd.Process.Kill()
 				err := <-done
 				return out.String(), fmt.Errorf("%s used %v of CPU, more than a minute: killed (%v)", name, cpu, err)
 			}
 		}
 	}
-}
-
-// processCPU is the user and system CPU time a process and the children
-// it waited for have used, from /proc/PID/stat; 0 once it is gone.
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses and may
-	// hold blanks: utime, stime, cutime, cstime are 14 to 17 (1-based).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	var ticks int64
-	for _, s := range f[11:15] {
-		v, _ := strconv.ParseInt(s, 10, 64)
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 func TestPromtoolCheckRules(t *testing.T) {

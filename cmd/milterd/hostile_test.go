@@ -212,23 +212,15 @@ func vmHWM(t testing.TB, pid int) int64 {
 	return 0
 }
 
-// cpuTime returns the user and system CPU time a process has used, from
-// /proc/PID/stat (10 ms resolution).
+// cpuTime returns the user and system CPU time a process has used
+// (10 ms resolution; the daemon waits for no children).
 func cpuTime(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, err := testenv.ProcessCPU(pid)
 	if err != nil {
-		t.Fatalf("read /proc/%d/stat: %v", pid, err)
+		t.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses and may
-	// hold spaces: state is field 3, utime 14, stime 15.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return cpu
 }
 
 // Every hostile input gets a verdict header within the daemon's budget,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 func sysProcAttr() *syscall.SysProcAttr {
@@ -17,4 +18,9 @@ func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
 
 func startProcessUTS(cmd *exec.Cmd) (*process, error) {
 	return nil, errors.New("UTS namespaces are Linux only")
+}
+
+// ProcessCPU is Linux only (/proc).
+func ProcessCPU(pid int) (time.Duration, error) {
+	return 0, errors.New("a process's CPU time is read from Linux's /proc")
 }
