@@ -1,7 +1,7 @@
 // Command milterd is bulkmilter's daemon: a milter for Postfix and
-// Sendmail that detects mass mailings by near-duplicate signatures and
-// counts distinct recipients per signature, with the admin tools that go
-// with it.
+// Sendmail that detects mass mailings: it joins each message to the
+// campaign its near-duplicate signatures point to and counts the
+// campaign's distinct recipients, with the admin tools that go with it.
 //
 // Usage:
 //
