@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,13 +100,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	if d.ln, err = listen(cfg.Listen, cfg.Socket); err != nil {
 		d.closeRuntime(rt)
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return nil, listenError("listen", cfg.Listen, err)
 	}
 	if cfg.MetricsListen != "" {
 		if d.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
 			d.ln.Close()
 			d.closeRuntime(rt)
-			return nil, fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
+			return nil, listenError("metrics_listen", cfg.MetricsListen, err)
 		}
 	}
 	return d, nil
@@ -256,6 +257,24 @@ func (d *Daemon) Handler() http.Handler {
 
 // listen opens the milter socket of the configuration, which Load has
 // validated.
+// listenError names the setting whose address could not be opened and
+// what an admin does about the usual causes: the bare "bind: address
+// already in use" said neither which of the two addresses it was nor why.
+func listenError(setting, addr string, err error) error {
+	var hint string
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		hint = "another process holds it, perhaps a milterd already running (ss -ltnp names it): stop it or set " + setting + " to a free port"
+	case errors.Is(err, syscall.ENOENT):
+		hint = "the socket's directory does not exist: create it for the daemon's user, or use /run/bulkmilter (the unit's RuntimeDirectory); with a chrooted Postfix see docs/operations.md \"The milter socket\""
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EROFS):
+		hint = "the daemon's user may not create it there: use a directory it can write (under the shipped unit, add it to ReadWritePaths)"
+	default:
+		return fmt.Errorf("%s %s: %w", setting, addr, err)
+	}
+	return fmt.Errorf("%s %s: %w (%s)", setting, addr, err, hint)
+}
+
 func listen(spec string, sock config.Socket) (net.Listener, error) {
 	network, addr, err := config.ParseListen(spec)
 	if err != nil {
