@@ -122,9 +122,15 @@ func (d *Daemon) closeRuntime(rt *Runtime) {
 // drains: every message in progress gets its reply.
 func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 	rt := d.current.Load()
+	lexicon := rt.cfg.Signatures.Lexicon
+	if lexicon == "" {
+		lexicon = "bundled"
+	}
 	d.log.Info("milterd started", "version", d.opts.Version, "listen", rt.cfg.Listen,
 		"metrics", rt.cfg.MetricsListen, "config", rt.cfg.String(), "store", rt.storeName,
-		"signatures", rt.set.Version())
+		"threshold", rt.cfg.Policy.Threshold, "adaptive", rt.cfg.Policy.Adaptive.Enabled,
+		"lexicon", lexicon, "signatures", rt.set.Version())
+	go d.warnStoreDown(ctx, rt)
 
 	errc := make(chan error, 2)
 	go func() { errc <- d.srv.Serve(d.ln) }()
@@ -236,7 +242,7 @@ func (d *Daemon) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := d.current.Load().Ping(ctx); err != nil {
 			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
@@ -257,6 +263,22 @@ func (d *Daemon) Handler() http.Handler {
 
 // listen opens the milter socket of the configuration, which Load has
 // validated.
+// readyTimeout bounds a store ping for /readyz and at start.
+const readyTimeout = 2 * time.Second
+
+// warnStoreDown says at start when the store does not answer: a Redis that
+// is down or unreachable does not stop the daemon (mail must flow), so
+// without this line an admin learnt of it only from the first message's
+// verdict or /readyz.
+func (d *Daemon) warnStoreDown(ctx context.Context, rt *Runtime) {
+	pctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := rt.Ping(pctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("store not reachable: mail passes with the policy.on_store_error verdict and /readyz answers 503 until it answers",
+			"store", rt.storeName, "on_store_error", rt.cfg.Policy.OnStoreError, "err", err)
+	}
+}
+
 // listenError names the setting whose address could not be opened and
 // what an admin does about the usual causes: the bare "bind: address
 // already in use" said neither which of the two addresses it was nor why.

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 // The start errors of the first hour's mistakes, as an admin reads them:
@@ -42,4 +50,65 @@ func TestStartErrorsNameTheSetting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The start line says what runs (threshold, lexicon), and a Redis that is
+// down at start is said at once, with what mail gets meanwhile; before, the
+// daemon started silently and the first message's verdict told.
+func TestStartLogSaysWhatRuns(t *testing.T) {
+	down := testenv.FreeAddr(t) // nothing listens there
+	dir := t.TempDir()
+	cmd := exec.Command(milterdBinary(t), "run", "-listen", "inet:127.0.0.1:0", "-metrics-listen", "off",
+		"-data-dir", dir, "-redis", "redis://"+down+"/0")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("milterd exit: %v\n%s", err, logs.String())
+		}
+	}()
+	const warn = `level=WARN msg="store not reachable: mail passes with the policy.on_store_error verdict and /readyz answers 503 until it answers" store=redis:` + "%s on_store_error=accept err="
+	want := fmt.Sprintf(warn, down)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning %q in 20s:\n%s", want, logs.String())
+		}
+	}
+	if started := " store=redis:" + down + " threshold=10 adaptive=false lexicon=bundled signatures="; !strings.Contains(logs.String(), started) {
+		t.Errorf("start line lacks %q:\n%s", started, logs.String())
+	}
+}
+
+// A Redis that refuses the password stops the start with the settings to
+// check; Redis's "WRONGPASS invalid username-password pair" named none.
+func TestRedisWrongPasswordNamesTheSetting(t *testing.T) {
+	r := testenv.StartRedis(t, testenv.RedisOptions{Password: "right"})
+	code, _, stderr := runMilterd(t, "run", "-listen", "inet:127.0.0.1:0", "-metrics-listen", "off",
+		"-data-dir", t.TempDir(), "-redis", "redis://:wrong@"+r.Addr()+"/0")
+	const hint = `(Redis refused the login: check the user and password in store.redis.url or store.redis.password_file, and the user's ACL: docs/operations.md "Redis")`
+	if code != 1 || !strings.Contains(stderr, "WRONGPASS") || !strings.HasSuffix(stderr, hint+"\n") {
+		t.Errorf("exit %d, stderr %q; want 1 and WRONGPASS with the hint %s", code, stderr, hint)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
