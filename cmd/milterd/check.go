@@ -32,8 +32,13 @@ and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 1 && cf.File == "" {
+	switch {
+	case fs.NArg() == 1 && cf.File == "":
 		cf.File = fs.Arg(0)
+	case fs.NArg() > 0:
+		// Before, extra files were ignored and the defaults said OK.
+		fmt.Fprintf(stderr, "milterd check-config: unexpected arguments %q (check one file at a time)\n", fs.Args())
+		return cli.ErrUsage
 	}
 	cfg, err := cf.Load()
 	if err != nil {
@@ -50,6 +55,12 @@ and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "\n"))
+	}
+	if cf.File == "" {
+		// "milterd check-config" alone checked the defaults and said OK,
+		// which an admin took for the installed file.
+		fmt.Fprintf(stdout, "%s: OK (no file named: milterd check-config /etc/bulkmilter/bulkmilter.yml checks the package's)\n", cfg)
+		return nil
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg)
 	return nil

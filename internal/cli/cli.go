@@ -151,7 +151,7 @@ func (cf *ConfigFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.DataDir, "data-dir", "", "`directory` for the secret key and the embedded store")
 	fs.StringVar(&cf.LogLevel, "log-level", "", "log `level`: debug, info, warn, error")
 	if cf.Daemon {
-		fs.StringVar(&cf.Listen, "listen", "", "milter socket: inet:HOST:PORT or unix:PATH")
+		fs.StringVar(&cf.Listen, "listen", "", "milter `socket`: inet:HOST:PORT or unix:PATH")
 		fs.StringVar(&cf.MetricsListen, "metrics-listen", "", "`HOST:PORT` for /metrics, /healthz and /readyz (\"off\" disables)")
 	}
 }
