@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/internal/cli"
@@ -44,17 +43,19 @@ and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
 	if err != nil {
 		return err // printed by cli, as run's
 	}
-	var problems []string
+	// Joined, not flattened to text, so that the caller still sees a
+	// permission error (and says who runs).
+	var problems []error
 	if _, err := os.Stat(cfg.SecretKeyPath()); err == nil {
 		if _, _, err := daemon.LoadSecret(cfg.SecretKeyPath()); err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, err)
 		}
 	}
 	if _, err := daemon.LoadLexicon(cfg); err != nil {
-		problems = append(problems, err.Error())
+		problems = append(problems, err)
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "\n"))
+	if err := errors.Join(problems...); err != nil {
+		return err
 	}
 	if cf.File == "" {
 		// "milterd check-config" alone checked the defaults and said OK,

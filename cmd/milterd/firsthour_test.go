@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -169,5 +170,65 @@ func TestCheckConfigNamesNoFile(t *testing.T) {
 	if code := mainExit([]string{"check-config", a, a}, &stdout, &stderr); code != 2 || stdout.Len() != 0 ||
 		!strings.Contains(stderr.String(), "unexpected arguments") {
 		t.Errorf("check-config with two files: exit %d, stdout %q, stderr %q; want 2 and no OK", code, stdout.String(), stderr.String())
+	}
+}
+
+// Run as a user who may not write the state directory (the package's
+// /var/lib/bulkmilter belongs to bulkmilter), run and check-config name the
+// user and what to do; before, only "permission denied" on the file.
+func TestPermissionDeniedSaysWhoRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run milterd as nobody")
+		}
+		t.Skip("needs root to run milterd as nobody")
+	}
+	// Directories nobody may enter but not write, as root's 0755 state.
+	binDir, err := os.MkdirTemp("", "milterd-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	bin := filepath.Join(binDir, "milterd")
+	data, err := os.ReadFile(milterdBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(binDir, "state")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const hint = "this runs as nobody, who may not use that file: run it as the file's owner (the package's state belongs to bulkmilter: sudo -u bulkmilter milterd …), or give nobody the data directory (chown -R nobody DIR)\n"
+	asNobody := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	key := filepath.Join(state, "secret.key")
+	code, stderr := asNobody("run", "-data-dir", state, "-listen", "inet:127.0.0.1:0", "-metrics-listen", "off")
+	if want := "milterd run: create secret key: open " + key + ": permission denied\nmilterd run: " + hint; code != 1 || stderr != want {
+		t.Errorf("run: exit %d, stderr:\n%s\nwant 1 and:\n%s", code, stderr, want)
+	}
+	// A key nobody may not read, as check-config finds it.
+	writeFile(t, key, strings.Repeat("ab", 32)+"\n")
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr = asNobody("check-config", "-data-dir", state)
+	if want := "milterd check-config: read secret key: open " + key + ": permission denied\nmilterd check-config: " + hint; code != 1 || stderr != want {
+		t.Errorf("check-config: exit %d, stderr:\n%s\nwant 1 and:\n%s", code, stderr, want)
 	}
 }
