@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -277,6 +278,20 @@ func (d *Daemon) warnStoreDown(ctx context.Context, rt *Runtime) {
 		d.log.Warn("store not reachable: mail passes with the policy.on_store_error verdict and /readyz answers 503 until it answers",
 			"store", rt.storeName, "on_store_error", rt.cfg.Policy.OnStoreError, "err", err)
 	}
+}
+
+// CheckSocketDir is check-config's look at a unix socket's directory:
+// run cannot create the socket where it does not exist, so check-config
+// must not say OK.
+func CheckSocketDir(cfg *config.Config) error {
+	network, addr, err := config.ParseListen(cfg.Listen)
+	if err != nil || network != "unix" {
+		return nil // the configuration's own check reports a bad value
+	}
+	if _, err := os.Stat(filepath.Dir(addr)); err != nil {
+		return listenError("listen", cfg.Listen, err)
+	}
+	return nil
 }
 
 // listenError names the setting whose address could not be opened and

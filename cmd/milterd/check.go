@@ -54,6 +54,9 @@ and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
 	if _, err := daemon.LoadLexicon(cfg); err != nil {
 		problems = append(problems, err)
 	}
+	if err := daemon.CheckSocketDir(cfg); err != nil {
+		problems = append(problems, err)
+	}
 	if err := errors.Join(problems...); err != nil {
 		return err
 	}

@@ -232,3 +232,24 @@ func TestPermissionDeniedSaysWhoRuns(t *testing.T) {
 		t.Errorf("check-config: exit %d, stderr:\n%s\nwant 1 and:\n%s", code, stderr, want)
 	}
 }
+
+// check-config says what run would fail on: a unix socket in a directory
+// that does not exist (the Postfix chroot's, before it is made). Before, it
+// said OK and run exited.
+func TestCheckConfigSocketDir(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "spool", "bulkmilter")
+	cfg := filepath.Join(dir, "c.yml")
+	writeFile(t, cfg, "data_dir: "+dir+"\nlisten: unix:"+missing+"/milter.sock\n")
+	code, stdout, stderr := runMilterd(t, "check-config", cfg)
+	want := "milterd check-config: listen unix:" + missing + "/milter.sock: stat " + missing + ": no such file or directory (the socket's directory does not exist: create it for the daemon's user, or use /run/bulkmilter (the unit's RuntimeDirectory); with a chrooted Postfix see docs/operations.md \"The milter socket\")\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant 1 and:\n%s", code, stdout, stderr, want)
+	}
+	if err := os.MkdirAll(missing, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runMilterd(t, "check-config", cfg); code != 0 || !strings.HasSuffix(stdout, ": OK\n") {
+		t.Errorf("with the directory: exit %d, stdout %q, stderr %q; want OK", code, stdout, stderr)
+	}
+}
