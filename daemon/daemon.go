@@ -262,8 +262,6 @@ func (d *Daemon) Handler() http.Handler {
 	return mux
 }
 
-// listen opens the milter socket of the configuration, which Load has
-// validated.
 // readyTimeout bounds a store ping for /readyz and at start.
 const readyTimeout = 2 * time.Second
 
@@ -312,6 +310,8 @@ func listenError(setting, addr string, err error) error {
 	return fmt.Errorf("%s %s: %w (%s)", setting, addr, err, hint)
 }
 
+// listen opens the milter socket of the configuration, which Load has
+// validated.
 func listen(spec string, sock config.Socket) (net.Listener, error) {
 	network, addr, err := config.ParseListen(spec)
 	if err != nil {
