@@ -187,6 +187,16 @@ func TestBrokenConfigs(t *testing.T) {
 			`b.yml:2: store.window: expected a duration, got "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
 			`b.yml:4: policy.threshold: must be positive, got 0 (use a number greater than 0)`,
 		}},
+		// The hints of a listen value an admin half-wrote: each names the form to write.
+		{"relative unix socket", "listen: unix:milter.sock\n", []string{
+			`b.yml:1: listen: unix socket path "milter.sock" must be absolute (write unix:/run/bulkmilter/milter.sock, or a path inside the Postfix chroot: docs/operations.md "The milter socket")`,
+		}},
+		{"listen without a type", "listen: 127.0.0.1:7357\n", []string{
+			`b.yml:1: listen: invalid socket "127.0.0.1:7357": unknown type "127.0.0.1" (write inet:127.0.0.1:7357)`,
+		}},
+		{"listen a bare path", "listen: /run/bulkmilter/milter.sock\n", []string{
+			`b.yml:1: listen: invalid socket "/run/bulkmilter/milter.sock" (write unix:/run/bulkmilter/milter.sock)`,
+		}},
 		{"every semantic problem at once", `
 listen: tcp-ish
 log:

@@ -67,7 +67,10 @@ func (c *Config) validate(lines lineIndex) Problems {
 
 	if _, _, err := ParseListen(c.Listen); err != nil {
 		hint := `use "inet:HOST:PORT" or "unix:/path/to/socket"`
-		if _, _, herr := net.SplitHostPort(c.Listen); herr == nil {
+		// unix: comes first: "unix:milter.sock" also splits as HOST:PORT.
+		if strings.HasPrefix(c.Listen, "unix:") {
+			hint = `write unix:/run/bulkmilter/milter.sock, or a path inside the Postfix chroot: docs/operations.md "The milter socket"`
+		} else if _, _, herr := net.SplitHostPort(c.Listen); herr == nil {
 			hint = "write inet:" + c.Listen
 		} else if strings.HasPrefix(c.Listen, "/") {
 			hint = "write unix:" + c.Listen

@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,13 +101,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	if d.ln, err = listen(cfg.Listen, cfg.Socket); err != nil {
 		d.closeRuntime(rt)
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return nil, listenError("listen", cfg.Listen, err)
 	}
 	if cfg.MetricsListen != "" {
 		if d.httpLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
 			d.ln.Close()
 			d.closeRuntime(rt)
-			return nil, fmt.Errorf("listen %s: %w", cfg.MetricsListen, err)
+			return nil, listenError("metrics_listen", cfg.MetricsListen, err)
 		}
 	}
 	return d, nil
@@ -121,9 +123,15 @@ func (d *Daemon) closeRuntime(rt *Runtime) {
 // drains: every message in progress gets its reply.
 func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 	rt := d.current.Load()
+	lexicon := rt.cfg.Signatures.Lexicon
+	if lexicon == "" {
+		lexicon = "bundled"
+	}
 	d.log.Info("milterd started", "version", d.opts.Version, "listen", rt.cfg.Listen,
 		"metrics", rt.cfg.MetricsListen, "config", rt.cfg.String(), "store", rt.storeName,
-		"signatures", rt.set.Version())
+		"threshold", rt.cfg.Policy.Threshold, "adaptive", rt.cfg.Policy.Adaptive.Enabled,
+		"lexicon", lexicon, "signatures", rt.set.Version())
+	go d.warnStoreDown(ctx, rt)
 
 	errc := make(chan error, 2)
 	go func() { errc <- d.srv.Serve(d.ln) }()
@@ -235,7 +243,7 @@ func (d *Daemon) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := d.current.Load().Ping(ctx); err != nil {
 			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
@@ -252,6 +260,54 @@ func (d *Daemon) Handler() http.Handler {
 		return rt, rt.adminToken
 	})
 	return mux
+}
+
+// readyTimeout bounds a store ping for /readyz and at start.
+const readyTimeout = 2 * time.Second
+
+// warnStoreDown says at start when the store does not answer: a Redis that
+// is down or unreachable does not stop the daemon (mail must flow), so
+// without this line an admin learnt of it only from the first message's
+// verdict or /readyz.
+func (d *Daemon) warnStoreDown(ctx context.Context, rt *Runtime) {
+	pctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := rt.Ping(pctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("store not reachable: mail passes with the policy.on_store_error verdict and /readyz answers 503 until it answers",
+			"store", rt.storeName, "on_store_error", rt.cfg.Policy.OnStoreError, "err", err)
+	}
+}
+
+// CheckSocketDir is check-config's look at a unix socket's directory:
+// run cannot create the socket where it does not exist, so check-config
+// must not say OK.
+func CheckSocketDir(cfg *config.Config) error {
+	network, addr, err := config.ParseListen(cfg.Listen)
+	if err != nil || network != "unix" {
+		return nil // the configuration's own check reports a bad value
+	}
+	if _, err := os.Stat(filepath.Dir(addr)); err != nil {
+		return listenError("listen", cfg.Listen, err)
+	}
+	return nil
+}
+
+// listenError names the setting whose address could not be opened and
+// what an admin does about the usual causes: the bare "bind: address
+// already in use" said neither which of the two addresses it was nor why.
+func listenError(setting, addr string, err error) error {
+	var hint string
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		hint = "another process holds it, perhaps a milterd already running (ss -ltnp names it): stop it or set " + setting + " to a free port"
+	case errors.Is(err, syscall.ENOENT):
+		hint = "the socket's directory does not exist: create it for the daemon's user, or use /run/bulkmilter (the unit's RuntimeDirectory); with a chrooted Postfix see docs/operations.md \"The milter socket\""
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EROFS):
+		hint = "the daemon's user may not create it there: use a directory it can write (under the shipped unit, add it to ReadWritePaths)"
+	default:
+		return fmt.Errorf("%s %s: %w", setting, addr, err)
+	}
+	return fmt.Errorf("%s %s: %w (%s)", setting, addr, err, hint)
 }
 
 // listen opens the milter socket of the configuration, which Load has

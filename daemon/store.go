@@ -222,6 +222,10 @@ func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 	defer cancel()
 	r, err := store.NewRedis(ctx, o)
 	if err != nil {
+		if msg := err.Error(); strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "NOPERM") {
+			// Redis's own words name neither setting.
+			return nil, "", fmt.Errorf("open redis store: %w (Redis refused the login: check the user and password in store.redis.url or store.redis.password_file, and the user's ACL: docs/operations.md \"Redis\")", err)
+		}
 		return nil, "", fmt.Errorf("open redis store: %w", err)
 	}
 	return r, "redis:" + strings.Join(o.Addrs, ","), nil

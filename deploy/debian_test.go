@@ -26,10 +26,16 @@ import (
 // packageFiles are where the package puts deploy/'s files, besides the
 // examples: installed path → repository path.
 var packageFiles = map[string]string{
-	"/etc/bulkmilter/bulkmilter.yml":         "bulkmilter.yml",
-	"/lib/systemd/system/bulkmilter.service": "systemd/bulkmilter.service",
-	"/usr/lib/sysusers.d/bulkmilter.conf":    "systemd/bulkmilter.sysusers",
-	"/usr/lib/tmpfiles.d/bulkmilter.conf":    "systemd/bulkmilter.tmpfiles",
+	"/etc/bulkmilter/bulkmilter.yml":          "bulkmilter.yml",
+	"/lib/systemd/system/bulkmilter.service":  "systemd/bulkmilter.service",
+	"/usr/lib/sysusers.d/bulkmilter.conf":     "systemd/bulkmilter.sysusers",
+	"/usr/lib/tmpfiles.d/bulkmilter.conf":     "systemd/bulkmilter.tmpfiles",
+	"/usr/share/doc/bulkmilter/README.md":     "../README.md",
+	"/usr/share/doc/bulkmilter/operations.md": "../docs/operations.md",
+	"/usr/share/doc/bulkmilter/feedback.md":   "../docs/feedback.md",
+	"/usr/share/doc/bulkmilter/metrics.md":    "../docs/metrics.md",
+	"/usr/share/doc/bulkmilter/levels.md":     "../docs/levels.md",
+	"/usr/share/doc/bulkmilter/refile.md":     "../docs/refile.md",
 }
 
 // machineState is what installing and purging the package may touch: the

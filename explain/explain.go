@@ -281,6 +281,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  volumes: %s\n", v.VolumeSource)
+	if v.Bulk {
+		// The admin reading this has usually been asked about a false tag.
+		b.WriteString("  not bulk to a recipient? her \"not bulk\" vote (docs/feedback.md) exempts its copies for her, and for everyone once feedback.global_voters users voted so; " +
+			"actions.except_recipients or except_domains exempt her always; a higher policy.threshold tags later\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

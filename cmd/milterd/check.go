@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/bulkmilter/bulkmilter/daemon"
 	"github.com/bulkmilter/bulkmilter/internal/cli"
@@ -32,24 +31,40 @@ and the lexicon. Exits 0 and prints OK when there is none, 1 otherwise.`)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 1 && cf.File == "" {
+	switch {
+	case fs.NArg() == 1 && cf.File == "":
 		cf.File = fs.Arg(0)
+	case fs.NArg() > 0:
+		// Before, extra files were ignored and the defaults said OK.
+		fmt.Fprintf(stderr, "milterd check-config: unexpected arguments %q (check one file at a time)\n", fs.Args())
+		return cli.ErrUsage
 	}
 	cfg, err := cf.Load()
 	if err != nil {
 		return err // printed by cli, as run's
 	}
-	var problems []string
+	// Joined, not flattened to text, so that the caller still sees a
+	// permission error (and says who runs).
+	var problems []error
 	if _, err := os.Stat(cfg.SecretKeyPath()); err == nil {
 		if _, _, err := daemon.LoadSecret(cfg.SecretKeyPath()); err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, err)
 		}
 	}
 	if _, err := daemon.LoadLexicon(cfg); err != nil {
-		problems = append(problems, err.Error())
+		problems = append(problems, err)
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "\n"))
+	if err := daemon.CheckSocketDir(cfg); err != nil {
+		problems = append(problems, err)
+	}
+	if err := errors.Join(problems...); err != nil {
+		return err
+	}
+	if cf.File == "" {
+		// "milterd check-config" alone checked the defaults and said OK,
+		// which an admin took for the installed file.
+		fmt.Fprintf(stdout, "%s: OK (no file named: milterd check-config /etc/bulkmilter/bulkmilter.yml checks the package's)\n", cfg)
+		return nil
 	}
 	fmt.Fprintf(stdout, "%s: OK\n", cfg)
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,16 @@ import (
 // bundled lexicon or a lexicon file. Building one is "bulklab lexicon
 // build".
 func lexiconCommand(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "info" {
-		fmt.Fprintln(stderr, "usage: milterd lexicon info [FILE]\n\nBuilding a lexicon is \"bulklab lexicon build\" (cmd/bulklab).")
+	const usage = "usage: milterd lexicon info [FILE]\n\nDescribes the bundled lexicon, or the lexicon FILE (signatures.lexicon):\nits hash, documents, terms and contexts. Building a lexicon is\n\"bulklab lexicon build\" (cmd/bulklab)."
+	// -h anywhere asks for this text: "lexicon info -h" read a file named -h.
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprintln(stdout, usage)
+			return flag.ErrHelp
+		}
+	}
+	if len(args) == 0 || args[0] != "info" || len(args) > 2 {
+		fmt.Fprintln(stderr, usage)
 		return cli.ErrUsage
 	}
 	return lexiconInfo(args[1:], stdout, stderr)

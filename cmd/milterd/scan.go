@@ -79,7 +79,7 @@ func scanCommand(args []string, stdout, stderr io.Writer) error {
 	var rcpts stringList
 	fs.Var(&rcpts, "rcpt", "envelope recipient `ADDR` for every message (repeatable; implies -rcpt-from flag)")
 	top := fs.Int("top", 10, "clusters to list in the summary")
-	clock := fs.String("time", "date", "arrival time of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's, a Date later than the topmost Received field's that one), received (the date of the topmost Received field, likewise) or now")
+	clock := fs.String("time", "date", "arrival `time` of each message: date (its Date header, so the store's window applies as it would have; undated messages take the previous one's, a Date later than the topmost Received field's that one), received (the date of the topmost Received field, likewise) or now")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: milterd scan [flags] MAILBOX...

@@ -58,6 +58,10 @@ func votesCommand(args []string, stdout, stderr io.Writer) error {
 	var q store.VoteQuery
 	var key string
 	var asJSON bool
+	fs.Usage = func() {
+		fmt.Fprint(stderr, votesUsage+"\nFlags of milterd votes "+sub+":\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&q.Voter, "voter", "", "the voter's `address` or login")
 	fs.StringVar(&q.VoterID, "voter-id", "", "the voter's pseudonym (`ID`) as listed")
 	fs.StringVar(&key, "key", "", "list: signature id `prefix`; remove: one signature id")

@@ -12,8 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"os/user"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/bulkmilter/bulkmilter/config"
@@ -86,6 +90,21 @@ func printError(w io.Writer, cmd string, err error) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", cmd, err)
+	if errors.Is(err, fs.ErrPermission) {
+		fmt.Fprintf(w, "%s: %s\n", cmd, permissionHint())
+	}
+}
+
+// permissionHint says who the command runs as: "permission denied" on the
+// state directory is most often the wrong user (the package's state belongs
+// to bulkmilter, and the defaults pick /var/lib/bulkmilter when it exists).
+func permissionHint() string {
+	name := strconv.Itoa(os.Geteuid())
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return "this runs as " + name + ", who may not use that file: run it as the file's owner " +
+		"(the package's state belongs to bulkmilter: sudo -u bulkmilter milterd …), or give " + name + " the data directory (chown -R " + name + " DIR)"
 }
 
 func (p Program) usage(w io.Writer) {
@@ -151,7 +170,7 @@ func (cf *ConfigFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.DataDir, "data-dir", "", "`directory` for the secret key and the embedded store")
 	fs.StringVar(&cf.LogLevel, "log-level", "", "log `level`: debug, info, warn, error")
 	if cf.Daemon {
-		fs.StringVar(&cf.Listen, "listen", "", "milter socket: inet:HOST:PORT or unix:PATH")
+		fs.StringVar(&cf.Listen, "listen", "", "milter `socket`: inet:HOST:PORT or unix:PATH")
 		fs.StringVar(&cf.MetricsListen, "metrics-listen", "", "`HOST:PORT` for /metrics, /healthz and /readyz (\"off\" disables)")
 	}
 }
