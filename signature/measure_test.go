@@ -76,23 +76,10 @@ func uniqueTerms(d *Doc) []string {
 
 // cosine is Kolcz's near-duplicate measure over unique terms.
 func cosine(a, b []string) float64 {
-	in, i, j := 0, 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			in++
-			i++
-			j++
-		}
-	}
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
-	return float64(in) / sqrt(float64(len(a))*float64(len(b)))
+	return float64(intersect(a, b)) / sqrt(float64(len(a))*float64(len(b)))
 }
 
 func sqrt(x float64) float64 {
