@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -300,15 +302,7 @@ func TestTenMistakes(t *testing.T) {
 	}
 	got := err.Error() + "\n"
 	golden := "testdata/ten-mistakes.golden"
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := testenv.Golden(t, golden, []byte(got), *update)
 	if got != string(want) {
 		t.Errorf("problems differ from %s (go test ./config -update):\n got:\n%s\nwant:\n%s", golden, got, want)
 	}

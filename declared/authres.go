@@ -181,13 +181,7 @@ func (l *lexer) value() (string, bool) {
 	case '"':
 		return l.quoted(), true
 	}
-	i := strings.IndexAny(l.s, " \t\r\n;=(\"")
-	if i < 0 {
-		i = len(l.s)
-	}
-	t := l.s[:i]
-	l.s = l.s[i:]
-	return t, true
+	return l.until(" \t\r\n;=(\""), true
 }
 
 // pvalue reads a property value: a quoted string, or everything up to a
@@ -200,13 +194,18 @@ func (l *lexer) pvalue() (string, bool) {
 	if l.s[0] == '"' {
 		return l.quoted(), true
 	}
-	i := strings.IndexAny(l.s, " \t\r\n;(")
+	return l.until(" \t\r\n;("), true
+}
+
+// until reads up to the first of the bytes in stop, or to the end.
+func (l *lexer) until(stop string) string {
+	i := strings.IndexAny(l.s, stop)
 	if i < 0 {
 		i = len(l.s)
 	}
 	t := l.s[:i]
 	l.s = l.s[i:]
-	return t, true
+	return t
 }
 
 func (l *lexer) quoted() string {

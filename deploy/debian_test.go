@@ -274,7 +274,7 @@ func TestDebianPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	milterAddr, metricsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	daemon := exec.Command("/usr/bin/milterd", "run", "-config", "/etc/bulkmilter/bulkmilter.yml", "-listen", "inet:"+milterAddr, "-metrics-listen", metricsAddr)
 	daemon.Env = append(os.Environ(), "STATE_DIRECTORY=/var/lib/bulkmilter")
 	daemon.SysProcAttr = asUser

@@ -672,18 +672,12 @@ func dedupe(in []string, n int) []string {
 	}
 	out := make([]string, 0, min(len(in), n))
 	for _, d := range in {
-		dup := false
-		for _, o := range out {
-			if o == d {
-				dup = true
-				break
-			}
+		if slices.Contains(out, d) {
+			continue
 		}
-		if !dup {
-			out = append(out, d)
-			if len(out) == n {
-				break
-			}
+		out = append(out, d)
+		if len(out) == n {
+			break
 		}
 	}
 	return out

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -47,17 +49,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := render(Extract(bytes.NewReader(raw), DefaultLimits))
-			gf := strings.TrimSuffix(f, ".eml") + ".golden"
-			if *update {
-				if err := os.WriteFile(gf, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(gf)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
+			want := testenv.Golden(t, strings.TrimSuffix(f, ".eml")+".golden", []byte(got), *update)
 			if got != string(want) {
 				t.Errorf("extraction of %s changed:\n got:\n%s\nwant:\n%s", f, got, want)
 			}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md")
@@ -97,15 +98,7 @@ func TestMetricsDoc(t *testing.T) {
 			strings.Join(labels, ", "), f.GetHelp())
 	}
 	const path = "../docs/metrics.md"
-	if *update {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./metrics -update)", err)
-	}
+	want := testenv.Golden(t, path, []byte(b.String()), *update)
 	if string(want) != b.String() {
 		t.Errorf("%s is out of date; run go test ./metrics -update", path)
 	}

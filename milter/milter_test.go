@@ -1,7 +1,6 @@
 package milter
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/internal/mtaclient"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 	"github.com/bulkmilter/bulkmilter/metrics"
 	"github.com/bulkmilter/bulkmilter/signature"
 )
@@ -88,7 +88,7 @@ type harness struct {
 	fb    *fbRecorder
 	reg   *prometheus.Registry
 	met   *metrics.Metrics
-	logs  *syncBuffer
+	logs  *testenv.SyncBuffer
 }
 
 // defaultState is the state of the default configuration, with a
@@ -106,7 +106,7 @@ func start(t *testing.T, edit func(*State)) *harness {
 	if edit != nil {
 		edit(state)
 	}
-	h := &harness{state: state, pipe: &scripted{}, fb: &fbRecorder{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	h := &harness{state: state, pipe: &scripted{}, fb: &fbRecorder{}, reg: prometheus.NewRegistry(), logs: &testenv.SyncBuffer{}}
 	h.pipe.verdict = func(*detect.Message) detect.Verdict {
 		return detect.Verdict{Family: signature.FamilyIMatch, Volume: 1}
 	}
@@ -620,24 +620,6 @@ func TestFeedbackOutcomes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // A recipient flood: the session keeps every recipient up to

@@ -712,14 +712,7 @@ func canonDomains(in []string) []string {
 			}
 			d = a
 		}
-		dup := false
-		for _, o := range out {
-			if o == d {
-				dup = true
-				break
-			}
-		}
-		if !dup {
+		if !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}

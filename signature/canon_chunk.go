@@ -143,22 +143,13 @@ func (st *canonState) chunk(b []byte) {
 			}
 		}
 	case (target == scCyrillic || target == scGreek) && mixed:
-		rev := &latinToCyrillic
-		if target == scGreek {
-			rev = &latinToGreek
-		}
+		rev := lookalikes(target)
 		for i, r := range rs {
 			sc := scriptOf(r)
 			if sc == target || sc == scNone && r >= 0x80 {
 				continue
 			}
-			c := byte(0)
-			if r < 0x80 {
-				c = byte(r)
-			} else {
-				c = toASCII(r)
-			}
-			if c != 0 && rev[c] != 0 {
+			if c := latinOf(r); c != 0 && rev[c] != 0 {
 				rs[i] = rev[c]
 				changed = true
 			}
@@ -190,26 +181,35 @@ func (st *canonState) chunk(b []byte) {
 // convertible reports whether every letter of rs is of script t or has a
 // lookalike in it.
 func convertible(rs []rune, t uint8) bool {
-	rev := &latinToCyrillic
-	if t == scGreek {
-		rev = &latinToGreek
-	}
+	rev := lookalikes(t)
 	for _, r := range rs {
 		sc := scriptOf(r)
 		if sc == scNone || sc == t {
 			continue
 		}
-		c := byte(0)
-		if r < 0x80 {
-			c = byte(r)
-		} else {
-			c = toASCII(r)
-		}
-		if c == 0 || t != scLatin && rev[c] == 0 {
+		if c := latinOf(r); c == 0 || t != scLatin && rev[c] == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// lookalikes is the table of script t's (Cyrillic's unless Greek)
+// lookalikes of the ASCII letters.
+func lookalikes(t uint8) *[128]rune {
+	if t == scGreek {
+		return &latinToGreek
+	}
+	return &latinToCyrillic
+}
+
+// latinOf returns r if it is ASCII, else the ASCII letter it looks like,
+// or 0.
+func latinOf(r rune) byte {
+	if r < 0x80 {
+		return byte(r)
+	}
+	return toASCII(r)
 }
 
 // ASCII byte classes for fastChunk.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -75,17 +77,7 @@ func TestCanonGolden(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			got := renderDoc(Canonicalize(readCanonFixture(t, f)))
-			gf := strings.TrimSuffix(f, ".txt") + ".golden"
-			if *update {
-				if err := os.WriteFile(gf, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(gf)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
+			want := testenv.Golden(t, strings.TrimSuffix(f, ".txt")+".golden", []byte(got), *update)
 			if got != string(want) {
 				t.Errorf("canonical form of %s changed:\n got:\n%s\nwant:\n%s", f, got, want)
 			}

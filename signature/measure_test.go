@@ -76,23 +76,10 @@ func uniqueTerms(d *Doc) []string {
 
 // cosine is Kolcz's near-duplicate measure over unique terms.
 func cosine(a, b []string) float64 {
-	in, i, j := 0, 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			in++
-			i++
-			j++
-		}
-	}
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
-	return float64(in) / sqrt(float64(len(a))*float64(len(b)))
+	return float64(intersect(a, b)) / sqrt(float64(len(a))*float64(len(b)))
 }
 
 func sqrt(x float64) float64 {
@@ -211,11 +198,8 @@ func TestMeasureLexiconWindow(t *testing.T) {
 // ratios prints the distribution of |L ∩ U| / |U| on held-out ham.
 func TestMeasureIMatchRatio(t *testing.T) {
 	needMeasure(t)
-	b, ham, _ := measureData(t)
-	lex, err := b.Build(DefaultLexiconParams())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ham, _ := measureData(t)
+	lex := defaultLexicon(t)
 	m, err := NewIMatch(testSecret(t), lex, IMatchParams{Enabled: true, MinTerms: 1, Hardening: HardeningOff})
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +369,18 @@ type namedMutation struct {
 	m    mutation
 }
 
+// defaultLexicon builds the measurement corpus's lexicon with the default
+// parameters.
+func defaultLexicon(t *testing.T) *Lexicon {
+	t.Helper()
+	b, _, _ := measureData(t)
+	lex, err := b.Build(DefaultLexiconParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lex
+}
+
 // campaignSetup returns payloads (held-out ham of 40–400 tokens), a
 // vocabulary of dictionary words, and a pool of texts for noise blocks.
 func campaignSetup(t *testing.T, lex *Lexicon, n int) ([][]string, []string, [][]string, []namedMutation) {
@@ -522,11 +518,7 @@ func TestMeasureShingles(t *testing.T) {
 
 func TestMeasureCharShingles(t *testing.T) {
 	needMeasure(t)
-	b, _, _ := measureData(t)
-	lex, err := b.Build(DefaultLexiconParams())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lex := defaultLexicon(t)
 	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
 	muts = append(muts, namedMutation{"spaces 10%", spaceMutation(0.1)})
 	for _, c := range []struct{ w, r, minB, maxB, minU int }{
@@ -552,11 +544,7 @@ func everyTenth(kind int) mutation {
 
 func TestMeasureSiftKeys(t *testing.T) {
 	needMeasure(t)
-	b, _, _ := measureData(t)
-	lex, err := b.Build(DefaultLexiconParams())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lex := defaultLexicon(t)
 	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
 	muts = append(muts, namedMutation{"every 10th changed", everyTenth(2)}, namedMutation{"every 10th mixed", everyTenth(3)})
 	for _, c := range []struct {
@@ -643,11 +631,7 @@ func TestMeasureBuilderMemory(t *testing.T) {
 // with its defaults (the table in docs/signatures.md).
 func TestMeasureDefaults(t *testing.T) {
 	needMeasure(t)
-	b, _, _ := measureData(t)
-	lex, err := b.Build(DefaultLexiconParams())
-	if err != nil {
-		t.Fatal(err)
-	}
+	lex := defaultLexicon(t)
 	t.Logf("lexicon: %+v", lex.Stats())
 	payloads, vocab, _, muts := campaignSetup(t, lex, 150)
 	muts = append(muts,

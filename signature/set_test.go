@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 const fixtureLexiconPath = "testdata/lexicon-20ng-600.bmlx"
@@ -37,15 +39,7 @@ func buildFixtureLexicon(t *testing.T) []byte {
 // corpus: the build is deterministic.
 func TestFixtureLexiconReproducible(t *testing.T) {
 	raw := buildFixtureLexicon(t)
-	if *update {
-		if err := os.WriteFile(fixtureLexiconPath, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	committed, err := os.ReadFile(fixtureLexiconPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	committed := testenv.Golden(t, fixtureLexiconPath, raw, *update)
 	if !bytes.Equal(raw, committed) {
 		t.Fatalf("rebuilding %s gave different bytes (%d vs %d): run with -update if the change is deliberate", fixtureLexiconPath, len(raw), len(committed))
 	}
@@ -107,16 +101,7 @@ func TestGoldenSignatures(t *testing.T) {
 			}
 			got, _ := json.MarshalIndent(g, "", "  ")
 			got = append(got, '\n')
-			path := filepath.Join("testdata/golden", name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := testenv.Golden(t, filepath.Join("testdata/golden", name+".json"), got, *update)
 			if !bytes.Equal(got, want) {
 				var w golden
 				_ = json.Unmarshal(want, &w)

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -421,7 +422,7 @@ func (t *Sift) Fingerprint(d *Doc, how Sifting) []uint64 {
 }
 
 // intersect counts the common values of two sorted, unique slices.
-func intersect(a, b []uint64) int {
+func intersect[T cmp.Ordered](a, b []T) int {
 	n, i, j := 0, 0, 0
 	for i < len(a) && j < len(b) {
 		switch {

@@ -74,14 +74,7 @@ func TestAssemble(t *testing.T) {
 // BenchmarkAssemble: a message's 43 keys (a few repeated) joined to a
 // campaign.
 func BenchmarkAssemble(b *testing.B) {
-	keys := benchIDs(40)
-	keys = append(keys, keys[3], keys[9], keys[20])
-	ids := uniq(keys)
-	m := campaignOutcome{known: true, count: 50, d: decision{join: true, voters: make([]bool, len(ids))}}
-	for i := range m.d.voters {
-		m.d.voters[i] = i%3 != 0
-	}
-	vols := make([]int64, len(keys))
+	m, keys, ids, vols := assembleBench()
 	b.ReportAllocs()
 	for b.Loop() {
 		m.assemble(keys, ids, 1, vols)
@@ -91,16 +84,22 @@ func BenchmarkAssemble(b *testing.B) {
 // BenchmarkAssembleMap is BenchmarkAssemble by the map of the ids, as it
 // was.
 func BenchmarkAssembleMap(b *testing.B) {
-	keys := benchIDs(40)
-	keys = append(keys, keys[3], keys[9], keys[20])
-	ids := uniq(keys)
-	m := campaignOutcome{known: true, count: 50, d: decision{join: true, voters: make([]bool, len(ids))}}
-	for i := range m.d.voters {
-		m.d.voters[i] = i%3 != 0
-	}
-	vols := make([]int64, len(keys))
+	m, keys, ids, vols := assembleBench()
 	b.ReportAllocs()
 	for b.Loop() {
 		assembleRef(m, keys, ids, 1, vols)
 	}
+}
+
+// assembleBench is the benchmarks' message: 43 keys, a few repeated, of a
+// campaign whose decision has two ids in three as voters.
+func assembleBench() (m campaignOutcome, keys []string, ids []string, vols []int64) {
+	keys = benchIDs(40)
+	keys = append(keys, keys[3], keys[9], keys[20])
+	ids = uniq(keys)
+	m = campaignOutcome{known: true, count: 50, d: decision{join: true, voters: make([]bool, len(ids))}}
+	for i := range m.d.voters {
+		m.d.voters[i] = i%3 != 0
+	}
+	return m, keys, ids, make([]int64, len(keys))
 }

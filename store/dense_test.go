@@ -191,14 +191,7 @@ func TestEmbeddedSupportRing(t *testing.T) {
 		}
 	}
 	join(e, "before")
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEmbedded(t, dir, t1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, t1)
 	if m, s, _ := count(e); m != 2300+3 || s != 3*2300+6 {
 		t.Errorf("after a restart: %d main, %d support pointers; want %d, %d", m, s, 2303, 6906)
 	}
@@ -253,14 +246,7 @@ func TestEmbeddedReadsVersion4(t *testing.T) {
 	if moved != 2 {
 		t.Errorf("%d pointers in the support ring, want the 2 found in the main ring", moved)
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err = newEmbedded(t, dir, now, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, now)
 	join(e, terms[2:], "b@x")
 	join(e, terms[:2], "c@x")
 }

@@ -167,6 +167,21 @@ func newEmbedded(t *testing.T, dir string, now time.Time, mod func(*EmbeddedOpti
 	return OpenEmbedded(o)
 }
 
+// reopen closes e and opens its file in dir again at now, closed when the
+// test ends.
+func reopen(t *testing.T, e *Embedded, dir string, now time.Time) *Embedded {
+	t.Helper()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEmbedded(t, dir, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 func fill(t *testing.T, e *Embedded, at time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -901,14 +916,7 @@ func TestEmbeddedCampaignSetsPersist(t *testing.T) {
 			t.Errorf("message %d: %d networks, %d senders; want %d, %d", i, c.Networks, c.Senders, tc.nets, tc.snds)
 		}
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEmbedded(t, dir, now, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, now)
 	if c := obs(e, 9, "203.0.113.0/24", "a@x"); c.Networks != 3 || c.Senders != 2 || c.Recipients != 6 {
 		t.Errorf("after a restart: %+v; want 6 recipients, 3 networks, 2 senders", c)
 	}
@@ -979,14 +987,7 @@ func TestEmbeddedPackedPointers(t *testing.T) {
 	if c := obs(e, t0.Add(time.Minute), late, "d@x"); c.ID != ids[7] {
 		t.Fatalf("late copy: %+v, want %08x", c, ids[7])
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEmbedded(t, dir, t1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, t1)
 	// The first bucket's (packed, and the late key), the next bucket's
 	// (the other messages', the copies' rewritten there).
 	if st := e.Stats(); st.Pointers != 2000+1+1500+1500 {
@@ -1154,14 +1155,7 @@ func TestEmbeddedPresentSaved(t *testing.T) {
 	if got := firstOf(e, base.AddDate(61, 0, 0), "v1:imatch.0:02", "b@x"); !got.Equal(base) {
 		t.Fatalf("before the restart, a campaign dated ahead is first seen %v, want the present %v", got, base)
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEmbedded(t, dir, clock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, clock)
 	if got := firstOf(e, base.AddDate(61, 0, 0), "v1:imatch.0:03", "c@x"); !got.Equal(base) {
 		t.Errorf("after the restart, a campaign dated ahead is first seen %v, want the saved present %v (the clock is %v)", got, base, clock)
 	}
@@ -1234,14 +1228,7 @@ func TestEmbeddedClassSaved(t *testing.T) {
 	for j := range 2 {
 		most = max(most, item(e, j).Recipients)
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEmbedded(t, dir, base, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e = reopen(t, e, dir, base)
 	for j := 2; j < 12; j++ {
 		most = max(most, item(e, j).Recipients)
 	}

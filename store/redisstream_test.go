@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -97,15 +96,7 @@ func TestRedisCommandStream(t *testing.T) {
 	wg.Wait()
 	got := fmt.Sprintf("%x %d\n", sent.Sum(nil), n)
 	const golden = "testdata/redis-stream.golden"
-	if *updateStream {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := testenv.Golden(t, golden, []byte(got), *updateStream)
 	if got != string(want) {
 		t.Errorf("the store sent Redis other bytes: sha256 and length\n%s want\n%s", strings.TrimSpace(got), want)
 	}

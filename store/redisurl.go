@@ -195,14 +195,9 @@ func parseRedisURL(raw string) (RedisOptions, error) {
 	}
 
 	if base == "unix" {
-		ro, err := redis.ParseURL("unix://" + rest + "?" + q.Encode())
-		if err != nil {
+		if err := o.parseServer("unix://" + rest + "?" + q.Encode()); err != nil {
 			return RedisOptions{}, err
 		}
-		o.Addrs = []string{ro.Addr}
-		o.Username, o.Password, o.DB = ro.Username, ro.Password, ro.DB
-		o.PoolSize, o.DialTimeout, o.MaxRetries = ro.PoolSize, ro.DialTimeout, ro.MaxRetries
-		o.ClientName, o.Protocol = ro.ClientName, ro.Protocol
 		return o, nil
 	}
 
@@ -234,14 +229,9 @@ func parseRedisURL(raw string) (RedisOptions, error) {
 	}
 	switch topo {
 	case "":
-		ro, err := redis.ParseURL(gr + "://" + userinfo + hosts[0] + path + "?" + q.Encode())
-		if err != nil {
+		if err := o.parseServer(gr + "://" + userinfo + hosts[0] + path + "?" + q.Encode()); err != nil {
 			return RedisOptions{}, err
 		}
-		o.Addrs = []string{ro.Addr}
-		o.Username, o.Password, o.DB = ro.Username, ro.Password, ro.DB
-		o.PoolSize, o.DialTimeout, o.MaxRetries = ro.PoolSize, ro.DialTimeout, ro.MaxRetries
-		o.ClientName, o.Protocol = ro.ClientName, ro.Protocol
 	case "cluster":
 		if path != "" && path != "/" {
 			return RedisOptions{}, fmt.Errorf("path %q: a cluster has no database number", path)
@@ -292,6 +282,20 @@ func parseRedisURL(raw string) (RedisOptions, error) {
 		o.ClientName, o.Protocol = fo.ClientName, fo.Protocol
 	}
 	return o, nil
+}
+
+// parseServer reads the URL of one server (TCP or unix socket) with
+// go-redis's own parser into o.
+func (o *RedisOptions) parseServer(u string) error {
+	ro, err := redis.ParseURL(u)
+	if err != nil {
+		return err
+	}
+	o.Addrs = []string{ro.Addr}
+	o.Username, o.Password, o.DB = ro.Username, ro.Password, ro.DB
+	o.PoolSize, o.DialTimeout, o.MaxRetries = ro.PoolSize, ro.DialTimeout, ro.MaxRetries
+	o.ClientName, o.Protocol = ro.ClientName, ro.Protocol
+	return nil
 }
 
 // withPort adds the default port to a host without one.

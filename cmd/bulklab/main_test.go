@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -76,16 +74,5 @@ func TestMain(m *testing.M) {
 // runBulklab runs the binary and returns its exit code, stdout and stderr.
 func runBulklab(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir(t), "bulklab"), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
+	return testenv.Run(t, filepath.Join(binDir(t), "bulklab"), args...)
 }

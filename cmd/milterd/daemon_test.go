@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -72,24 +71,13 @@ type daemonProc struct {
 	milterAddr string
 	httpAddr   string
 	dataDir    string
-	mu         sync.Mutex
-	logs       bytes.Buffer
+	logs       testenv.SyncBuffer
 	exited     chan struct{}
 	exitErr    error
 }
 
-func (d *daemonProc) Write(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.Write(p)
-}
-
 // Logs returns what the daemon logged so far.
-func (d *daemonProc) Logs() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.String()
-}
+func (d *daemonProc) Logs() string { return d.logs.String() }
 
 // startDaemon starts milterd on free loopback ports with its own data
 // directory, waits until /readyz answers, and stops it at cleanup,
@@ -125,7 +113,7 @@ func tryStartDaemon(t testing.TB, extra []string) *daemonProc {
 		"-data-dir", d.dataDir,
 	}, extra...)
 	d.cmd = exec.Command(milterdBinary(t), args...)
-	d.cmd.Stdout, d.cmd.Stderr = d, d
+	d.cmd.Stdout, d.cmd.Stderr = &d.logs, &d.logs
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

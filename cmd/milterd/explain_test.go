@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/bulkmilter/bulkmilter/explain"
+	"github.com/bulkmilter/bulkmilter/internal/testenv"
 )
 
 var updateExplain = flag.Bool("update-explain", false, "rewrite testdata/explain/*.golden")
@@ -76,15 +77,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	got = firstSeen.ReplaceAll(got, []byte("${1}TIME"))
 	path := filepath.Join("testdata/explain", name)
-	if *updateExplain {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := testenv.Golden(t, path, got, *updateExplain)
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (go test ./cmd/milterd -run TestExplain -update-explain rewrites it):\n%s", name, got)
 	}

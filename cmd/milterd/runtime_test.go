@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -93,18 +91,7 @@ func (d *daemonProc) waitMetric(t testing.TB, sample string, want float64) {
 // runMilterd runs the binary and returns its exit code, stdout and stderr.
 func runMilterd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(milterdBinary(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stdout.String(), stderr.String()
+	return testenv.Run(t, milterdBinary(t), args...)
 }
 
 // check-config reports every problem with file and line and exits

@@ -136,34 +136,20 @@ func (c *RedisCluster) Client() *redis.ClusterClient {
 
 // WaitOK waits until every node is running and reports cluster_state:ok,
 // e.g. after Node(i).Restart(). Allow at least 3s after a node (re)starts.
-func (c *RedisCluster) WaitOK(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		bad := ""
-		for i, n := range c.nodes {
-			if s := clusterState(n); s != "ok" {
-				bad = fmt.Sprintf("node %d (%s): cluster_state %s", i, n.Addr(), s)
-				break
-			}
-		}
-		if bad == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not ok after %v: %s", timeout, bad)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+func (c *RedisCluster) WaitOK(timeout time.Duration) error { return c.waitOK(timeout, false) }
 
 // WaitLiveOK waits until every running node reports cluster_state:ok (a
 // killed master's replica has taken over).
-func (c *RedisCluster) WaitLiveOK(timeout time.Duration) error {
+func (c *RedisCluster) WaitLiveOK(timeout time.Duration) error { return c.waitOK(timeout, true) }
+
+// waitOK waits until every node, or with live every running one, reports
+// cluster_state:ok.
+func (c *RedisCluster) waitOK(timeout time.Duration, live bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		bad := ""
 		for i, n := range c.nodes {
-			if s := clusterState(n); n.Running() && s != "ok" {
+			if s := clusterState(n); (!live || n.Running()) && s != "ok" {
 				bad = fmt.Sprintf("node %d (%s): cluster_state %s", i, n.Addr(), s)
 				break
 			}

@@ -4,7 +4,9 @@
 // Dovecot (LMTP, IMAP, Sieve and imapsieve) with its own users and
 // maildirs, Sendmail (unpacked by scripts/install-test-deps.sh) with its own
 // m4-built sendmail.cf and queue, a minimal IMAP client, and a small
-// loopback SMTP/LMTP sink that records what an MTA delivers.
+// loopback SMTP/LMTP sink that records what an MTA delivers; and, for
+// every package's tests, Golden, a golden file read (or rewritten by
+// -update).
 //
 // Every helper takes a testing.TB, runs its program on free loopback ports
 // inside t.TempDir(), and stops it in t.Cleanup. Nothing here uses system

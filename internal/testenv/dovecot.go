@@ -127,8 +127,7 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 		t.Fatalf("testenv: dovecot: %v", err)
 	}
 
-	var lastErr error
-	for range 3 {
+	startOnFreePort(t, "dovecot", func() error {
 		if d.lmtpPort, err = freePort(t); err == nil {
 			d.imapPort, err = freePort(t)
 		}
@@ -138,17 +137,10 @@ func StartDovecot(t testing.TB, opts DovecotOptions) *Dovecot {
 		if err := d.writeConfig(); err != nil {
 			t.Fatalf("testenv: dovecot: %v", err)
 		}
-		lastErr = d.start(bin)
-		if lastErr == nil {
-			t.Cleanup(d.Stop)
-			return d
-		}
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
-	}
-	t.Fatalf("testenv: start dovecot: %v", lastErr)
-	return nil
+		return d.start(bin)
+	})
+	t.Cleanup(d.Stop)
+	return d
 }
 
 // prepare creates the directories and files Dovecot reads, with owners

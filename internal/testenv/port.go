@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +36,24 @@ func FreePort(t testing.TB) int {
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
+}
+
+// startOnFreePort calls start, which draws its ports and starts a server,
+// up to three times while it fails with its port taken: a port that was
+// free can be taken before the server binds it (other test binaries run on
+// this machine too). Any other failure, or the third, fails the test.
+func startOnFreePort(t testing.TB, name string, start func() error) {
+	t.Helper()
+	var err error
+	for range 3 {
+		if err = start(); err == nil {
+			return
+		}
+		if !errors.Is(err, errAddrInUse) && !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+	}
+	t.Fatalf("testenv: start %s: %v", name, err)
 }
 
 func freePort(t testing.TB) (int, error) {

@@ -3,8 +3,11 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -30,4 +33,47 @@ func TestPortReservation(t *testing.T) {
 		t.Fatalf("port %d still reserved after its test's cleanup: %v", p, err)
 	}
 	release()
+}
+
+// fatalTB records a Fatalf and ends its goroutine, as testing's does.
+type fatalTB struct {
+	testing.TB
+	fatal string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// startOnFreePort tries again only while the port was taken (a server's
+// own words or Redis's errAddrInUse), three times at the most.
+func TestStartOnFreePort(t *testing.T) {
+	inUse := errors.New("bind: Address already in use")
+	other := errors.New("no such file")
+	for _, tt := range []struct {
+		name  string
+		errs  []error
+		calls int
+		fatal string
+	}{
+		{"first try", []error{nil}, 1, ""},
+		{"taken twice", []error{inUse, fmt.Errorf("port 1: %w", errAddrInUse), nil}, 3, ""},
+		{"taken thrice", []error{inUse, inUse, inUse, nil}, 3, "testenv: start srv: " + inUse.Error()},
+		{"other failure", []error{other, nil}, 1, "testenv: start srv: no such file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tb, calls := &fatalTB{TB: t}, 0
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				startOnFreePort(tb, "srv", func() error { calls++; return tt.errs[calls-1] })
+			}()
+			<-done
+			if calls != tt.calls || tb.fatal != tt.fatal {
+				t.Errorf("got %d calls and fatal %q, want %d and %q", calls, tb.fatal, tt.calls, tt.fatal)
+			}
+		})
+	}
 }

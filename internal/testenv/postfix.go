@@ -104,8 +104,7 @@ func StartPostfix(t testing.TB, opts PostfixOptions) *Postfix {
 		p.sink = StartSink(t)
 	}
 
-	var lastErr error
-	for range 3 {
+	startOnFreePort(t, "postfix", func() error {
 		p.port, err = freePort(t)
 		if err != nil {
 			t.Fatalf("testenv: postfix: %v", err)
@@ -113,17 +112,10 @@ func StartPostfix(t testing.TB, opts PostfixOptions) *Postfix {
 		if err := p.writeConfig(opts); err != nil {
 			t.Fatalf("testenv: postfix: %v", err)
 		}
-		lastErr = p.start(master)
-		if lastErr == nil {
-			t.Cleanup(p.Stop)
-			return p
-		}
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
-	}
-	t.Fatalf("testenv: start postfix: %v", lastErr)
-	return nil
+		return p.start(master)
+	})
+	t.Cleanup(p.Stop)
+	return p
 }
 
 // preparePostfixDirs creates what `postfix check` (post-install

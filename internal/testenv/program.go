@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,4 +69,21 @@ func RequireRoot(t testing.TB, why string) {
 	if os.Geteuid() != 0 {
 		unavailable(t, "%s needs root (euid is %d)", why, os.Geteuid())
 	}
+}
+
+// Run runs the program at path and returns its exit code, stdout and
+// stderr; a program that cannot be run fails the test.
+func Run(t testing.TB, path string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
 }

@@ -100,25 +100,15 @@ func StartRedis(t testing.TB, opts RedisOptions) *Redis {
 	}
 	t.Cleanup(r.cleanup)
 
-	// A port that was free can be taken before redis binds it (other test
-	// binaries run on this machine too), so retry with a new port.
-	var lastErr error
-	for range 3 {
+	startOnFreePort(t, "redis-server", func() error {
 		port, err := r.pickPort()
 		if err != nil {
 			t.Fatalf("testenv: redis: %v", err)
 		}
 		r.port = port
-		lastErr = r.start()
-		if lastErr == nil {
-			return r
-		}
-		if !errors.Is(lastErr, errAddrInUse) {
-			break
-		}
-	}
-	t.Fatalf("testenv: start redis-server: %v", lastErr)
-	return nil
+		return r.start()
+	})
+	return r
 }
 
 var errAddrInUse = errors.New("address already in use")

@@ -118,25 +118,17 @@ func StartSendmail(t testing.TB, opts SendmailOptions) *Sendmail {
 		t.Fatalf("testenv: sendmail: %v", err)
 	}
 
-	var lastErr error
-	for range 3 {
+	startOnFreePort(t, "sendmail", func() error {
 		if s.port, err = freePort(t); err != nil {
 			t.Fatalf("testenv: sendmail: %v", err)
 		}
 		if err := s.buildCF(m4, cfDir, opts); err != nil {
 			t.Fatalf("testenv: sendmail: %v", err)
 		}
-		lastErr = s.start()
-		if lastErr == nil {
-			t.Cleanup(s.Stop)
-			return s
-		}
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
-	}
-	t.Fatalf("testenv: start sendmail: %v", lastErr)
-	return nil
+		return s.start()
+	})
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // buildCF writes sendmail.mc and turns it into sendmail.cf with m4.

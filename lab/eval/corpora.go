@@ -41,20 +41,32 @@ const (
 
 var cpunkArchives = []string{"cypherpunks_maildir_2007-2008.tar.xz", "cypherpunks_maildir_2009-2013.tar.xz"}
 
-// walk reads every message of one corpus path with the given label.
-func walk(dir, rel string, want corpus.Label, filter func(string) bool) ([]Item, error) {
+// walk reads every message with the given label of the corpus paths, in
+// their order.
+func walk(dir string, rels []string, want corpus.Label, filter func(string) bool) ([]Item, error) {
 	var out []Item
 	opts := corpus.Options{Filter: filter, OnSkip: func(string, error) error { return nil }}
-	err := opts.Walk(filepath.Join(dir, rel), func(m *corpus.Message) error {
-		if want == corpus.Unknown || m.Label == want {
-			out = append(out, Item{Name: m.Name, Raw: m.Data})
+	for _, rel := range rels {
+		err := opts.Walk(filepath.Join(dir, rel), func(m *corpus.Message) error {
+			if want == corpus.Unknown || m.Label == want {
+				out = append(out, Item{Name: m.Name, Raw: m.Data})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
 	return out, nil
+}
+
+// under names files of a corpus directory.
+func under(dir string, names ...string) []string {
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = filepath.Join(dir, n)
+	}
+	return paths
 }
 
 // messageID returns the normalised Message-ID, or "".
@@ -106,19 +118,11 @@ func dedupe(items []Item) []Item {
 // duplicates. Not 20 Newsgroups nor Enron: the bundled lexicon is built
 // from them.
 func HamStream(dir string) ([]Item, error) {
-	var all []Item
-	for _, a := range []string{"easy_ham", "easy_ham_2", "hard_ham", "hard_ham_2"} {
-		items, err := walk(dir, filepath.Join(saDir, "spamassassin_"+a+".tar.bz2"), corpus.Ham, nil)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
-	}
-	items, err := walk(dir, csdmcPath, corpus.Ham, nil)
+	sa := under(saDir, "spamassassin_easy_ham.tar.bz2", "spamassassin_easy_ham_2.tar.bz2", "spamassassin_hard_ham.tar.bz2", "spamassassin_hard_ham_2.tar.bz2")
+	all, err := walk(dir, append(sa, csdmcPath), corpus.Ham, nil)
 	if err != nil {
 		return nil, err
 	}
-	all = append(all, items...)
 	return dedupe(all), nil
 }
 
@@ -126,15 +130,11 @@ func HamStream(dir string) ([]Item, error) {
 // SpamAssassin spam and spam 2 (without the message the maintainers
 // declared misclassified).
 func SpamBases(dir string) ([]Item, error) {
-	var all []Item
-	for _, a := range []string{"spam", "spam_2"} {
-		items, err := walk(dir, filepath.Join(saDir, "spamassassin_"+a+".tar.bz2"), corpus.Spam, func(n string) bool {
-			return !strings.HasPrefix(n, "spam_2/00529.")
-		})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
+	all, err := walk(dir, under(saDir, "spamassassin_spam.tar.bz2", "spamassassin_spam_2.tar.bz2"), corpus.Spam, func(n string) bool {
+		return !strings.HasPrefix(n, "spam_2/00529.")
+	})
+	if err != nil {
+		return nil, err
 	}
 	return dedupe(all), nil
 }
@@ -143,13 +143,9 @@ func SpamBases(dir string) ([]Item, error) {
 // with the same tricks): Enron ham of the mailboxes 4–6, plain text. They
 // are in the bundled lexicon's training set, which is said in the report.
 func HamBases(dir string) ([]Item, error) {
-	var all []Item
-	for _, n := range []string{"enron4", "enron5", "enron6"} {
-		items, err := walk(dir, filepath.Join(enronDir, n+".tar.gz"), corpus.Ham, nil)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
+	all, err := walk(dir, under(enronDir, "enron4.tar.gz", "enron5.tar.gz", "enron6.tar.gz"), corpus.Ham, nil)
+	if err != nil {
+		return nil, err
 	}
 	return dedupe(all), nil
 }
@@ -157,15 +153,7 @@ func HamBases(dir string) ([]Item, error) {
 // EnronBGSpam returns Bruce Guenter's spam-trap spam (Enron 3 and 6), the
 // closest we have to Kolcz's Honeypot-spam collection.
 func EnronBGSpam(dir string) ([]Item, error) {
-	var all []Item
-	for _, n := range []string{"enron3", "enron6"} {
-		items, err := walk(dir, filepath.Join(enronDir, n+".tar.gz"), corpus.Spam, nil)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
-	}
-	return all, nil
+	return walk(dir, under(enronDir, "enron3.tar.gz", "enron6.tar.gz"), corpus.Spam, nil)
 }
 
 // words splits text into lower-case words of letters.
@@ -275,7 +263,7 @@ func byDate(items []Item) {
 // PhishingPot returns the Phishing Pot stream in date order with its
 // silver groups.
 func PhishingPot(dir string) (*RealSet, error) {
-	items, err := walk(dir, potPath, corpus.Unknown, nil)
+	items, err := walk(dir, []string{potPath}, corpus.Unknown, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -290,13 +278,9 @@ func PhishingPot(dir string) (*RealSet, error) {
 // Cypherpunks returns the cypherpunks 2007–2013 stream in date order with
 // its silver groups; years limits it to some years ("2007-2008" or all).
 func Cypherpunks(dir string, archives int) (*RealSet, error) {
-	var items []Item
-	for _, a := range cpunkArchives[:min(archives, len(cpunkArchives))] {
-		it, err := walk(dir, filepath.Join(cpunkDir, a), corpus.Unknown, nil)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, it...)
+	items, err := walk(dir, under(cpunkDir, cpunkArchives[:min(archives, len(cpunkArchives))]...), corpus.Unknown, nil)
+	if err != nil {
+		return nil, err
 	}
 	silver, err := readSilver(filepath.Join(dir, cpunkSilv))
 	if err != nil {
