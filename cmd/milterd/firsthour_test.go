@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func TestStartLogSaysWhatRuns(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(milterdBinary(t), "run", "-listen", "inet:127.0.0.1:0", "-metrics-listen", "off",
 		"-data-dir", dir, "-redis", "redis://"+down+"/0")
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -98,24 +97,6 @@ func TestRedisWrongPasswordNamesTheSetting(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var updateHelp = flag.Bool("update-help", false, "rewrite testdata/help.golden")
 
 // Every command's -h, as an admin reads it, is a document: testdata/
@@ -137,16 +118,7 @@ func TestHelpGolden(t *testing.T) {
 		}
 	}
 	const golden = "testdata/help.golden"
-	if *updateHelp {
-		if err := os.WriteFile(golden, []byte(doc.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if doc.String() != string(want) {
+	if want := testenv.Golden(t, golden, []byte(doc.String()), *updateHelp); doc.String() != string(want) {
 		t.Errorf("help differs from %s (go test -run TestHelpGolden -update-help rewrites it):\n%s", golden, doc.String())
 	}
 	if strings.Contains(doc.String(), " string\n") {
