@@ -44,6 +44,7 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.String("json", "", "write the JSON report to this `file`")
 	missOut := fs.String("misses", "", "write the missed messages of the real corpora's refined groups, and why each missed, to this `file` (tab-separated)")
 	traceOut := fs.String("stream-trace", "", "write one tab-separated line per message of each real-stream replay (clock, name, kind, verdict, campaign, volume, families that joined) to this `file`")
+	worldOut := fs.String("world-trace", "", "write one tab-separated line per ham message tagged and per counted copy missed in the generated worlds (campaign, families that joined, what it shared with whom) to this `file`")
 	mdOut := fs.String("markdown", "-", "write the Markdown tables to this `file` (- for stdout)")
 	check := fs.Bool("check", false, "fail when a result regresses past the floors of the run mode (eval.FloorsFor)")
 	list := fs.Bool("list", false, "list the attacks and exit")
@@ -90,6 +91,19 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 		trace = bufio.NewWriter(f)
 		ec.StreamTrace = trace
 	}
+	var worldTrace *bufio.Writer
+	if *worldOut != "" {
+		f, err := os.Create(*worldOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		worldTrace = bufio.NewWriter(f)
+		if _, err := fmt.Fprintln(worldTrace, eval.WorldTraceHeader); err != nil {
+			return err
+		}
+		ec.WorldTrace = worldTrace
+	}
 	// A secret derived from the seed: keyed hashes, and so every figure,
 	// are reproducible.
 	sum := sha256.Sum256([]byte("bulkmilter eval secret " + strconv.FormatUint(*seed, 10)))
@@ -133,6 +147,11 @@ func evalCommand(args []string, stdout, stderr io.Writer) error {
 	if trace != nil {
 		if err := trace.Flush(); err != nil {
 			return fmt.Errorf("write %s: %w", *traceOut, err)
+		}
+	}
+	if worldTrace != nil {
+		if err := worldTrace.Flush(); err != nil {
+			return fmt.Errorf("write %s: %w", *worldOut, err)
 		}
 	}
 	if *jsonOut != "" {

@@ -62,6 +62,9 @@ type Config struct {
 	// of each stream replay (streamTraceHeader): what tracing a change
 	// message by message needs (docs/evaluation.md, "Real stream").
 	StreamTrace io.Writer
+	// WorldTrace, when set, receives the generated worlds' tagged ham and
+	// missed copies, one tab-separated line each (WorldTraceHeader).
+	WorldTrace io.Writer
 	// Workers run attack worlds in parallel (0: GOMAXPROCS).
 	Workers int
 	// NewPipeline returns a pipeline with a fresh, empty store. Every
@@ -244,11 +247,18 @@ func hamOneWindow(ctx context.Context, cfg *Config, hs *hamStream) (*HamWindow, 
 	}
 	defer p.Close()
 	w := &HamWindow{Messages: len(hs.items), Personal: hs.personal, ByFamily: map[string]int{}}
+	tr := newWorldTracer(cfg)
+	defer func() {
+		if err := tr.write(cfg.WorldTrace, "one-window", cfg.after(), nil); err != nil {
+			cfg.logf("%v", err)
+		}
+	}()
 	for i, it := range hs.items {
 		v := checkHam(ctx, p, it.Raw, hamRecipient(i), time.Time{})
 		if v.Err != nil {
 			return nil, fmt.Errorf("ham %s: %w", it.Name, v.Err)
 		}
+		tr.add(traced{label: it.Name, ham: true, list: hs.list[i], campaign: -1}, v)
 		if !v.Bulk {
 			continue
 		}
@@ -550,6 +560,7 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 		return nil, err
 	}
 	var hamCopies []refile.Copy
+	tr := newWorldTracer(cfg)
 	seen := make([]int, len(bases))
 	var copies []copyRecord
 	for _, e := range entries {
@@ -563,6 +574,7 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 				return nil, fmt.Errorf("%s: ham %s: %w", atk.Name, ham[e.ham].Name, v.Err)
 			}
 			hamCopies = append(hamCopies, sim.deliver(v, hamRecipient(e.ham), fmt.Sprintf("<ham-%d@eval.invalid>", e.ham), e.at))
+			tr.add(traced{label: ham[e.ham].Name, ham: true, list: hs.list[e.ham], campaign: -1}, v)
 			if v.Bulk {
 				r.HamTagged++
 				if hs.list[e.ham] {
@@ -598,6 +610,7 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 		for i, f := range fams {
 			rec.tagged[i] = v.Volumes[f] >= int64(cfg.Thresholds[f])
 		}
+		tr.add(traced{label: fmt.Sprintf("%s#%d", b.Name, k), campaign: e.campaign, k: k}, v)
 		for _, ex := range v.Analysis.Explains {
 			if i := slices.Index(fams, ex.Family); i >= 0 {
 				rec.signed[i] = ex.Keys > 0
@@ -625,6 +638,9 @@ func runWorld(ctx context.Context, cfg *Config, atk *Attack, hs *hamStream, base
 		r.HamFPPersonal = float64(r.HamTagged-r.HamTaggedList) / float64(hs.personal)
 	}
 	r.score(cfg, fams, bases, copies)
+	if err := tr.write(cfg.WorldTrace, atk.Name, cfg.after(), bases); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
