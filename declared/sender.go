@@ -53,13 +53,12 @@ func (s Senders) match(d string) bool {
 // domain other than the From's, or a result anybody could have added
 // exempts nothing: a spammer signs his own domain and forges the From.
 func (s Senders) Exempt(h Header, trusted []string) (string, bool) {
-	if s.Empty() || len(trusted) == 0 {
+	if s.Empty() {
 		return "", false
 	}
-	from, ok := fromDomain(h)
-	if !ok {
-		return "", false
-	}
+	// The verifier's passes of listed domains first: most mail has none,
+	// and then its From is never parsed.
+	var passed []string
 	for _, v := range trusted {
 		ar, err := ParseAuthResults(v)
 		if err != nil {
@@ -71,13 +70,24 @@ func (s Senders) Exempt(h Header, trusted []string) (string, bool) {
 				continue
 			}
 			dkim = true
-			d := signingDomain(r)
-			if r.Value == "pass" && d != "" && s.match(d) && (from == d || strings.HasSuffix(from, "."+d)) {
-				return d, true
+			if d := signingDomain(r); r.Value == "pass" && d != "" && s.match(d) {
+				passed = append(passed, d)
 			}
 		}
 		if dkim {
 			break
+		}
+	}
+	if len(passed) == 0 {
+		return "", false
+	}
+	from, ok := fromDomain(h)
+	if !ok {
+		return "", false
+	}
+	for _, d := range passed {
+		if from == d || strings.HasSuffix(from, "."+d) {
+			return d, true
 		}
 	}
 	return "", false
