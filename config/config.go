@@ -294,6 +294,13 @@ type Actions struct {
 	// (".example.com") matches its subdomains.
 	ExceptRecipients []string `yaml:"except_recipients"`
 	ExceptDomains    []string `yaml:"except_domains"`
+	// ExceptSenders are signing domains whose mail is never tagged or
+	// routed: a message is exempt when the site's verifier
+	// (policy.authserv_id) says a DKIM signature of a listed domain
+	// passed and the From address is in that domain or a subdomain of it
+	// (declared.Senders). A From alone never exempts: anybody writes one.
+	// ".example.com" matches the subdomains of example.com.
+	ExceptSenders []string `yaml:"except_senders"`
 	// HeaderOnlyRecipients and HeaderOnlyDomains get the verdict header
 	// but no routing: no Subject tag, recipient detail or quarantine on
 	// their account; their own filters decide.

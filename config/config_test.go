@@ -112,6 +112,9 @@ limits:
 policy:
   threshold: 25
   thresholds: {sift: 40}
+  authserv_id: mx.example.com
+actions:
+  except_senders: [partner.example, .corp.example]
 `), "t.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +133,9 @@ policy:
 	}
 	if got := c.ThresholdFor("imatch"); got != 25 {
 		t.Errorf("ThresholdFor(imatch) = %d, want 25", got)
+	}
+	if got, want := c.Actions.ExceptSenders, []string{"partner.example", ".corp.example"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("except_senders = %q, want %q", got, want)
 	}
 	// Unset keys keep their defaults.
 	if got, want := c.Store.MaxEntries, Default().Store.MaxEntries; got != want {
@@ -234,6 +240,12 @@ actions:
 			`b.yml:4: actions.except_recipients[1]: invalid address "nobody" (use an address such as user@example.com)`,
 			`b.yml:5: actions.header_only_domains[1]: invalid domain "x y" (use a domain such as example.com, or .example.com for its subdomains)`,
 			`b.yml:6: actions.header_only_recipients[0]: invalid address "@example.com" (use an address such as user@example.com)`,
+		}},
+		{"sender exceptions without the site's verifier", "actions:\n  except_senders: [partner.example]\n", []string{
+			`b.yml:2: actions.except_senders: needs policy.authserv_id: a sender is exempt only by a DKIM signature the site's verifier passed, else anybody could forge the exemption (set policy.authserv_id to the authserv-id your DKIM verifier (OpenDKIM, Rspamd) writes, or empty the list)`,
+		}},
+		{"sender exception not a domain", "policy:\n  authserv_id: mx.example.com\nactions:\n  except_senders: [partner.example, hr@corp.example]\n", []string{
+			`b.yml:4: actions.except_senders[1]: invalid domain "hr@corp.example" (use a domain such as example.com, or .example.com for its subdomains)`,
 		}},
 		{"refiling", `
 refile:

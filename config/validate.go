@@ -189,6 +189,13 @@ func (c *Config) validate(lines lineIndex) Problems {
 	}
 	v.domains("actions.except_domains", a.ExceptDomains)
 	v.addresses("actions.except_recipients", a.ExceptRecipients)
+	v.domains("actions.except_senders", a.ExceptSenders)
+	if len(a.ExceptSenders) > 0 && c.Policy.AuthservID == "" {
+		// Without the site's verifier only what a sender writes is left:
+		// a From, a forged Authentication-Results.
+		v.add("actions.except_senders", "set policy.authserv_id to the authserv-id your DKIM verifier (OpenDKIM, Rspamd) writes, or empty the list",
+			"needs policy.authserv_id: a sender is exempt only by a DKIM signature the site's verifier passed, else anybody could forge the exemption")
+	}
 	v.domains("actions.header_only_domains", a.HeaderOnlyDomains)
 	v.addresses("actions.header_only_recipients", a.HeaderOnlyRecipients)
 

@@ -121,8 +121,12 @@ func (p *refiling) Check(ctx context.Context, msg *detect.Message) detect.Verdic
 		return v
 	}
 	id := messageID(msg.Header.Get("Message-Id"))
+	rcpts := msg.Recipients
+	if v.ExemptSender != "" {
+		rcpts = nil // actions.except_senders: never routed, its copies stay where they are
+	}
 	var copies []refile.Copy
-	for _, rc := range msg.Recipients {
+	for _, rc := range rcpts {
 		rc = detect.NormaliseAddress(rc)
 		if rc == "" || p.except.Match(rc) || (!p.anyDomain && !p.domains.Match(rc)) {
 			continue

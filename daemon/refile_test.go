@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,5 +124,41 @@ func TestRefilerOwnership(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.DataDir, "refile.json")); err != nil {
 		t.Errorf("closing the runtime did not save the ledger: %v", err)
+	}
+}
+
+// An actions.except_senders message is never routed, so its copies are
+// not remembered for refiling: the same copy without the verifier's pass
+// is.
+func TestRefileSkipsExemptSenders(t *testing.T) {
+	c := config.Default()
+	c.DataDir = t.TempDir()
+	c.Refile.Enabled = true
+	c.Refile.Mover = "hook"
+	c.Refile.Hook.Command = []string{"true"}
+	c.Policy.AuthservID = "mx.example.test"
+	c.Actions.ExceptSenders = []string{"partner.example"}
+	rt, err := newRuntime(&c, slog.New(slog.DiscardHandler), nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	msg := "From: News <news@partner.example>\r\nTo: a@example.test\r\nSubject: November news\r\nMessage-ID: <n%d@partner.example>\r\n\r\n" +
+		"This month our partners meet in Lisbon for the autumn conference on supply chains and logistics.\r\n"
+	for i, tc := range []struct {
+		ar        string
+		remembers int
+	}{
+		{"Authentication-Results: mx.example.test; dkim=pass header.d=partner.example\r\n", 0},
+		{"", 1},
+	} {
+		raw := tc.ar + fmt.Sprintf(msg, i)
+		v := rt.state.Pipeline.Check(context.Background(), rt.Message([]byte(raw), []string{fmt.Sprintf("u%d@example.test", i)}, time.Time{}))
+		if (v.ExemptSender != "") != (tc.remembers == 0) {
+			t.Fatalf("copy %d: exempt by %q", i, v.ExemptSender)
+		}
+		if _, rem := rt.refiler.Pending(); rem != tc.remembers {
+			t.Errorf("copy %d (exempt by %q): %d copies remembered, want %d", i, v.ExemptSender, rem, tc.remembers)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/bulkmilter/bulkmilter/admin"
 	"github.com/bulkmilter/bulkmilter/bundled"
 	"github.com/bulkmilter/bulkmilter/config"
+	"github.com/bulkmilter/bulkmilter/declared"
 	"github.com/bulkmilter/bulkmilter/detect"
 	"github.com/bulkmilter/bulkmilter/feedback"
 	"github.com/bulkmilter/bulkmilter/mailtext"
@@ -126,6 +127,7 @@ func newRuntime(cfg *config.Config, log *slog.Logger, met *metrics.Metrics, prev
 		StripRecipient: cfg.Signatures.StripRecipient,
 		GlobalVoters:   cfg.Feedback.GlobalVoters,
 		Relays:         relays,
+		ExceptSenders:  declared.NewSenders(cfg.Actions.ExceptSenders),
 		Observer:       met, // nil-safe
 	})
 	if err != nil {

@@ -3,6 +3,8 @@ package detect
 import (
 	"reflect"
 	"testing"
+
+	"github.com/bulkmilter/bulkmilter/declared"
 )
 
 // Authentication-Results of the site's authserv-id count at the top of
@@ -65,5 +67,34 @@ func TestCheckDeclared(t *testing.T) {
 		if v.Kind() != tc.kind {
 			t.Errorf("trusted %q: kind %s, want %s (%+v)", tc.trusted, v.Kind(), tc.kind, v.Declared)
 		}
+	}
+}
+
+// actions.except_senders judged on a raw message as the milter builds it:
+// only the site's verifier's field at the top exempts; one of another
+// authserv-id, or of the site's below another field, is not the
+// verifier's.
+func TestExemptSenderFromRaw(t *testing.T) {
+	list := declared.NewSenders([]string{"partner.example"})
+	const pass = "Authentication-Results: mx.example.test; dkim=pass header.d=partner.example\r\n"
+	for _, tc := range []struct {
+		name, head string
+		want       string
+	}{
+		{"verifier's pass on top", pass + "Received: by mx\r\nFrom: p@partner.example\r\n", "partner.example"},
+		{"pass below another field", "Received: by mx\r\n" + pass + "From: p@partner.example\r\n", ""},
+		{"pass of another authserv-id", "Authentication-Results: mx.other.test; dkim=pass header.d=partner.example\r\nFrom: p@partner.example\r\n", ""},
+		{"forged pass below the verifier's fail", "Authentication-Results: mx.example.test; dkim=fail header.d=partner.example\r\nFrom: p@partner.example\r\n" + pass, ""},
+		{"verifier's pass, From elsewhere", pass + "From: p@spam.example\r\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBuilder(DefaultLimits, "X-Bulk", "X-Bulk-Feedback")
+			b.AuthservID = "mx.example.test"
+			b.ReadRaw([]byte(tc.head + "Subject: s\r\n\r\nbody\r\n"))
+			msg := b.Message()
+			if got, _ := list.Exempt(&msg.Header, msg.AuthResults); got != tc.want {
+				t.Errorf("exempt by %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -91,8 +91,12 @@ type Options struct {
 	// one counts, as its network, the client the relay wrote in its
 	// Received field (RelayedClient), not the relay, which every message
 	// it forwards would share.
-	Relays   []netip.Prefix
-	Observer Observer // nil observes nothing
+	Relays []netip.Prefix
+	// ExceptSenders exempts the mail of signing domains the site's
+	// verifier passed, aligned with From (actions.except_senders): still
+	// counted, never bulk for anyone (Verdict.ExemptSender).
+	ExceptSenders declared.Senders
+	Observer      Observer // nil observes nothing
 }
 
 // Engine runs the pipeline. It is safe for concurrent use.
@@ -273,6 +277,11 @@ type Verdict struct {
 	// Declared is whether the message declares itself as bulk, with a
 	// verified signature covering the declaration (declared.Judge).
 	Declared declared.Judgement
+	// ExemptSender is the signing domain of actions.except_senders that
+	// exempts the message (declared.Senders.Exempt), "" when none. The
+	// message is counted as any other; Bulk stays what volume and votes
+	// made it, and the milter tags or routes it for no one.
+	ExemptSender string
 	// Campaign is the campaign the store counted the message in (issue
 	// 15); the zero value when the store counts none.
 	Campaign store.Campaign
@@ -331,6 +340,7 @@ func (e *Engine) check(ctx context.Context, msg *Message) Verdict {
 	v := e.decide(ctx, a, store.Observation{Recipients: rcpts, Time: msg.Time,
 		Network: Network(e.Client(msg)), Sender: senderDomain(msg.Sender)}, decl.Declared, e.opt.Store.Observe, e.thresholds(ctx, rcpts, msg.Time))
 	v.Declared = decl
+	v.ExemptSender, _ = e.opt.ExceptSenders.Exempt(&msg.Header, msg.AuthResults)
 	v.Slow = slow
 	e.record(v, msg, time.Since(start))
 	return v
@@ -365,6 +375,7 @@ func (e *Engine) Peek(ctx context.Context, msg *Message) (Verdict, store.Result)
 	}
 	v := e.decide(ctx, a, store.Observation{Time: msg.Time}, decl.Declared, peek, e.thresholds(ctx, nil, msg.Time))
 	v.Declared = decl
+	v.ExemptSender, _ = e.opt.ExceptSenders.Exempt(&msg.Header, msg.AuthResults)
 	return v, res
 }
 
@@ -743,6 +754,9 @@ func (e *Engine) record(v Verdict, msg *Message, d time.Duration) {
 	} else if !v.Unsigned {
 		m.Level(v.Level, v.Kind())
 	}
+	if v.ExemptSender != "" {
+		m.SenderExempt(v.Outcome())
+	}
 	m.Message(v.Outcome(), d)
 }
 
@@ -787,6 +801,10 @@ func (v Verdict) LevelAs(bulk bool) int {
 	}
 	return min(v.Level, LevelBulk-1)
 }
+
+// Tagged reports whether the verdict header says yes: the message is bulk
+// (Bulk) and no sender exemption applies (ExemptSender).
+func (v Verdict) Tagged() bool { return v.Bulk && v.ExemptSender == "" }
 
 // Kind says whether the message declares itself as bulk: KindDeclared or
 // KindUndeclared.
@@ -839,7 +857,8 @@ func (v Verdict) Header(revealKeys bool) string {
 		b.WriteString(name)
 		b.Write(strconv.AppendInt(d[:0], n, 10))
 	}
-	if v.Bulk {
+	bulk := v.Tagged()
+	if bulk {
 		b.WriteString("yes")
 	} else {
 		b.WriteString("no")
@@ -866,7 +885,7 @@ func (v Verdict) Header(revealKeys bool) string {
 				b.WriteString(f.String())
 			}
 		}
-		number("; level=", int64(v.LevelAs(v.Bulk)))
+		number("; level=", int64(v.LevelAs(bulk)))
 		field("; kind=", v.Kind())
 		if v.Networks > 0 {
 			number("; networks=", v.Networks)
@@ -880,6 +899,9 @@ func (v Verdict) Header(revealKeys bool) string {
 	}
 	if v.Slow {
 		b.WriteString("; slow")
+	}
+	if v.ExemptSender != "" {
+		b.WriteString("; exempt=sender")
 	}
 	if revealKeys && len(v.IDs) > 0 {
 		b.WriteString("; keys=")

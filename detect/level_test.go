@@ -124,6 +124,16 @@ func TestVerdictHeaderText(t *testing.T) {
 	if got := v.Header(true); got != want {
 		t.Errorf("Header(true) = %q,\nwant %q", got, want)
 	}
+	// actions.except_senders: not bulk, a level below the bulk levels,
+	// and why.
+	ex := v
+	ex.ExemptSender = "partner.example"
+	want = "no; family=" + signature.FamilyIMatch.String() + "; volume=300; campaign=0000ab12; via=" +
+		signature.FamilyShingle.String() + "," + signature.FamilySift.String() +
+		fmt.Sprintf("; level=%d; kind=undeclared; networks=12; threshold=20; feedback=global-bulk; slow; exempt=sender", LevelBulk-1)
+	if got := ex.Header(false); got != want || ex.Tagged() {
+		t.Errorf("exempt sender: Header(false) = %q, Tagged %v,\nwant %q, false", got, ex.Tagged(), want)
+	}
 	for _, id := range []uint32{0, 1, 0xab12, 0x80000000, 0xffffffff} {
 		v := Verdict{Campaign: store.Campaign{ID: id, Recipients: 1}}
 		if got, want := v.CampaignID(), fmt.Sprintf("%08x", id); got != want {

@@ -18,6 +18,7 @@ type Observer interface {
 	SlowAnalysis()                    // the analysis took longer than Options.SlowAnalysis
 	Level(level int, kind string)     // a judged message's bulk level and kind (KindDeclared, KindUndeclared)
 	Error(stage string)               // a failed stage (StageStore)
+	SenderExempt(verdict string)      // a message of Options.ExceptSenders, by the verdict it was exempt from
 }
 
 // Verdict outcomes, the values Observer.Message is given (the metric's
@@ -44,3 +45,4 @@ func (nop) Truncated()                    {}
 func (nop) SlowAnalysis()                 {}
 func (nop) Level(int, string)             {}
 func (nop) Error(string)                  {}
+func (nop) SenderExempt(string)           {}

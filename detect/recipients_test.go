@@ -169,3 +169,4 @@ func (c slowCounter) Truncated()                    {}
 func (c slowCounter) SlowAnalysis()                 { c.n.Add(1) }
 func (c slowCounter) Level(int, string)             {}
 func (c slowCounter) Error(string)                  {}
+func (c slowCounter) SenderExempt(string)           {}

@@ -106,11 +106,14 @@ type Verdict struct {
 	Kind         string   `json:"kind"`
 	// Evidence are the declarations a verified signature covers; Uncovered
 	// those present without one (see package declared).
-	Evidence     []string `json:"declared_evidence,omitempty"`
-	Uncovered    []string `json:"uncovered_declarations,omitempty"`
-	SignedBy     string   `json:"signed_by,omitempty"`
-	Feedback     string   `json:"feedback,omitempty"`
-	VolumeSource string   `json:"volume_source"`
+	Evidence  []string `json:"declared_evidence,omitempty"`
+	Uncovered []string `json:"uncovered_declarations,omitempty"`
+	SignedBy  string   `json:"signed_by,omitempty"`
+	Feedback  string   `json:"feedback,omitempty"`
+	// ExemptSender is the actions.except_senders domain whose verified
+	// signature exempts the message (detect.Verdict.ExemptSender).
+	ExemptSender string `json:"exempt_sender,omitempty"`
+	VolumeSource string `json:"volume_source"`
 }
 
 // New builds the report of a verdict from detect.Engine.Peek and the
@@ -186,9 +189,9 @@ func New(name string, v detect.Verdict, res store.Result, threshold func(signatu
 		why = []string{"no family could sign the message"}
 	}
 	r.Verdict = Verdict{
-		Bulk: v.Bulk, Header: v.Header(false), Level: v.LevelAs(v.Bulk), LevelReasons: why,
+		Bulk: v.Tagged(), Header: v.Header(false), Level: v.LevelAs(v.Tagged()), LevelReasons: why,
 		Kind: v.Kind(), Evidence: v.Declared.Evidence, Uncovered: v.Declared.Uncovered,
-		SignedBy: v.Declared.Domain, Feedback: v.Override,
+		SignedBy: v.Declared.Domain, Feedback: v.Override, ExemptSender: v.ExemptSender,
 		VolumeSource: "the store as it is now; this message's own recipients are not added",
 	}
 	return r
@@ -281,10 +284,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  volumes: %s\n", v.VolumeSource)
+	if v.ExemptSender != "" {
+		fmt.Fprintf(&b, "  exempt: the site's verifier passed the DKIM signature of %s, in actions.except_senders, and From is in that domain: counted, never tagged or routed\n", v.ExemptSender)
+	}
 	if v.Bulk {
 		// The admin reading this has usually been asked about a false tag.
 		b.WriteString("  not bulk to a recipient? her \"not bulk\" vote (docs/feedback.md) exempts its copies for her, and for everyone once feedback.global_voters users voted so; " +
-			"actions.except_recipients or except_domains exempt her always; a higher policy.threshold tags later\n")
+			"actions.except_recipients or except_domains exempt her always; actions.except_senders exempts the mail of a sender whose DKIM domain the site's verifier passed; a higher policy.threshold tags later\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -47,6 +47,7 @@ type Metrics struct {
 	votes           *prometheus.CounterVec
 	feedbackRejects *prometheus.CounterVec
 	overrides       *prometheus.CounterVec
+	senderExempt    *prometheus.CounterVec
 	sessionsActive  prometheus.Gauge
 	sessions        prometheus.Counter
 	inProgress      prometheus.Gauge
@@ -187,6 +188,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "feedback_overrides_total",
 			Help: "Messages whose verdict feedback votes changed, by scope (global: enough distinct voters; user: the recipient's own vote) and kind (not_bulk, bulk).",
 		}, []string{"scope", "kind"}),
+		senderExempt: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sender_exempt_messages_total",
+			Help: "Messages never tagged because the site's verifier passed the DKIM signature of an actions.except_senders domain aligned with From, by the verdict they were spared (bulk, not_bulk, unsigned, error).",
+		}, []string{"verdict"}),
 		sessionsActive: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "sessions_active",
 			Help: "Milter sessions (MTA connections) open now.",
@@ -258,6 +263,15 @@ func (m *Metrics) Message(verdict string, d time.Duration) {
 func (m *Metrics) Action(action string) {
 	if m != nil {
 		m.actions.WithLabelValues(action).Inc()
+	}
+}
+
+// SenderExempt counts one message exempt by actions.except_senders, by the
+// verdict volume and votes gave it (detect.OutcomeBulk: a tag it was
+// spared).
+func (m *Metrics) SenderExempt(verdict string) {
+	if m != nil {
+		m.senderExempt.WithLabelValues(verdict).Inc()
 	}
 }
 
@@ -451,7 +465,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{
 		m.messages, m.actions, m.signatures, m.volume, m.duration, m.stageErrors,
 		m.defects, m.truncated, m.slow, m.levels, m.held, m.memoryLimited, m.storeDuration, m.storeErrors, m.storeAhead, m.storeFallbacks, m.votes,
-		m.feedbackRejects, m.overrides, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
+		m.feedbackRejects, m.overrides, m.senderExempt, m.sessionsActive, m.sessions, m.inProgress, m.panics, m.reloads,
 		m.reloadTime, m.reloadOK, m.setInfo,
 	}, m.refile.collectors()...)
 }

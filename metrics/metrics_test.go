@@ -37,6 +37,7 @@ func exercise(m *Metrics) {
 	m.Vote("not_bulk")
 	m.FeedbackRejected("untrusted")
 	m.Override("user", "not_bulk")
+	m.SenderExempt("bulk")
 	m.SessionOpened()
 	m.MessageStarted()
 	m.Panic("EndOfMessage")

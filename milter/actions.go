@@ -20,9 +20,9 @@ func (s *session) apply(m gomilter.Modifier, msg *detect.Message, v detect.Verdi
 	errs := s.removeIncoming(m, log)
 
 	routed, bulkFor := routedRecipients(v, msg.Recipients, act)
-	bulk := v.Bulk
-	value := v.Header(act.RevealKeys)
-	if v.Bulk && bulkFor == 0 {
+	bulk := v.Tagged()
+	value := v.Header(act.RevealKeys) // "no; …; exempt=sender" for an exempt sender
+	if bulk && bulkFor == 0 {
 		// Every recipient is exempt: for them the message is not bulk.
 		nb := v
 		nb.Bulk, bulk = false, false
@@ -107,8 +107,12 @@ func (s *session) removeIncoming(m gomilter.Modifier, log *msgLogger) []error {
 // verdict header only). It is bulk for every recipient when it is bulk for
 // those without votes of their own (the base verdict), but the exceptions
 // and those whose own "not bulk" votes exempt them; else for those whose
-// own "bulk" votes make it so.
+// own "bulk" votes make it so. An exempt sender's message is bulk for no
+// one.
 func routedRecipients(v detect.Verdict, rcpts []string, a *Actions) (routed []string, bulkFor int) {
+	if v.ExemptSender != "" {
+		return nil, 0 // actions.except_senders: bulk for no one, whatever the votes
+	}
 	exempt := map[string]bool{}
 	for _, r := range v.NotBulkFor {
 		exempt[r] = true

@@ -245,13 +245,16 @@ func verdictAttrs(v *detect.Verdict) []slog.Attr {
 		if c := v.CampaignID(); c != "" {
 			args = append(args, slog.String("campaign", c))
 		}
-		args = append(args, slog.Int("bulk_level", v.LevelAs(v.Bulk)), slog.String("bulk_kind", v.Kind()))
+		args = append(args, slog.Int("bulk_level", v.LevelAs(v.Tagged())), slog.String("bulk_kind", v.Kind()))
 	}
 	if v.Override != "" {
 		args = append(args, slog.String("feedback", v.Override))
 	}
 	if v.Slow {
 		args = append(args, slog.Bool("slow", true))
+	}
+	if v.ExemptSender != "" {
+		args = append(args, slog.String("exempt_sender", v.ExemptSender))
 	}
 	return args
 }

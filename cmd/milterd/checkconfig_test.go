@@ -42,3 +42,27 @@ func TestCheckConfigAndRunAgree(t *testing.T) {
 		t.Errorf("check-config: exit %d, stderr %q, want %q", code, stderr, want)
 	}
 }
+
+// actions.except_senders without policy.authserv_id: check-config and run
+// both refuse it, naming both settings; with it, check-config accepts.
+func TestCheckConfigExceptSenders(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "senders.yml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("data_dir: "+dir+"\n"+yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("actions:\n  except_senders: [partner.example]\n")
+	want := path + ":3: actions.except_senders: needs policy.authserv_id"
+	for _, args := range [][]string{{"check-config", "-config", path}, {"run", "-config", path, "-listen", "inet:127.0.0.1:0", "-metrics-listen", "off"}} {
+		if code, _, stderr := runMilterd(t, args...); code == 0 || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, stderr %q, want non-zero and %q", args[0], code, stderr, want)
+		}
+	}
+	write("policy:\n  authserv_id: mx.example.com\nactions:\n  except_senders: [partner.example, .corp.example]\n")
+	if code, _, stderr := runMilterd(t, "check-config", "-config", path); code != 0 {
+		t.Errorf("check-config with authserv_id: exit %d, stderr %q, want 0", code, stderr)
+	}
+}

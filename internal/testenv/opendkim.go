@@ -65,6 +65,11 @@ type OpenDKIMOptions struct {
 	// (RemoveARFrom), so that a test sees what the milter after it does
 	// with them.
 	KeepForged bool
+	// SenderHeaders, for a signer, are the fields OpenDKIM reads the
+	// signing domain from (its SenderHeaders), in place of From: "Sender"
+	// signs a message whose From is another domain, as a spammer signs
+	// his own domain under a forged From.
+	SenderHeaders []string
 }
 
 // OpenDKIM is a real opendkim milter on a loopback port.
@@ -101,6 +106,9 @@ func StartOpenDKIM(t testing.TB, opts OpenDKIMOptions) *OpenDKIM {
 			"InternalHosts 0.0.0.0/0")
 		if len(opts.SignHeaders) > 0 {
 			conf = append(conf, "SignHeaders "+strings.Join(opts.SignHeaders, ","))
+		}
+		if len(opts.SenderHeaders) > 0 {
+			conf = append(conf, "SenderHeaders "+strings.Join(opts.SenderHeaders, ","))
 		}
 	} else {
 		var dns strings.Builder
