@@ -109,28 +109,11 @@ func Judge(h Header, trusted []string) Judgement {
 		}
 	}
 	var passed []Signature
-	for _, v := range trusted {
-		ar, err := ParseAuthResults(v)
-		if err != nil {
-			continue
+	verifierPasses(trusted, func(r Result) {
+		if s, ok := named(r, sigs); ok {
+			passed = append(passed, s)
 		}
-		dkim := false
-		for _, r := range ar.Results {
-			if r.Method != "dkim" {
-				continue
-			}
-			dkim = true
-			if r.Value != "pass" {
-				continue
-			}
-			if s, ok := named(r, sigs); ok {
-				passed = append(passed, s)
-			}
-		}
-		if dkim {
-			break
-		}
-	}
+	})
 	j.Passed = len(passed)
 	if len(passed) > 0 {
 		j.Domain = passed[0].Domain
@@ -154,6 +137,32 @@ func Judge(h Header, trusted []string) Judgement {
 	}
 	j.Declared = len(j.Evidence) > 0
 	return j
+}
+
+// verifierPasses calls pass with each dkim=pass result of the verifier's
+// field: the first trusted field with a dkim result. A later one's dkim
+// results are ignored, so a forged field below it cannot turn its fail
+// into a pass.
+func verifierPasses(trusted []string, pass func(Result)) {
+	for _, v := range trusted {
+		ar, err := ParseAuthResults(v)
+		if err != nil {
+			continue
+		}
+		dkim := false
+		for _, r := range ar.Results {
+			if r.Method != "dkim" {
+				continue
+			}
+			dkim = true
+			if r.Value == "pass" {
+				pass(r)
+			}
+		}
+		if dkim {
+			return
+		}
+	}
 }
 
 // declaration is a kind of evidence and the fields a signature must cover

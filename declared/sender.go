@@ -59,25 +59,11 @@ func (s Senders) Exempt(h Header, trusted []string) (string, bool) {
 	// The verifier's passes of listed domains first: most mail has none,
 	// and then its From is never parsed.
 	var passed []string
-	for _, v := range trusted {
-		ar, err := ParseAuthResults(v)
-		if err != nil {
-			continue
+	verifierPasses(trusted, func(r Result) {
+		if d := signingDomain(r); d != "" && s.match(d) {
+			passed = append(passed, d)
 		}
-		dkim := false
-		for _, r := range ar.Results {
-			if r.Method != "dkim" {
-				continue
-			}
-			dkim = true
-			if d := signingDomain(r); r.Value == "pass" && d != "" && s.match(d) {
-				passed = append(passed, d)
-			}
-		}
-		if dkim {
-			break
-		}
-	}
+	})
 	if len(passed) == 0 {
 		return "", false
 	}
