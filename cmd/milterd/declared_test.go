@@ -64,15 +64,7 @@ func testDeclared(t *testing.T, start func(verifier, milter string) mta) {
 	head := "From: Garden News <news@news.example>\r\nTo: readers@news.example\r\nSubject: Garden News for November\r\n" +
 		"Message-ID: <nov-2026@news.example>\r\nList-Unsubscribe: <https://news.example/u/abc>\r\n" +
 		"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
-	res, err := mtaclient.New("tcp", signer.Addr()).Send(mtaclient.Envelope{From: "news@news.example", Rcpts: []string{"readers@news.example"}}, []byte(head+"\r\n"+body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sigValue, ok := res.Header("DKIM-Signature")
-	if !ok {
-		t.Fatalf("the signer added no DKIM-Signature: %v\n%s", res.Mods, signer.Log())
-	}
-	sig := "DKIM-Signature:" + strings.ReplaceAll(sigValue, "\n", "\r\n") + "\r\n"
+	sig := signWith(t, signer, head+"\r\n"+body)
 	b := sig[strings.Index(sig, "b=")+2:]
 	forged := "Authentication-Results: " + authserv + "; dkim=pass header.d=news.example header.s=s2026 header.b=" + b[:8] + "\r\n"
 	broken := strings.Replace(body, "one that does not leak", "one that does not leak at all", 1)
@@ -88,21 +80,7 @@ func testDeclared(t *testing.T, start func(verifier, milter string) mta) {
 		{"unsigned, forged pass", head + forged + "\r\n" + body, "undeclared", false},
 	}
 	for i, c := range cases {
-		rcpts := make([]string, 12)
-		for j := range rcpts {
-			rcpts[j] = fmt.Sprintf("reader%d-%d@example.test", i, j)
-		}
-		if err := pf.Send("news@news.example", rcpts, []byte(c.msg)); err != nil {
-			t.Fatalf("%s: %v\n%s", c.name, err, pf.Log())
-		}
-		msgs, err := pf.Sink().WaitFor(i+1, 60*time.Second)
-		if err != nil {
-			t.Fatalf("%s: %v\npostfix:\n%s\nmilterd:\n%s", c.name, err, pf.Log(), d.Logs())
-		}
-		m, err := mail.ReadMessage(bytes.NewReader(msgs[i].Data))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := deliverCopy(t, pf, d, i, c.name, c.msg)
 		verdict, level := m.Header.Get("X-Bulk"), m.Header.Get("X-Bulk-Level")
 		if !strings.Contains(verdict, "kind="+c.kind) || level == "" || !strings.Contains(verdict, "level="+level) {
 			t.Errorf("%s: X-Bulk %q, X-Bulk-Level %q; want kind=%s and the same level in both\nA-R: %q",
@@ -135,4 +113,42 @@ func testDeclared(t *testing.T, start func(verifier, milter string) mta) {
 	if n := d.metric(t, `bulkmilter_message_levels_total{kind="declared",level="5"}`); n != 1 {
 		t.Errorf("declared level-5 messages counted %v, want 1", n)
 	}
+}
+
+// signWith returns the DKIM-Signature field signer adds to msg (sent from
+// news@news.example), CRLF-ended, to put on top of a message.
+func signWith(t *testing.T, signer *testenv.OpenDKIM, msg string) string {
+	t.Helper()
+	res, err := mtaclient.New("tcp", signer.Addr()).Send(mtaclient.Envelope{From: "news@news.example", Rcpts: []string{"readers@news.example"}}, []byte(msg))
+	if err != nil {
+		t.Fatalf("signer: %v\n%s", err, signer.Log())
+	}
+	v, ok := res.Header("DKIM-Signature")
+	if !ok {
+		t.Fatalf("the signer added no DKIM-Signature: %v\n%s", res.Mods, signer.Log())
+	}
+	return "DKIM-Signature:" + strings.ReplaceAll(v, "\n", "\r\n") + "\r\n"
+}
+
+// deliverCopy sends msg from news@news.example through m to 12 new
+// recipients (above the default threshold of 10) and returns the i-th
+// message delivered, msg's copy.
+func deliverCopy(t *testing.T, m mta, d *daemonProc, i int, name, msg string) *mail.Message {
+	t.Helper()
+	rcpts := make([]string, 12)
+	for j := range rcpts {
+		rcpts[j] = fmt.Sprintf("reader%d-%d@example.test", i, j)
+	}
+	if err := m.Send("news@news.example", rcpts, []byte(msg)); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, m.Log())
+	}
+	msgs, err := m.Sink().WaitFor(i+1, 60*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v\nMTA:\n%s\nmilterd:\n%s", name, err, m.Log(), d.Logs())
+	}
+	got, err := mail.ReadMessage(bytes.NewReader(msgs[i].Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
