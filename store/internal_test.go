@@ -1247,3 +1247,47 @@ func TestScriptCrossSlotKeys(t *testing.T) {
 		t.Errorf("script.lua's shebang %q lacks allow-cross-slot-keys: a primary's call would fail on every Cluster", first)
 	}
 }
+
+// TestDecideSingleKeyGuard: with SingleKeyGuard a join whose whole
+// evidence is one word-shingle key (a generic band) starts a campaign of
+// its own, on the embedded store; a second key of any family naming the
+// campaign, or the guard off, joins as before.
+func TestDecideSingleKeyGuard(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	first := []string{"s1:shingle.0:a", "s1:shingle.1:b", "s1:shingle.2:c", "s1:imatch.0:d", "s1:contain:e", "s1:sift.0:f"}
+	for _, c := range []struct {
+		name, guard string
+		keys        []string
+		join        bool
+	}{
+		{"guard off, one shingle key", "", []string{"s1:shingle.0:a", "s1:shingle.1:x", "s1:imatch.0:y"}, true},
+		{"one shingle key", "shingle", []string{"s1:shingle.0:a", "s1:shingle.1:x", "s1:imatch.0:y"}, false},
+		{"one shingle key and a contain key", "shingle", []string{"s1:shingle.0:a", "s1:shingle.1:x", "s1:contain:e"}, true},
+		{"two shingle keys", "shingle", []string{"s1:shingle.0:a", "s1:shingle.1:b", "s1:imatch.0:y"}, true},
+		{"one I-Match key, shingle guard", "shingle", []string{"s1:imatch.0:d", "s1:shingle.1:x"}, true},
+		{"one I-Match key, any family", "all", []string{"s1:imatch.0:d", "s1:shingle.1:x"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := OpenEmbedded(EmbeddedOptions{SingleKeyGuard: c.guard, Params: Params{Now: func() time.Time { return at }}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			a, err := e.Observe(ctx, Observation{Keys: first, Recipients: []string{"a@x"}, Time: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := e.Observe(ctx, Observation{Keys: c.keys, Recipients: []string{"b@x"}, Time: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Campaign.ID == a.Campaign.ID; got != c.join {
+				t.Errorf("joined %v (campaigns %08x, %08x), want %v", got, a.Campaign.ID, b.Campaign.ID, c.join)
+			}
+		})
+	}
+	if _, err := OpenEmbedded(EmbeddedOptions{SingleKeyGuard: "terms"}); err == nil {
+		t.Error("SingleKeyGuard terms: no error")
+	}
+}
