@@ -147,7 +147,7 @@ func TestBrokenConfigs(t *testing.T) {
 			`b.yml:1: unknown key "listn" (did you mean "listen"? valid keys here: actions, data_dir, feedback, limits, listen, log, metrics_listen, policy, refile, secret_key_file, shutdown_timeout, signatures, socket, store)`,
 		}},
 		{"unknown nested key", "store:\n  windw: 1h\n", []string{
-			`b.yml:2: store: unknown key "windw" (did you mean "window"? valid keys here: file, max_entries, redis, single_key_guard, window)`,
+			`b.yml:2: store: unknown key "windw" (did you mean "window"? valid keys here: file, max_entries, redis, window)`,
 		}},
 		{"bad duration", "store:\n  window: soon\n", []string{
 			`b.yml:2: store.window: expected a duration, got "soon" (write a duration such as "500ms", "30s", "24h" or "7d")`,
