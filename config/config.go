@@ -128,7 +128,6 @@ type Shingle struct {
 	Enabled bool   `yaml:"enabled"`
 	Width   int    `yaml:"width"` // dictionary words per shingle
 	Sample  Sample `yaml:"sample"`
-	OwnText bool   `yaml:"own_text"` // read neither quoted lines nor what follows a separator
 }
 
 // CharShingle tunes character shingles over the letters-only stream.
@@ -162,7 +161,6 @@ type Contain struct {
 	Bins        int  `yaml:"bins"`         // single min-hashes, one key each
 	MinShingles int  `yaml:"min_shingles"` // fewest shingles to sign
 	MinDF       int  `yaml:"min_df"`       // rarest word read, in lexicon documents
-	OwnText     bool `yaml:"own_text"`     // read neither quoted lines nor what follows a separator
 }
 
 // Lines tunes keys of a message's own lines of text (a short offer

@@ -20,7 +20,7 @@ func defaultSignatures() Signatures {
 			RemoveFraction: p.IMatch.RemoveFraction,
 			Hardening:      string(p.IMatch.Hardening),
 		},
-		Shingle:     Shingle{Enabled: p.Shingle.Enabled, Width: p.Shingle.Width, Sample: sampleOf(p.Shingle.Sample), OwnText: p.Shingle.OwnText},
+		Shingle:     Shingle{Enabled: p.Shingle.Enabled, Width: p.Shingle.Width, Sample: sampleOf(p.Shingle.Sample)},
 		CharShingle: CharShingle{Enabled: p.CharShingle.Enabled, Width: p.CharShingle.Width, Sample: sampleOf(p.CharShingle.Sample)},
 		Sift: Sift{
 			Enabled:       p.Sift.Enabled,
@@ -31,7 +31,7 @@ func defaultSignatures() Signatures {
 			Sample:        sampleOf(p.Sift.Sample),
 		},
 		TermSet: TermSet{Enabled: p.TermSet.Enabled, Sample: sampleOf(p.TermSet.Sample)},
-		Contain: Contain{Enabled: p.Contain.Enabled, Width: p.Contain.Width, Bins: p.Contain.Bins, MinShingles: p.Contain.MinShingles, MinDF: p.Contain.MinDF, OwnText: p.Contain.OwnText},
+		Contain: Contain{Enabled: p.Contain.Enabled, Width: p.Contain.Width, Bins: p.Contain.Bins, MinShingles: p.Contain.MinShingles, MinDF: p.Contain.MinDF},
 		Attach:  Attach{Enabled: p.Attach.Enabled, MinBytes: p.Attach.MinBytes, MaxKeys: p.Attach.MaxKeys, WithText: p.Attach.WithText, Shape: p.Attach.Shape, MaxPixels: p.Attach.MaxPixels, ShortText: p.Attach.ShortText, SoleImage: p.Attach.SoleImage, Remote: p.Attach.Remote},
 		Lines:   Lines{Enabled: p.Lines.Enabled, MinWords: p.Lines.MinWords, Keys: p.Lines.Keys},
 	}
@@ -58,7 +58,6 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.Shingle.Enabled = s.Shingle.Enabled
 	p.Shingle.Width = s.Shingle.Width
 	p.Shingle.Sample = s.Shingle.Sample.params()
-	p.Shingle.OwnText = s.Shingle.OwnText
 	p.CharShingle.Enabled = s.CharShingle.Enabled
 	p.CharShingle.Width = s.CharShingle.Width
 	p.CharShingle.Sample = s.CharShingle.Sample.params()
@@ -70,7 +69,7 @@ func (s *Signatures) SetParams() signature.SetParams {
 	p.Sift.Sample = s.Sift.Sample.params()
 	p.TermSet.Enabled = s.TermSet.Enabled
 	p.TermSet.Sample = s.TermSet.Sample.params()
-	p.Contain = signature.ContainParams{Enabled: s.Contain.Enabled, Width: s.Contain.Width, Bins: s.Contain.Bins, MinShingles: s.Contain.MinShingles, MinDF: s.Contain.MinDF, OwnText: s.Contain.OwnText}
+	p.Contain = signature.ContainParams{Enabled: s.Contain.Enabled, Width: s.Contain.Width, Bins: s.Contain.Bins, MinShingles: s.Contain.MinShingles, MinDF: s.Contain.MinDF}
 	p.Attach = signature.AttachParams{Enabled: s.Attach.Enabled, MinBytes: s.Attach.MinBytes, MaxKeys: s.Attach.MaxKeys, WithText: s.Attach.WithText, Shape: s.Attach.Shape, MaxPixels: s.Attach.MaxPixels, ShortText: s.Attach.ShortText, SoleImage: s.Attach.SoleImage, Remote: s.Attach.Remote}
 	p.Lines = signature.LineParams{Enabled: s.Lines.Enabled, MinWords: s.Lines.MinWords, Keys: s.Lines.Keys}
 	return p

@@ -201,7 +201,7 @@ func (e *Engine) analyze(msg *Message) *Analysis {
 	e.turns <- struct{}{}
 	defer func() { <-e.turns }()
 	text := mailtext.ExtractParts(msg.Header, msg.Body, e.opt.Limits.Text)
-	src := signature.Source{Subject: text.Subject, Domains: text.Domains, Images: text.Images, List: isListPost(msg.Header)}
+	src := signature.Source{Subject: text.Subject, Domains: text.Domains, Images: text.Images}
 	for _, p := range text.Parts {
 		src.Parts = append(src.Parts, p.Text)
 	}
@@ -905,12 +905,4 @@ func senderDomain(s string) string {
 		return s[i+1:]
 	}
 	return s
-}
-
-// isListPost reports a post of a discussion list: a header field only a
-// list manager writes for its posts (RFC 2919 List-Id, RFC 2369
-// List-Post, Mailman's X-BeenThere), not List-Unsubscribe, which
-// newsletters and spam carry too.
-func isListPost(h textproto.Header) bool {
-	return h.Has("List-Id") || h.Has("List-Post") || h.Has("X-BeenThere")
 }

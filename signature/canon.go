@@ -95,7 +95,6 @@ func Canonicalize(src Source) *Doc {
 	d := st.doc(src.Domains)
 	d.Attachments = src.Attachments
 	d.Images = src.Images
-	d.List = src.List
 	return d
 }
 

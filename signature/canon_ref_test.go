@@ -364,7 +364,7 @@ func TestCanonicalizeAsReference(t *testing.T) {
 	}
 	for i, src := range srcs {
 		if diff := sameDoc(Canonicalize(src), refCanonicalize(src)); diff != "" {
-			t.Fatalf("source %d %#v: %s", i, src, diff)
+			t.Fatalf("source %d %+q: %s", i, src, diff)
 		}
 	}
 }
@@ -380,12 +380,12 @@ func FuzzCanonicalizeAsReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text, part, strip string) {
 		src := Source{Subject: text, Parts: []string{part, text}, Strip: []string{strip}}
 		if diff := sameDoc(Canonicalize(src), refCanonicalize(src)); diff != "" {
-			t.Fatalf("%#v: %s", src, diff)
+			t.Fatalf("%+q: %s", src, diff)
 		}
 		src.Strip = nil
 		src.Parts = []string{part}
 		if diff := sameDoc(Canonicalize(src), refCanonicalize(src)); diff != "" {
-			t.Fatalf("%#v: %s", src, diff)
+			t.Fatalf("%+q: %s", src, diff)
 		}
 	})
 }

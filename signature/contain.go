@@ -19,14 +19,6 @@ type ContainParams struct {
 	// the family reads; rarer dictionary words act as spaces, like words
 	// outside the dictionary (0: every dictionary word).
 	MinDF int
-	// OwnText reads only a discussion list post's (Source.List) own
-	// text, as the line family reads every message: not quoted lines,
-	// nothing after a separator (a signature, a list's footer, a
-	// forwarded message) within a part, not the Subject (off by default).
-	// A short list post is mostly its list's footer and the thread it
-	// quotes, which other posts of the list, and of the lists the same
-	// host runs, carry too (docs/evaluation.md, "Held-out seeds").
-	OwnText bool
 }
 
 // DefaultContainParams returns the defaults; docs/evaluation.md
@@ -54,7 +46,7 @@ func (p ContainParams) Validate() error {
 }
 
 func (p ContainParams) shingle() ShingleParams {
-	return ShingleParams{Enabled: p.Enabled, Width: p.Width, Sample: SampleParams{Rows: 1, MinBands: p.Bins, MaxBands: p.Bins, MinUnits: p.MinShingles}, OwnText: p.OwnText}
+	return ShingleParams{Enabled: p.Enabled, Width: p.Width, Sample: SampleParams{Rows: 1, MinBands: p.Bins, MaxBands: p.Bins, MinUnits: p.MinShingles}}
 }
 
 // The containment family signs the word shingles of the Shingle family

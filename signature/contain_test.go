@@ -3,7 +3,6 @@ package signature
 import (
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -146,66 +145,5 @@ func TestContainUnrelatedApart(t *testing.T) {
 	t.Logf("%d pairs of unrelated posts, %d share 6+ containment keys", pairs, joined)
 	if pairs < 3000 || joined > pairs/1000 {
 		t.Fatalf("%d of %d unrelated pairs would join", joined, pairs)
-	}
-}
-
-// With OwnText, list posts that share only the list's footer and a quoted
-// thread share no containment key; read whole, or not from a list, they
-// share the footer's.
-func TestContainOwnText(t *testing.T) {
-	lex := testLexicon(t)
-	var texts []string
-	for i, m := range newsgroups(t, "test") {
-		if n := len(tokenize(m.Text)); i%5 == 0 && n >= 150 && n <= 400 && !strings.Contains(m.Text, "\n>") && !strings.Contains(m.Text, "--") && !strings.Contains(m.Text, "__") {
-			texts = append(texts, m.Text)
-		}
-	}
-	if len(texts) < 40 {
-		t.Fatalf("%d posts", len(texts))
-	}
-	footer, thread := texts[0], texts[1]
-	quoted := "> " + strings.ReplaceAll(thread, "\n", "\n> ")
-	shared := func(p ContainParams, list bool) (pairs, sharing int) {
-		ct, err := NewContain(testSecret(t), lex, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys [][]Key
-		for _, own := range texts[2:40] {
-			// A reply quoting the thread, the poster's own text, the list's footer.
-			body := quoted + "\n" + own + "\n-------------------------------------\n" + footer
-			d := Canonicalize(Source{Parts: []string{body}, List: list})
-			k := keysOf(ct, d)
-			if len(k) > 0 {
-				keys = append(keys, k)
-			}
-		}
-		for i := range keys {
-			for j := i + 1; j < len(keys); j++ {
-				pairs++
-				for _, k := range keys[i] {
-					if slices.Contains(keys[j], k) {
-						sharing++
-						break
-					}
-				}
-			}
-		}
-		if len(keys) < 30 {
-			t.Fatalf("%d of %d posts signed", len(keys), len(texts)-2)
-		}
-		return pairs, sharing
-	}
-	p := DefaultContainParams()
-	pairs, whole := shared(p, true)
-	p.OwnText = true
-	_, own := shared(p, true)
-	_, notList := shared(p, false)
-	t.Logf("%d pairs of posts sharing a quoted thread and a footer: %d share a key read whole, %d own text only, %d not from a list", pairs, whole, own, notList)
-	if whole < pairs/2 || notList != whole {
-		t.Errorf("read whole, %d of %d pairs share a key (not from a list %d): the footer and thread should join most", whole, pairs, notList)
-	}
-	if own > pairs/100 {
-		t.Errorf("own text only, %d of %d pairs share a key", own, pairs)
 	}
 }

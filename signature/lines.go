@@ -122,26 +122,3 @@ func (l *Lines) sign(d *Doc, p *prepared, dst []Key) ([]Key, Explain) {
 	e.Keys = n
 	return dst, e
 }
-
-// ownLines calls fn with the token range [start, end) of each of the
-// document's own lines, in order: not quoted, not after a separator (a
-// signature, a list's footer, a forwarded or quoted message) within its
-// part, and not the Subject; what the line family reads, of any length.
-// n is the number of tokens.
-func ownLines(d *Doc, n int, fn func(start, end int)) {
-	cut, skip := false, false
-	for i, ln := range d.Lines {
-		if ln.Mark&LinePart != 0 {
-			cut, skip = false, ln.Mark&LineSubject != 0
-		}
-		cut = cut || ln.Mark&LineSep != 0
-		start, end := int(ln.Start), n
-		if i+1 < len(d.Lines) {
-			end = min(int(d.Lines[i+1].Start), end)
-		}
-		if cut || skip || ln.Mark&LineQuoted != 0 || start < 0 || start >= end {
-			continue
-		}
-		fn(start, end)
-	}
-}

@@ -193,17 +193,8 @@ func describe(p SetParams) string {
 	if p.IMatch.Enabled {
 		fmt.Fprintf(&b, " imatch=%+v", p.IMatch)
 	}
-	// OwnText is described only when set, so that a set without it keeps
-	// the version it had before the option existed.
 	if p.Shingle.Enabled {
-		fmt.Fprintf(&b, " shingle=%+v", struct {
-			Enabled bool
-			Width   int
-			Sample  SampleParams
-		}{p.Shingle.Enabled, p.Shingle.Width, p.Shingle.Sample})
-		if p.Shingle.OwnText {
-			b.WriteString(" shingle.own_text")
-		}
+		fmt.Fprintf(&b, " shingle=%+v", p.Shingle)
 	}
 	if p.CharShingle.Enabled {
 		fmt.Fprintf(&b, " charshingle=%+v", p.CharShingle)
@@ -215,14 +206,7 @@ func describe(p SetParams) string {
 		fmt.Fprintf(&b, " terms=%+v", p.TermSet)
 	}
 	if p.Contain.Enabled {
-		fmt.Fprintf(&b, " contain=%+v", struct {
-			Enabled                  bool
-			Width, Bins, MinShingles int
-			MinDF                    int
-		}{p.Contain.Enabled, p.Contain.Width, p.Contain.Bins, p.Contain.MinShingles, p.Contain.MinDF})
-		if p.Contain.OwnText {
-			b.WriteString(" contain.own_text")
-		}
+		fmt.Fprintf(&b, " contain=%+v", p.Contain)
 	}
 	if p.Attach.Enabled {
 		fmt.Fprintf(&b, " attach=%+v", p.Attach)
@@ -308,7 +292,7 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 			keys, e = s.sift.sign(p, keys)
 			exps = append(exps, e)
 		}
-		keys, exps = s.signLast(d, p, keys, exps)
+		keys, exps = s.signLast(p, keys, exps)
 	}
 	if s.attach != nil {
 		var e Explain
@@ -336,7 +320,7 @@ func (s *Set) sign(d *Doc, keys []Key, exps []Explain) ([]Key, []Explain) {
 }
 
 // signLast signs with the families after sifting.
-func (s *Set) signLast(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key, []Explain) {
+func (s *Set) signLast(p *prepared, keys []Key, exps []Explain) ([]Key, []Explain) {
 	if s.terms != nil {
 		var e Explain
 		keys, e = s.terms.sign(p, keys)
@@ -344,7 +328,7 @@ func (s *Set) signLast(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key, 
 	}
 	if s.contain != nil {
 		var e Explain
-		keys, e = s.contain.sign(d, p, keys)
+		keys, e = s.contain.sign(p, keys)
 		exps = append(exps, e)
 	}
 	return keys, exps
@@ -358,7 +342,7 @@ func (s *Set) signFirst(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key,
 		exps = append(exps, e)
 	}
 	if s.shingle != nil {
-		keys, e = s.shingle.sign(d, p, keys)
+		keys, e = s.shingle.sign(p, keys)
 		exps = append(exps, e)
 	}
 	if s.chars != nil {
@@ -390,7 +374,7 @@ func (s *Set) signBeside(d *Doc, p *prepared, keys []Key, exps []Explain) ([]Key
 	if crashed != nil {
 		panic(crashed)
 	}
-	return s.signLast(d, p, append(keys, sk...), append(exps, se))
+	return s.signLast(p, append(keys, sk...), append(exps, se))
 }
 
 // sidePool runs signBeside's sifting on long-lived goroutines, whose

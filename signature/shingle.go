@@ -17,9 +17,6 @@ type ShingleParams struct {
 	// Sample sizes the min-hash sample and its bands; units are
 	// dictionary words.
 	Sample SampleParams
-	// OwnText reads only a list post's own text (Source.List;
-	// ContainParams.OwnText; off by default).
-	OwnText bool
 }
 
 // DefaultShingleParams returns the defaults; docs/signatures.md gives the
@@ -56,13 +53,11 @@ type Shingle struct {
 	// minDF: dictionary words of fewer documents act as spaces
 	// (ContainParams.MinDF; 0 for the shingle family).
 	minDF uint32
-	// ownText: only the message's own text is read (OwnText).
-	ownText bool
-	th      tokenHasher
-	kl      *keyedLexicon
-	seed    uint64
-	mul     uint64
-	smp     sampler
+	th    tokenHasher
+	kl    *keyedLexicon
+	seed  uint64
+	mul   uint64
+	smp   sampler
 }
 
 // NewShingle returns a word-shingle signer keyed with s; lex supplies the
@@ -81,7 +76,7 @@ func newShingle(s Secret, th tokenHasher, kl *keyedLexicon, p ShingleParams) (*S
 	}
 	k := s.derive("shingle/word")
 	return &Shingle{
-		fam: FamilyShingle, p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1, ownText: p.OwnText,
+		fam: FamilyShingle, p: p, th: th, kl: kl, seed: k.k0, mul: k.k1 | 1,
 		smp: newSampler(s, FamilyShingle, p.Sample),
 	}, nil
 }
@@ -93,7 +88,7 @@ func (s *Shingle) Family() Family { return s.fam }
 func (s *Shingle) Sign(d *Doc, dst []Key) ([]Key, Explain) {
 	p := prepare(d, s.th, s.kl)
 	defer p.release()
-	return s.sign(d, p, dst)
+	return s.sign(p, dst)
 }
 
 // OutOfDictionary returns the share of the document's tokens that are not
@@ -121,25 +116,14 @@ type wordScratch struct {
 
 var wordPool = sync.Pool{New: func() any { return new(wordScratch) }}
 
-func (s *Shingle) sign(d *Doc, p *prepared, dst []Key) ([]Key, Explain) {
+func (s *Shingle) sign(p *prepared, dst []Key) ([]Key, Explain) {
 	e := Explain{Family: s.fam}
 	sc := wordPool.Get().(*wordScratch)
 	defer func() { recycle(&wordPool, sc, cap(sc.seq)) }()
 	sc.seq = sc.seq[:0]
-	read := func(i int) {
-		if idx := p.lex[i]; idx >= 0 && (s.minDF == 0 || s.kl.df(idx, p.info[i]) >= s.minDF) {
+	for i, idx := range p.lex {
+		if idx >= 0 && (s.minDF == 0 || s.kl.df(idx, p.info[i]) >= s.minDF) {
 			sc.seq = append(sc.seq, p.th[i])
-		}
-	}
-	if s.ownText && d.List && len(d.Lines) > 0 {
-		ownLines(d, len(p.lex), func(start, end int) {
-			for i := start; i < end; i++ {
-				read(i)
-			}
-		})
-	} else {
-		for i := range p.lex {
-			read(i)
 		}
 	}
 	n := len(sc.seq)

@@ -22,11 +22,6 @@ type Source struct {
 	// recipient's own name and address parts: personalisation is the most
 	// common per-copy variation of a mass mailing.
 	Strip []string
-	// List is true for a post of a discussion list (a list manager's
-	// List-Id, List-Post or X-BeenThere): what the list adds, its footer
-	// and the thread the post quotes, is not its sender's text
-	// (ShingleParams.OwnText).
-	List bool
 }
 
 // Doc is the canonical form of a message that every Signer consumes.
@@ -53,8 +48,6 @@ type Doc struct {
 	Attachments []Attachment
 	// Images are Source.Images, as they are.
 	Images []string
-	// List is Source.List.
-	List bool
 	// Stats describe what canonicalisation saw and changed.
 	Stats DocStats
 }
