@@ -202,9 +202,6 @@ type Store struct {
 	File string `yaml:"file"`
 	// MaxEntries bounds the embedded store; the oldest entries go first.
 	MaxEntries int `yaml:"max_entries"`
-	// SingleKeyGuard (embedded store only; measured, not adopted):
-	// "shingle" or "all", store.EmbeddedOptions.SingleKeyGuard.
-	SingleKeyGuard string `yaml:"single_key_guard"`
 	// Redis, when its URL or addresses are set, replaces the embedded store.
 	Redis Redis `yaml:"redis"`
 }

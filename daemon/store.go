@@ -188,11 +188,10 @@ func OpenStore(cfg *config.Config, secret []byte, log *slog.Logger, met *metrics
 			return nil, "", err
 		}
 		e, err := store.OpenEmbedded(store.EmbeddedOptions{
-			Path:           cfg.StoreFile(),
-			MaxEntries:     cfg.Store.MaxEntries,
-			SingleKeyGuard: cfg.Store.SingleKeyGuard,
-			Observer:       storeObserver{met, log},
-			Params:         params,
+			Path:       cfg.StoreFile(),
+			MaxEntries: cfg.Store.MaxEntries,
+			Observer:   storeObserver{met, log},
+			Params:     params,
 		})
 		var corrupt *store.CorruptFileError
 		if errors.As(err, &corrupt) {

@@ -41,11 +41,6 @@ type EmbeddedOptions struct {
 	// evicted (counted in Stats). Votes are never evicted. Default 8Mi.
 	MaxEntries int
 	Observer   Observer // may be nil
-	// SingleKeyGuard, measured and not adopted (docs/evaluation.md, "The
-	// single-band guard"): a join whose whole evidence is one key of the
-	// family it names ("shingle"; "all": any family) starts a campaign of
-	// its own instead. Empty: off. The Redis store does not read it.
-	SingleKeyGuard string
 	Params
 }
 
@@ -66,8 +61,6 @@ type Embedded struct {
 	// aliases: the stored merge of split campaigns (model.go, alias.go)
 	aliases aliasBook
 	noMerge bool // the model a Redis Cluster runs: no stored merge (TestStoresAgree)
-	// singleKeyGuard: EmbeddedOptions.SingleKeyGuard (model.go, singleKey)
-	singleKeyGuard string
 	// mixedUpTo: the buckets up to it, read from a file of version 4 or
 	// before, hold the support families' pointers in the main ring too
 	// (math.MinInt64: none).
@@ -280,23 +273,17 @@ func OpenEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
 	}
-	switch o.SingleKeyGuard {
-	case "", "all", "shingle":
-	default:
-		return nil, fmt.Errorf("embedded store: single key guard %q: must be empty, \"shingle\" or \"all\"", o.SingleKeyGuard)
-	}
 	if o.SaveInterval == 0 {
 		o.SaveInterval = DefaultSaveInterval
 	}
 	e := &Embedded{
-		c:              c,
-		path:           o.Path,
-		maxShard:       max(1, o.MaxEntries/(2*embeddedShards)), // pointers and campaigns
-		observer:       o.Observer,
-		interval:       o.SaveInterval,
-		singleKeyGuard: o.SingleKeyGuard,
-		stop:           make(chan struct{}),
-		done:           make(chan struct{}),
+		c:        c,
+		path:     o.Path,
+		maxShard: max(1, o.MaxEntries/(2*embeddedShards)), // pointers and campaigns
+		observer: o.Observer,
+		interval: o.SaveInterval,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	for i := range e.shards {
 		e.shards[i].fs = make([]recTable, c.nb)
@@ -617,9 +604,6 @@ func (e *Embedded) campaign(o Observation, rc rcptSet, t time.Time, cb int64, vo
 	}
 	fc := familyCounts(fams)
 	d := decide(fams, fc, kps, 0, fp16(o.Sender))
-	if singleKey(e.singleKeyGuard, fams, kps, d) {
-		d = decision{cls: d.sc, sc: d.sc, voters: make([]bool, len(kps))}
-	}
 	fresh, origin := newRef(ids)
 	write := len(rc.ids) > 0
 	if !d.join {

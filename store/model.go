@@ -286,28 +286,6 @@ type decision struct {
 	weak   bool     // a weak join (WeakShare)
 	union  []uint32 // other campaigns counted with ref (UnionShare), ascending
 	voters []bool   // per distinct key: its pointer named ref (or a union) and voted
-	keys   int      // the keys whose evidence named ref (a join)
-}
-
-// singleKey reports a join whose whole evidence is one key of a family
-// guard names (SingleKeyGuard: "shingle", or "all" for any family): a
-// word-shingle band of 3 min-hashes of a short or common text is signed
-// by unrelated messages (8 of 4,152 SpamAssassin ham for one band at seed
-// 1's secret) and joined a newsletter to a campaign of unrelated list
-// posts alone (docs/evaluation.md, "The single-band guard").
-func singleKey(guard string, fams []string, ptrs []keyPtr, d decision) bool {
-	if guard == "" || !d.join || d.keys != 1 {
-		return false
-	}
-	if guard == "all" {
-		return true
-	}
-	for i, kp := range ptrs {
-		if kp.found && kp.p.switches() < WeakCap && kp.p.ref() == d.ref && !supportFamily(fams[i]) {
-			return fams[i] == guard
-		}
-	}
-	return false
 }
 
 // supportAlone returns, for a support family (the package doc above),
@@ -454,7 +432,7 @@ func decide(fams []string, fc famCounts, ptrs []keyPtr, fresh uint32, snd uint16
 	d := decision{ref: fresh, cls: sc, sc: sc, voters: make([]bool, len(ptrs))}
 	if bestEv >= JoinEvidence && 100*bestEv >= JoinShare*evidenceUnit*whole {
 		c := campaignClass(fams, ptrs, best)
-		d.ref, d.join, d.cls, d.keys = best, true, nextClass(c, sc), keys[best]
+		d.ref, d.join, d.cls = best, true, nextClass(c, sc)
 		d.weak = (100*bestEv < WeakShare*evidenceUnit*whole && !spread[best]) ||
 			(keys[best] < UnionKeys && sc != 0 && c == sc)
 		if !d.weak {
