@@ -43,7 +43,7 @@ type Params struct {
 	// VoteHorizon is how long a vote counts after it was cast. Default 180
 	// days.
 	VoteHorizon time.Duration
-	// ExactLimit is the number of distinct recipients per signature counted
+	// ExactLimit is the number of distinct recipients per campaign counted
 	// exactly before the count switches to HyperLogLog. Default 100 (the
 	// Redis store lowers it to fit the server's listpack limit; the embedded
 	// store allows up to 100000).
